@@ -1,0 +1,1 @@
+"""envs: see ../shared/DESIGN.md; filled in by its issue."""

@@ -1,0 +1,1 @@
+"""Evaluation layer: scorers, submission validation and grading."""

@@ -1,0 +1,1 @@
+"""State-manager runtime (issue 3)."""

@@ -1,0 +1,1 @@
+"""rewards: see ../shared/DESIGN.md; filled in by its issue."""

@@ -1,0 +1,1 @@
+"""synthesis: see ../shared/DESIGN.md; filled in by its issue."""

@@ -1,0 +1,1 @@
+"""training: see ../shared/DESIGN.md; filled in by its issue."""
