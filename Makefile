@@ -1,0 +1,51 @@
+# The README's two commands:
+#   make demo   set up from nothing and run the main job on the embedded default
+#   make test   set up from nothing and run lint + the test suite
+# Every pip install uses constraints.txt, which pins the CPU build of torch.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+EXTRAS ?= dev
+STAMP  := $(VENV)/.stamp-$(EXTRAS)
+PYTEST_ARGS ?=
+DEMO_OUT ?= runs/demo
+
+.PHONY: demo test lint bench sysdeps venv clean
+
+demo: sysdeps $(STAMP)
+	$(BIN)/stateguard demo --out $(DEMO_OUT)
+
+test: sysdeps $(STAMP) lint
+	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); a run that checks nothing fails." >&2; fi; \
+	exit $$rc
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: sysdeps $(STAMP)
+	$(BIN)/python scripts/bench_sandbox.py
+
+venv: $(STAMP)
+
+# System packages: bubblewrap isolates the sandbox. Installed with apt when missing and we are root;
+# otherwise say how to install it (the sandbox then refuses to run unless configured with isolation: none).
+sysdeps:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing bubblewrap (apt-get)"; \
+		apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null; }; \
+	else echo "WARNING: bubblewrap (bwrap) is missing; install it: sudo apt-get install bubblewrap" >&2; fi
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS)]"
+	touch $@
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache runs
