@@ -69,15 +69,19 @@ def run_demo(args: argparse.Namespace) -> int:
             answers[turn.turn_id] = result.results[-1] if result.results else None
             transcript.append({"turn_id": turn.turn_id, "relation": turn.relation, **result.to_dict()})
             changed = ", ".join(f"{v.name}@v{v.version}" for v in result.variables) or "-"
-            tqdm.write(f"  turn {turn.turn_id} ({turn.relation}): ok={result.ok} "
-                       f"{result.duration_s * 1000:.1f} ms  variables: {changed}")
+            tqdm.write(
+                f"  turn {turn.turn_id} ({turn.relation}): ok={result.ok} "
+                f"{result.duration_s * 1000:.1f} ms  variables: {changed}"
+            )
             if turn.turn_id == task.turns[0].turn_id:
                 checkpoint_id = kernel.checkpoint()
         # A read-only probe (what the manager's run_probe tool does): it sees the live namespace, changes nothing.
         probe = kernel.probe("print(sales['unit_price'].max()); sales = None")
         still_there = kernel.execute("print(type(sales).__name__)")
-        print(f"probe: max unit_price = {probe.stdout.strip()}; after the probe `sales` is still a "
-              f"{still_there.stdout.strip()} (the probe's assignment did not leak)")
+        print(
+            f"probe: max unit_price = {probe.stdout.strip()}; after the probe `sales` is still a "
+            f"{still_there.stdout.strip()} (the probe's assignment did not leak)"
+        )
         if checkpoint_id is not None:
             kernel.restore(checkpoint_id)
             back = kernel.execute("print(sorted(k for k in ('clean', 'by_region', 'by_cat') if k in globals()))")
@@ -99,7 +103,13 @@ def run_demo(args: argparse.Namespace) -> int:
         relation = next(t.relation for t in task.turns if t.turn_id == turn_id)
         print(f"{turn_id:>4}  {relation:<10}  {detail.get('correct')!s:<7}")
     print(f"grade (simulated worker): valid={grade.valid} score={grade.score}  -> {out / 'grade.json'}")
-    summary = {"task_id": task.id, "simulated": True, "valid": grade.valid, "score": grade.score,
-               **{k: round(v, 4) for k, v in timings.items()}, "out": str(out)}
+    summary = {
+        "task_id": task.id,
+        "simulated": True,
+        "valid": grade.valid,
+        "score": grade.score,
+        **{k: round(v, 4) for k, v in timings.items()},
+        "out": str(out),
+    }
     print(json.dumps(summary))
     return 0 if grade.valid else 1

@@ -1,0 +1,98 @@
+"""Execution layer: a fast, isolated, stateful Python kernel per episode.
+
+Usage::
+
+    from harness.sandbox import Sandbox, SandboxConfig
+
+    with Sandbox(SandboxConfig(isolation="bwrap", memory_mb=2048, cell_timeout_s=30)) as sandbox:
+        k = sandbox.new_kernel(public_dir=task / "public")          # workspace=None: temp dir, removed on close
+        r = k.execute("import pandas as pd\ndf = pd.read_csv(f'{DATA_DIR}/data/x.csv')\ndf.shape")
+        r.ok, r.display, r.variables, r.files                       # never raises for user errors
+        cp = k.checkpoint(); k.execute("df = None"); k.restore(cp)   # fork snapshot, restorable many times
+        k.probe("df.describe()")                                     # throwaway fork; namespace untouched
+
+Architecture
+------------
+host process ──socket──► **zygote** (numpy/pandas imported; inside one bubblewrap container per Sandbox)
+  └─ per kernel (episode): zygote forks → ``unshare(PID|mount|IPC|net)`` → **episode init** (PID 1 of a fresh PID
+     namespace; binds ``public_dir`` read-only at ``/public``, the workspace read-write at ``/workspace``, a fresh
+     tmpfs ``/tmp`` and ``/proc``, detaches the host view ``/.host``, makes ``/`` read-only, drops all
+     capabilities) → forks the **kernel** (rlimits, no_new_privs, Landlock, then user code).
+     Checkpoints are forks of the kernel parked on their own channel; ``restore`` double-forks a new kernel from
+     one; probes are forks that run one cell and exit. Channels are unix socketpairs handed over with SCM_RIGHTS;
+     frames are length-prefixed JSON with size caps; the host gets real pids from SCM_CREDENTIALS.
+Typical costs here (``scripts/bench_sandbox.py``): trivial cell ~0.3 ms, new kernel ~40 ms, checkpoint ~4 ms,
+probe ~9 ms with a 1,000,000-row DataFrame in the namespace.
+
+Threat model (``isolation: bwrap``)
+-----------------------------------
+Contained — user code in a kernel cannot:
+- read anything but ``public_dir`` (read-only), its workspace, its own ``/tmp``, the Python installation/venv
+  (read-only), ``/usr`` and a few ``/etc`` files (ld.so cache, localtime, passwd, group). Not visible: the task's
+  ``private/`` answers, the repository source (only ``harness/sandbox/runtime`` is mounted, read-only), ``/root``
+  and the rest of the host, other episodes' workspaces and ``/tmp``;
+- write anywhere except its workspace and ``/tmp`` (mounts are read-only; Landlock enforces the same);
+- use the network: each kernel has its own empty network namespace (no interfaces but a down-by-default
+  loopback), and Landlock denies TCP bind/connect; kernels cannot reach each other (no shared loopback or
+  abstract unix sockets);
+- see or signal processes outside its episode: own PID namespace whose PID 1 (the episode init) ignores signals
+  from inside; ``os.kill(os.getppid(), 9)`` fails; the zygote and host are not visible; Landlock also scopes
+  signals and abstract sockets to the kernel's own domain;
+- regain privileges: every capability is dropped (bounding set emptied, securebits locked), no_new_privs is
+  set, and nested user namespaces are disabled (``user.max_user_namespaces = 0`` in the sandbox).
+Limits and how they are enforced:
+- memory: ``RLIMIT_AS`` per process = preloaded baseline + ``memory_mb`` (a ``MemoryError`` sets
+  ``memory_exceeded``; the kernel survives); plus a memory cgroup per episode (``episode_memory_mb``) as a
+  backstop (an OOM kill restarts the kernel, reported with ``memory_exceeded`` and the reason);
+- wall clock: ``SIGALRM`` raises ``CellTimeout`` in user code (re-fired every 0.5 s if swallowed); a cell that
+  ignores it is killed by the host after ``grace_s`` and the kernel restarted (``restarted=True`` with reason);
+- CPU time: ``RLIMIT_CPU`` soft limit per cell, ``SIGXCPU`` raises ``CellCpuExceeded`` (the hard limit is left
+  open, so user code can lift the soft one; the wall clock still applies);
+- processes: a pids cgroup per episode (``max_processes`` + room for checkpoints); processes a cell starts are
+  killed when the cell ends;
+- output: stdout/stderr capped at ``max_output_bytes`` each with a ``[... output truncated: N bytes omitted ...]``
+  marker (Python-level writes beyond the cap are dropped as they are written; fd-level writes go to a memfd that
+  ``RLIMIT_FSIZE`` bounds); files: ``RLIMIT_FSIZE`` (``max_file_mb``), ``/tmp`` size ``tmp_mb``.
+- Anything the kernel sends is untrusted: oversized/garbled/late replies are treated as a crash (kernel killed
+  and restarted), never parsed into the host's control flow.
+Not contained (accepted risks):
+- kernel exploits: user code reaches the full Linux syscall surface (no seccomp filter); the sandboxed processes
+  run as host uid 0 when the host is root (inside a user namespace, without capabilities);
+- CPU/cache side channels, timing, and resource contention with other episodes (CPU, disk bandwidth, page cache);
+- reading the Python installation, the venv and ``/usr`` (needed to run); reading ``/proc`` of its own episode;
+- disk usage of the workspace (only single files are capped, by ``RLIMIT_FSIZE``);
+- self-harm within an episode: a cell can kill its own checkpoints (they share its PID namespace; ``restore``
+  then raises ``SandboxError``) or corrupt its own kernel (then it is restarted);
+- without root (no writable cgroups) the process and episode-memory limits are not enforced (logged warning);
+  RLIMIT_NPROC is set instead where it applies (non-root uids).
+Probes run with a Landlock layer that forbids all file writes, TCP and signals outside the probe, so they
+cannot change the kernel's namespace, its workspace or ``/tmp``. They *can* still write through file objects the
+kernel already had open for writing, and without Landlock (old Linux) they can write files.
+Checkpoints snapshot the process (the namespace), not the workspace files.
+
+Fallback
+--------
+``isolation: bwrap`` without a working ``bwrap`` raises :class:`SandboxUnavailableError` (with the fix).
+``isolation: none`` runs the same zygote/fork machinery without namespaces and logs a loud ``logging.warning``;
+where Landlock is available (Linux >= 5.13; ABI >= 4 for TCP, >= 6 for signal scoping) it still confines reads
+to the public dir, the workspace, the Python installation and system libraries, writes to the workspace and a
+private tmp dir, denies TCP and signals out of the kernel — but that is defence in depth, not isolation.
+"""
+
+from .config import SandboxConfig
+from .kernel import Kernel, KernelDiedError, SandboxError
+from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
+from .sandbox import Sandbox, SandboxUnavailableError
+
+__all__ = [
+    "ExecutionResult",
+    "FileChange",
+    "Kernel",
+    "KernelDiedError",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxUnavailableError",
+    "VariableChange",
+    "VariableInfo",
+]

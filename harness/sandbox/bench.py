@@ -1,0 +1,108 @@
+"""Sandbox micro-benchmark (used by ``scripts/bench_sandbox.py``): round trips, kernel start, checkpoint, probe,
+and a jupyter_client/ipykernel round trip measured in the same run as the reference."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..import_utils import is_available
+from .config import SandboxConfig
+from .sandbox import Sandbox
+
+logger = logging.getLogger(__name__)
+BIG_FRAME = (
+    "import numpy as np, pandas as pd\n"
+    "df = pd.DataFrame({'a': np.arange(1_000_000), 'b': np.random.default_rng(0).random(1_000_000),"
+    " 'c': np.arange(1_000_000) % 7})"
+)
+
+
+def _p50_ms(fn: Callable[[], Any], n: int) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def ipykernel_cell_ms(n: int) -> float | None:
+    """p50 of ``execute('x = 1')`` + wait for idle on a jupyter ipykernel; None when jupyter_client is missing."""
+    if not is_available("jupyter_client"):
+        logger.warning("jupyter_client is not installed (extra 'dev'); skipping the ipykernel reference")
+        return None
+    from jupyter_client import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel()
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        client.execute_interactive("x = 0", timeout=30)
+        return _p50_ms(lambda: client.execute_interactive("x = 1", timeout=30), n)
+    finally:
+        client.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def run_benchmark(n: int = 50, isolation: str | None = None, with_ipykernel: bool = True) -> dict[str, Any]:
+    """Measure the sandbox; returns the metrics (milliseconds) as a flat dict."""
+    if isolation is None:
+        isolation = "bwrap" if shutil.which("bwrap") else "none"
+    public = Path(tempfile.mkdtemp(prefix="bench-public-"))
+    (public / "data").mkdir()
+    (public / "data" / "x.csv").write_text("a,b\n1,2\n3,4\n")
+    metrics: dict[str, Any] = {"isolation": isolation, "n": n}
+    try:
+        start = time.perf_counter()
+        with Sandbox(SandboxConfig(isolation=isolation)) as sandbox:
+            metrics["zygote_start_ms"] = (time.perf_counter() - start) * 1000
+            kernels = []
+
+            def start_kernel() -> None:
+                kernels.append(sandbox.new_kernel(public))
+
+            metrics["kernel_start_ms_p50"] = _p50_ms(start_kernel, max(3, n // 5))
+            for extra in kernels[1:]:
+                extra.close()
+            kernel = kernels[0]
+            kernel.execute("x = 0")
+            metrics["cell_ms_p50"] = _p50_ms(lambda: kernel.execute("x = 1"), n)
+            loaded = kernel.execute(BIG_FRAME)
+            if not loaded.ok:
+                raise RuntimeError(f"benchmark setup cell failed: {loaded.error_message}")
+            metrics["cell_with_1m_rows_ms_p50"] = _p50_ms(lambda: kernel.execute("y = 1"), n)
+            metrics["cell_touching_1m_rows_ms_p50"] = _p50_ms(lambda: kernel.execute("s = len(df)"), max(3, n // 5))
+            # df handed to a function that might mutate it: its content is hashed before and after the cell
+            metrics["cell_hashing_1m_rows_ms_p50"] = _p50_ms(
+                lambda: kernel.execute("t = np.asarray(df['b']).sum()"), max(3, n // 5)
+            )
+            ids: list[str] = []
+            metrics["checkpoint_ms_p50"] = _p50_ms(lambda: ids.append(kernel.checkpoint()), max(3, min(n, 10)))
+            metrics["restore_ms_p50"] = _p50_ms(lambda: kernel.restore(ids[0]), max(3, min(n, 10)))
+            for cid in ids:
+                kernel.release(cid)
+            metrics["probe_ms_p50"] = _p50_ms(lambda: kernel.probe("df.shape"), max(3, min(n, 20)))
+            metrics["probe_overhead_ms_p50"] = metrics["probe_ms_p50"] - _p50_ms(
+                lambda: kernel.execute("df.shape"), max(3, min(n, 20))
+            )
+            kernel.close()
+    finally:
+        shutil.rmtree(public, ignore_errors=True)
+    ipy = ipykernel_cell_ms(n) if with_ipykernel else None
+    metrics["ipykernel_cell_ms_p50"] = ipy
+    metrics["speedup_vs_ipykernel"] = (ipy / metrics["cell_ms_p50"]) if ipy else None
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in metrics.items()}
+
+
+def format_table(metrics: dict[str, Any]) -> str:
+    width = max(len(k) for k in metrics)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in metrics.items())

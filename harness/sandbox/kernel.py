@@ -1,0 +1,569 @@
+"""Host-side handle of one sandboxed kernel (one episode): execute, probe, checkpoint/restore, variables, files.
+
+Everything the kernel sends is parsed as untrusted input: a malformed, oversized or late reply is handled exactly
+like a crash — the kernel is killed, a fresh one is forked from the episode init (or, if that is gone too, from the
+zygote) and the result says ``restarted=True`` with the reason. Variable versions are assigned here, on the host,
+from a per-name high-water mark, so they stay strictly increasing across restores and restarts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import math
+import os
+import select
+import shutil
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
+from .runtime.protocol import DeadlineExceeded, ProtocolError, recv_msg, send_msg
+
+if TYPE_CHECKING:
+    from .cgroups import CgroupHandle
+    from .sandbox import Sandbox
+
+logger = logging.getLogger(__name__)
+_CONTROL_TIMEOUT_S = 15.0
+_KINDS = ("created", "changed", "deleted")
+
+
+class SandboxError(RuntimeError):
+    """A harness-level failure (not a user-code error): bad usage, or the sandbox machinery itself failed."""
+
+
+class KernelDiedError(SandboxError):
+    """An operation could not complete because the kernel died; it has been restarted (fresh namespace)."""
+
+
+@dataclass
+class _Channel:
+    sock: socket.socket
+    pid: int  # as seen inside the episode
+    host_pid: int | None  # as seen by the host (from SCM_CREDENTIALS)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+@dataclass
+class _Checkpoint:
+    channel: _Channel
+    variables: dict[str, VariableInfo]
+
+
+@dataclass
+class _Episode:
+    init: _Channel
+    cgroup: CgroupHandle | None
+    oom_seen: int = 0
+    pidfds: dict[int, int] = field(default_factory=dict)  # host pid -> pidfd (immune to pid reuse)
+
+    def watch(self, host_pid: int | None) -> None:
+        if host_pid and host_pid not in self.pidfds:
+            with contextlib.suppress(OSError):
+                self.pidfds[host_pid] = os.pidfd_open(host_pid)
+
+    def prune(self) -> None:
+        """Forget processes that have exited (a pidfd becomes readable when its process exits)."""
+        for pid, fd in list(self.pidfds.items()):
+            if select.select([fd], [], [], 0)[0]:
+                os.close(fd)
+                del self.pidfds[pid]
+
+    def kill_all(self) -> None:
+        for fd in self.pidfds.values():
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.close(fd)
+        self.pidfds.clear()
+
+
+def new_channel() -> tuple[socket.socket, socket.socket]:
+    host, remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    host.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    return host, remote
+
+
+def request(
+    chan: _Channel | socket.socket, msg: dict[str, Any], *, timeout: float, max_bytes: int, fds: tuple[int, ...] = ()
+) -> dict[str, Any]:
+    sock = chan.sock if isinstance(chan, _Channel) else chan
+    try:
+        send_msg(sock, msg, fds)
+    except OSError as exc:
+        raise ProtocolError(f"cannot send to the peer: {exc}") from exc
+    reply, extra, _ = recv_msg(sock, max_bytes=max_bytes, deadline=time.monotonic() + timeout)
+    for fd in extra:
+        os.close(fd)
+    return reply
+
+
+def read_hello(sock: socket.socket, role: str, timeout: float) -> _Channel:
+    msg, extra, host_pid = recv_msg(sock, max_bytes=1 << 16, deadline=time.monotonic() + timeout, want_creds=True)
+    for fd in extra:
+        os.close(fd)
+    if msg.get("error"):
+        raise SandboxError(f"{role} failed to start: {str(msg['error'])[:2000]}")
+    pid = msg.get("pid")
+    if msg.get("role") != role or not isinstance(pid, int) or isinstance(pid, bool):
+        raise ProtocolError(f"expected a hello from the {role}, got {str(msg)[:200]}")
+    return _Channel(sock, pid, host_pid)
+
+
+class Kernel:
+    """A persistent, isolated Python namespace. Not thread-safe: use one kernel from one thread at a time."""
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        kernel_id: str,
+        public_dir: Path,
+        workspace: Path,
+        owns_workspace: bool,
+        spec: dict[str, Any],
+    ) -> None:
+        self.sandbox = sandbox
+        self.config = sandbox.config
+        self.kernel_id = kernel_id
+        self.public_dir = public_dir
+        self.workspace = workspace
+        self._owns_workspace = owns_workspace
+        self._spec = spec
+        self._max_reply = 4 * self.config.max_output_bytes + (8 << 20)
+        self._episode: _Episode | None = None
+        self._k: _Channel | None = None
+        self._checkpoints: dict[str, _Checkpoint] = {}
+        self._cp_counter = itertools.count(1)
+        self._vars: dict[str, VariableInfo] = {}
+        self._hwm: dict[str, int] = {}
+        self._files: dict[str, tuple[int, ...]] = {}
+        self.restarts = 0
+        self.closed = False
+        self._start_episode()
+        self._files = self._scan_files()
+
+    # ---- public API -------------------------------------------------------------------------------------------------
+    @property
+    def data_dir(self) -> str:
+        """``DATA_DIR``/``BASE_PATH`` as seen by code in the kernel."""
+        return self._spec["paths"]["public"]
+
+    @property
+    def work_dir(self) -> str:
+        """``WORK_DIR`` (the cwd) as seen by code in the kernel."""
+        return self._spec["paths"]["workspace"]
+
+    def execute(self, code: str, timeout: float | None = None) -> ExecutionResult:
+        """Run a cell; the namespace persists. Never raises for errors in ``code``."""
+        return self._run("execute", code, timeout)
+
+    def probe(self, code: str, timeout: float | None = None) -> ExecutionResult:
+        """Run ``code`` in a throwaway fork that sees the current namespace. Its namespace changes never reach the
+        kernel and it cannot write files (Landlock, where available). See the package docstring for the limits."""
+        return self._run("probe", code, timeout)
+
+    def checkpoint(self) -> str:
+        """Snapshot the kernel (fork, copy-on-write); returns an id for :meth:`restore`/:meth:`release`.
+        The workspace files are *not* part of the snapshot."""
+        self._check_open()
+        if len(self._checkpoints) >= self.config.max_checkpoints:
+            raise SandboxError(
+                f"kernel {self.kernel_id} already holds {len(self._checkpoints)} checkpoints "
+                f"(max_checkpoints={self.config.max_checkpoints}); release() some or raise max_checkpoints."
+            )
+        host, remote = new_channel()
+        try:
+            try:
+                reply = request(
+                    self._kernel(),
+                    {"op": "checkpoint"},
+                    fds=(remote.fileno(),),
+                    timeout=_CONTROL_TIMEOUT_S,
+                    max_bytes=1 << 16,
+                )
+            finally:
+                remote.close()
+            if not reply.get("ok"):
+                raise ProtocolError(f"checkpoint refused: {str(reply)[:300]}")
+            chan = read_hello(host, "checkpoint", _CONTROL_TIMEOUT_S)
+            self._track_host_pid(chan)
+        except ProtocolError as exc:
+            host.close()
+            reason = self._restart(f"kernel died while taking a checkpoint ({exc})")[0]
+            raise KernelDiedError(f"checkpoint failed: {reason}; the kernel was restarted") from exc
+        cid = f"cp{next(self._cp_counter)}"
+        self._checkpoints[cid] = _Checkpoint(chan, dict(self._vars))
+        return cid
+
+    def restore(self, checkpoint_id: str) -> None:
+        """Return the kernel's namespace to a checkpoint (which stays available for further restores)."""
+        self._check_open()
+        cp = self._get_checkpoint(checkpoint_id)
+        host, remote = new_channel()
+        try:
+            try:
+                reply = request(
+                    cp.channel,
+                    {"op": "restore"},
+                    fds=(remote.fileno(),),
+                    timeout=_CONTROL_TIMEOUT_S,
+                    max_bytes=1 << 16,
+                )
+            finally:
+                remote.close()
+            if not reply.get("ok"):
+                raise ProtocolError(f"restore refused: {str(reply)[:300]}")
+            new_kernel = read_hello(host, "kernel", _CONTROL_TIMEOUT_S)
+        except (ProtocolError, SandboxError) as exc:
+            host.close()
+            cp.channel.close()
+            del self._checkpoints[checkpoint_id]
+            raise SandboxError(f"checkpoint {checkpoint_id} is no longer usable ({exc}); it was dropped") from exc
+        old = self._k
+        self._k = new_kernel
+        self._track_host_pid(new_kernel)
+        if old is not None:
+            old.close()
+        self._sweep()  # kills the previous kernel and anything it left running
+        self._vars = dict(cp.variables)
+        self._files = self._scan_files()
+
+    def release(self, checkpoint_id: str) -> None:
+        """Free a checkpoint's process."""
+        cp = self._get_checkpoint(checkpoint_id)
+        with contextlib.suppress(OSError):
+            send_msg(cp.channel.sock, {"op": "release"})
+        cp.channel.close()
+        del self._checkpoints[checkpoint_id]
+
+    @property
+    def checkpoints(self) -> list[str]:
+        return list(self._checkpoints)
+
+    def variables(self) -> dict[str, VariableInfo]:
+        """The tracked variables now, with their current versions."""
+        return dict(self._vars)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for cp in self._checkpoints.values():
+            cp.channel.close()
+        self._checkpoints.clear()
+        self._teardown_episode()
+        if self._owns_workspace:
+            shutil.rmtree(self.workspace, ignore_errors=True)
+        self.sandbox._forget(self)
+
+    def __enter__(self) -> Kernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- running cells ----------------------------------------------------------------------------------------------
+    def _run(self, op: str, code: str, timeout: float | None) -> ExecutionResult:
+        self._check_open()
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        timeout = float(timeout if timeout is not None else self.config.cell_timeout_s)
+        if not (timeout > 0 and math.isfinite(timeout)):
+            raise ValueError(f"timeout={timeout} must be a positive number of seconds")
+        wait = timeout + self.config.grace_s * (2 if op == "probe" else 1)
+        msg = {"op": op, "code": code, "timeout": timeout, "keep": self._keep_pids()}
+        started = time.perf_counter()
+        try:
+            raw = request(self._kernel(), msg, timeout=wait, max_bytes=self._max_reply)
+            result = self._parse(raw, probe=op == "probe")
+        except DeadlineExceeded:
+            reason, deleted = self._restart(
+                f"the cell ignored the interrupt and ran past {timeout:g}s + {self.config.grace_s:g}s grace; "
+                "the kernel was killed and restarted"
+            )
+            result = ExecutionResult(
+                ok=False,
+                timed_out=True,
+                error_type="CellTimeout",
+                error_message=reason,
+                restarted=True,
+                restart_reason=reason,
+                variables=deleted,
+                probe=op == "probe",
+            )
+        except ProtocolError as exc:
+            oom = self._oom_happened()
+            death = self._death_of_kernel()
+            reason, deleted = self._restart(
+                f"kernel {death or 'stopped answering'}{' (episode memory limit)' if oom else ''}: {exc}"
+            )
+            result = ExecutionResult(
+                ok=False,
+                error_type="KernelDied",
+                error_message=reason,
+                memory_exceeded=oom,
+                restarted=True,
+                restart_reason=reason,
+                variables=deleted,
+                probe=op == "probe",
+            )
+        if result.restarted or not result.duration_s:
+            result.duration_s = time.perf_counter() - started
+        result.files = self._diff_files()
+        return result
+
+    def _parse(self, raw: dict[str, Any], probe: bool) -> ExecutionResult:
+        """Validate a reply from the (untrusted) kernel; raise ProtocolError on anything unexpected."""
+
+        def text(key: str, optional: bool = False) -> str | None:
+            value = raw.get(key)
+            if value is None and optional:
+                return None
+            if not isinstance(value, str):
+                raise ProtocolError(f"reply field {key!r} should be a string")
+            return value
+
+        def flag(key: str) -> bool:
+            value = raw.get(key, False)
+            if not isinstance(value, bool):
+                raise ProtocolError(f"reply field {key!r} should be a boolean")
+            return value
+
+        if raw.get("error_type") == "KernelInternalError":
+            raise ProtocolError(f"kernel internal error: {str(raw.get('error_message'))[:500]}")
+        changes = raw.get("changes")
+        results = raw.get("results")
+        duration = raw.get("duration_s")
+        if not isinstance(changes, list) or not isinstance(results, list):
+            raise ProtocolError("reply fields 'changes'/'results' should be lists")
+        if not isinstance(duration, (int, float)) or isinstance(duration, bool):
+            raise ProtocolError("reply field 'duration_s' should be a number")
+        result = ExecutionResult(
+            ok=flag("ok"),
+            stdout=text("stdout") or "",
+            stderr=text("stderr") or "",
+            display=text("display", True),
+            error_type=text("error_type", True),
+            error_message=text("error_message", True),
+            traceback=text("traceback", True),
+            timed_out=flag("timed_out"),
+            memory_exceeded=flag("memory_exceeded"),
+            cpu_exceeded=flag("cpu_exceeded"),
+            output_truncated=flag("output_truncated"),
+            duration_s=float(duration),
+            results=results,
+            probe=probe,
+        )
+        if not probe:
+            result.variables = [self._apply_change(c) for c in changes]
+        return result
+
+    def _apply_change(self, change: Any) -> VariableChange:
+        if not isinstance(change, dict):
+            raise ProtocolError("a variable change should be an object")
+        name, kind, type_, shape, summary = (change.get(k) for k in ("name", "kind", "type", "shape", "summary"))
+        if not isinstance(name, str) or not name or len(name) > 1000 or kind not in _KINDS:
+            raise ProtocolError(f"bad variable change {str(change)[:200]}")
+        if not isinstance(summary, str) or (type_ is not None and not isinstance(type_, str)):
+            raise ProtocolError(f"bad variable change {str(change)[:200]}")
+        if shape is not None and not (isinstance(shape, list) and all(isinstance(s, int) for s in shape)):
+            raise ProtocolError(f"bad shape in variable change {str(change)[:200]}")
+        version = self._hwm.get(name, 0) + 1
+        self._hwm[name] = version
+        if kind == "deleted":
+            self._vars.pop(name, None)
+        else:
+            self._vars[name] = VariableInfo(name, version, type_ or "?", shape, summary[:500])
+        return VariableChange(name, kind, version, type_, shape, summary[:500])
+
+    # ---- files ------------------------------------------------------------------------------------------------------
+    def _scan_files(self) -> dict[str, tuple[int, ...]]:
+        root = str(self.workspace)
+        out: dict[str, tuple[int, ...]] = {}
+        stack = [root]
+        limit = self.config.max_tracked_files
+        while stack and len(out) < limit:
+            current = stack.pop()
+            try:
+                entries = list(os.scandir(current))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)  # never follow links made by user code
+                except OSError:
+                    continue
+                rel = os.path.relpath(entry.path, root)
+                out[rel] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino)
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def _diff_files(self) -> list[FileChange]:
+        new = self._scan_files()
+        old = self._files
+        self._files = new
+        changes = [FileChange(p, "created") for p in new.keys() - old.keys()]
+        changes += [FileChange(p, "deleted") for p in old.keys() - new.keys()]
+        changes += [
+            FileChange(p, "changed")
+            for p in new.keys() & old.keys()
+            if new[p] != old[p] and not (new[p][0] & 0o040000 and new[p][0] == old[p][0])
+        ]
+        return sorted(changes, key=lambda c: c.path)
+
+    # ---- process management ---------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError(f"kernel {self.kernel_id} is closed; create a new one with sandbox.new_kernel()")
+
+    def _kernel(self) -> _Channel:
+        if self._k is None:
+            self._restart("kernel was not running")
+        assert self._k is not None  # for type checkers: _restart always leaves a kernel or raises
+        return self._k
+
+    def _get_checkpoint(self, checkpoint_id: str) -> _Checkpoint:
+        try:
+            return self._checkpoints[checkpoint_id]
+        except KeyError:
+            valid = ", ".join(self._checkpoints) or "none"
+            raise SandboxError(f"unknown checkpoint {checkpoint_id!r}; live checkpoints: {valid}") from None
+
+    def _keep_pids(self) -> list[int]:
+        return [cp.channel.pid for cp in self._checkpoints.values()]
+
+    def _track_host_pid(self, chan: _Channel) -> None:
+        if self._episode is not None:
+            self._episode.watch(chan.host_pid)
+
+    def _start_episode(self) -> None:
+        init_sock, remote = new_channel()
+        try:
+            self.sandbox._spawn_episode(self._spec, remote)
+        finally:
+            remote.close()
+        try:
+            init = read_hello(init_sock, "init", _CONTROL_TIMEOUT_S)
+        except ProtocolError as exc:
+            init_sock.close()
+            raise SandboxError(f"episode init for kernel {self.kernel_id} did not start: {exc}") from exc
+        except SandboxError:
+            init_sock.close()
+            raise
+        cfg = self.config
+        cgroup = self.sandbox._cgroups.create(
+            self.kernel_id,
+            pids_max=cfg.max_processes + cfg.max_checkpoints + 4,
+            memory_bytes=cfg.effective_episode_memory_mb << 20,
+        )
+        if cgroup is not None and init.host_pid:
+            cgroup.add(init.host_pid)
+        self._episode = _Episode(init, cgroup)
+        self._episode.watch(init.host_pid)
+        self._episode.oom_seen = cgroup.oom_kills() if cgroup else 0
+        self._spawn_kernel_process()
+
+    def _spawn_kernel_process(self) -> None:
+        assert self._episode is not None
+        host, remote = new_channel()
+        try:
+            reply = request(
+                self._episode.init,
+                {"op": "spawn_kernel"},
+                fds=(remote.fileno(),),
+                timeout=_CONTROL_TIMEOUT_S,
+                max_bytes=1 << 16,
+            )
+        finally:
+            remote.close()
+        if not reply.get("ok"):
+            host.close()
+            raise ProtocolError(f"episode init refused to spawn a kernel: {str(reply)[:300]}")
+        try:
+            self._k = read_hello(host, "kernel", _CONTROL_TIMEOUT_S)
+        except (ProtocolError, SandboxError):
+            host.close()
+            raise
+        self._track_host_pid(self._k)
+
+    def _sweep(self) -> None:
+        """Kill every process of the episode except the init, the live kernel and the checkpoints."""
+        if self._episode is None:
+            return
+        keep = self._keep_pids() + ([self._k.pid] if self._k is not None else [])
+        request(self._episode.init, {"op": "sweep", "keep": keep}, timeout=_CONTROL_TIMEOUT_S, max_bytes=1 << 16)
+        self._episode.prune()
+
+    def _death_of_kernel(self) -> str | None:
+        if self._episode is None or self._k is None:
+            return None
+        for _ in range(20):
+            try:
+                reply = request(
+                    self._episode.init, {"op": "status", "pid": self._k.pid}, timeout=2.0, max_bytes=1 << 16
+                )
+            except ProtocolError:
+                return None
+            if isinstance(reply.get("status"), str):
+                return reply["status"][:200]
+            time.sleep(0.005)
+        return None
+
+    def _oom_happened(self) -> bool:
+        ep = self._episode
+        if ep is None or ep.cgroup is None:
+            return False
+        count = ep.cgroup.oom_kills()
+        seen, ep.oom_seen = ep.oom_seen, count
+        return count > seen
+
+    def _restart(self, reason: str) -> tuple[str, list[VariableChange]]:
+        """Replace a dead or hung kernel by a fresh one; every tracked name is reported as deleted."""
+        logger.warning("sandbox: restarting kernel %s: %s", self.kernel_id, reason)
+        self.restarts += 1
+        if self._k is not None:
+            self._k.close()
+            self._k = None
+        try:
+            self._sweep()
+            self._spawn_kernel_process()
+        except (ProtocolError, SandboxError, OSError) as exc:
+            logger.warning("sandbox: episode init of %s is gone (%s); starting a new episode", self.kernel_id, exc)
+            lost = list(self._checkpoints)
+            for cp in self._checkpoints.values():
+                cp.channel.close()
+            self._checkpoints.clear()
+            self._teardown_episode()
+            self._start_episode()
+            if lost:
+                reason += f"; checkpoints {', '.join(lost)} were lost with the episode"
+        deleted = [
+            self._apply_change({"name": n, "kind": "deleted", "type": None, "shape": None, "summary": ""})
+            for n in list(self._vars)
+        ]
+        return reason, deleted
+
+    def _teardown_episode(self) -> None:
+        ep, self._episode = self._episode, None
+        if self._k is not None:
+            self._k.close()
+            self._k = None
+        if ep is None:
+            return
+        with contextlib.suppress(OSError, ProtocolError):
+            send_msg(ep.init.sock, {"op": "exit"})
+        ep.init.close()
+        ep.kill_all()  # in bwrap mode the init's death alone kills the whole PID namespace
+        if ep.cgroup is not None:
+            ep.cgroup.remove()

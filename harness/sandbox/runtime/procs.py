@@ -1,0 +1,91 @@
+"""Process-tree helpers shared by the episode init and the kernel: find and kill stray processes, reap children."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out.extend(int(x) for x in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] in (b"Z", b"X")
+    except (OSError, ValueError):
+        return True
+
+
+def descendants(root: int) -> set[int]:
+    """All live (non-zombie) descendants of ``root`` (via /proc/<pid>/task/<tid>/children)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        for child in _children(stack.pop()):
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return {p for p in seen if not _is_zombie(p)}
+
+
+def reap_children(statuses: dict[int, int] | None = None) -> None:
+    """Reap every exited child without blocking; record ``pid -> wait status`` when a dict is given."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if statuses is not None:
+            if len(statuses) > 4096:
+                statuses.pop(next(iter(statuses)))
+            statuses[pid] = status
+
+
+def kill_strays(root: int, keep: set[int], *, rounds: int = 200) -> int:
+    """SIGKILL every descendant of ``root`` not in ``keep`` (repeat until none are left: a fork bomb races us).
+
+    Descendants of a kept process are strays too unless kept themselves. Returns the number of kill calls made.
+    """
+    killed = 0
+    for _ in range(rounds):
+        strays = descendants(root) - keep - {root, os.getpid()}
+        if not strays:
+            break
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        reap_children()
+    reap_children()
+    return killed
+
+
+def describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"killed by signal {sig} ({name})"
+    if os.WIFEXITED(status):
+        return f"exited with status {os.WEXITSTATUS(status)}"
+    return f"wait status {status}"

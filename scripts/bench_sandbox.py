@@ -1,0 +1,44 @@
+"""Benchmark the sandbox against a jupyter ipykernel round trip.
+
+    python scripts/bench_sandbox.py            # defaults: --n 50, isolation bwrap when available
+    python scripts/bench_sandbox.py --n 5 --isolation none --no-ipykernel
+
+Prints a small table, then one JSON line (the last line) with ``cell_ms_p50``, ``ipykernel_cell_ms_p50``,
+``speedup_vs_ipykernel``, ``kernel_start_ms_p50``, ``checkpoint_ms_p50``, ``probe_ms_p50`` and more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from harness.sandbox.bench import format_table, run_benchmark  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=50, help="iterations per measurement (default 50)")
+    parser.add_argument(
+        "--isolation",
+        choices=["bwrap", "none"],
+        default=None,
+        help="sandbox isolation (default: bwrap when installed, else none)",
+    )
+    parser.add_argument("--no-ipykernel", action="store_true", help="skip the jupyter ipykernel reference")
+    args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error(f"--n must be >= 1, got {args.n}")
+    logging.basicConfig(level=logging.WARNING)
+    metrics = run_benchmark(args.n, args.isolation, with_ipykernel=not args.no_ipykernel)
+    print(format_table(metrics))
+    print(json.dumps(metrics))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,213 @@
+"""Adversarial cells: one property per test, each followed by a normal cell that must still work (in the same
+kernel when it survives, else in the restarted one, whose result reports the restart)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def assert_still_works(kernel, *, restarted: bool = False) -> None:
+    r = kernel.execute(
+        "import pandas as pd\nprobe_df = pd.DataFrame({'a': [1, 2]})\nprint(probe_df.a.sum())\n"
+        "open('alive.txt', 'w').write('ok')"
+    )
+    assert r.ok and r.stdout == "3\n", r.traceback
+    assert (Path(kernel.workspace) / "alive.txt").read_text() == "ok"
+    if not restarted:
+        assert kernel.execute("marker").display == "'before'"
+
+
+@pytest.fixture()
+def marked(kernel):
+    assert kernel.execute("marker = 'before'").ok
+    return kernel
+
+
+def test_cannot_read_private_answers(marked, task_dir):
+    r = marked.execute(f"print(open({str(task_dir / 'private' / 'answer.txt')!r}).read())\n")
+    r2 = marked.execute("print(open(DATA_DIR + '/../private/answer.txt').read())")
+    assert not r.ok and not r2.ok and "42" not in r.stdout + r2.stdout
+    assert r.error_type in ("FileNotFoundError", "PermissionError")
+    assert_still_works(marked)
+
+
+def test_cannot_read_a_host_file_under_root(marked):
+    secret_dir = Path("/root") if os.access("/root", os.W_OK) else Path.home()
+    secret = secret_dir / f".stateguard-test-{uuid.uuid4().hex}"
+    secret.write_text("host secret")
+    try:
+        r = marked.execute(f"print(open({str(secret)!r}).read())")
+        assert not r.ok and "host secret" not in r.stdout
+    finally:
+        secret.unlink()
+    assert_still_works(marked)
+
+
+def test_cannot_read_the_repository_source(marked):
+    r = marked.execute(f"print(open({str(REPO / 'harness' / '__init__.py')!r}).read())")
+    assert not r.ok and "StateGuard" not in r.stdout
+    assert_still_works(marked)
+
+
+def test_cannot_write_outside_the_workspace(marked, task_dir):
+    targets = ["/usr/evil.txt", f"{task_dir / 'public' / 'evil.txt'}", "/evil.txt", f"{REPO / 'evil.txt'}"]
+    code = (
+        "hits = []\n"
+        + "".join(
+            f"try:\n    open({t!r}, 'w').write('x'); hits.append({t!r})\nexcept OSError:\n    pass\n" for t in targets
+        )
+        + "print(hits)"
+    )
+    r = marked.execute(code)
+    assert r.ok and r.stdout == "[]\n"
+    assert not any(Path(t).exists() for t in targets)
+    assert_still_works(marked)
+
+
+def test_cannot_write_into_the_public_data_mount(marked, task_dir):
+    r = marked.execute("open(f'{DATA_DIR}/data/sales.csv', 'a').write('evil')")
+    assert not r.ok and "evil" not in (task_dir / "public" / "data" / "sales.csv").read_text()
+    assert_still_works(marked)
+
+
+def test_no_network(marked):
+    r = marked.execute("import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)")
+    assert not r.ok and r.error_type in ("PermissionError", "OSError", "TimeoutError", "ConnectionRefusedError")
+    assert_still_works(marked)
+
+
+def test_fork_bomb_is_contained(marked):
+    r = marked.execute("import os\nwhile True:\n    os.fork()", timeout=5)
+    assert not r.ok
+    assert_still_works(marked, restarted=r.restarted)
+
+
+def test_memory_limit_raises_memory_error(marked):
+    r = marked.execute("import numpy as np\nbig = np.ones((40_000, 40_000))")
+    assert not r.ok and r.memory_exceeded and not r.restarted
+    assert_still_works(marked)
+
+
+def test_infinite_loop_is_interrupted(marked):
+    r = marked.execute("while True:\n    pass", timeout=0.5)
+    assert r.timed_out and not r.restarted
+    assert_still_works(marked)
+
+
+def test_loop_that_ignores_the_interrupt_gets_the_kernel_restarted(marked):
+    r = marked.execute(
+        "import signal\nfor s in (signal.SIGALRM, signal.SIGXCPU, signal.SIGINT):\n"
+        "    signal.signal(s, signal.SIG_IGN)\nwhile True:\n    pass",
+        timeout=0.5,
+    )
+    assert r.timed_out and r.restarted and "restarted" in r.restart_reason
+    assert {c.name for c in r.variables if c.kind == "deleted"} == {"marker"}
+    assert_still_works(marked, restarted=True)
+
+
+def test_printing_100_mb_is_truncated_quickly(marked):
+    r = marked.execute("print('x' * 100_000_000)")
+    assert r.ok and r.output_truncated and len(r.stdout) < 200_000
+    assert "bytes omitted" in r.stdout and r.duration_s < 10
+    assert_still_works(marked)
+
+
+def test_killing_the_parent_process_does_not_hurt(marked):
+    r = marked.execute("import os\nos.kill(os.getppid(), 9)")
+    assert not r.restarted
+    assert_still_works(marked)
+
+
+def test_killing_everything_reachable_does_not_hurt_the_sandbox(marked, sandbox, task_dir):
+    other = sandbox.new_kernel(task_dir / "public")
+    try:
+        other.execute("mine = 1")
+        r = marked.execute(
+            "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n"
+            "for p in os.listdir('/proc'):\n    if p.isdigit() and int(p) != os.getpid():\n"
+            "        try:\n            os.kill(int(p), signal.SIGKILL)\n"
+            "        except OSError:\n            pass"
+        )
+        assert not r.restarted
+        assert other.execute("mine").display == "1" and other.restarts == 0
+    finally:
+        other.close()
+    assert_still_works(marked)
+
+
+def test_deleting_the_workspace(marked):
+    r = marked.execute("import shutil\nopen('f.txt', 'w').write('x')\nshutil.rmtree(WORK_DIR, ignore_errors=True)")
+    assert r.ok
+    assert Path(marked.workspace).is_dir()
+    assert_still_works(marked)
+
+
+def test_sys_exit_is_an_error_not_an_exit(marked):
+    r = marked.execute("import sys\nsys.exit(3)")
+    assert not r.ok and r.error_type == "SystemExit" and not r.restarted
+    assert_still_works(marked)
+
+
+def test_os_exit_restarts_the_kernel(marked):
+    r = marked.execute("import os\nos._exit(0)")
+    assert not r.ok and r.restarted and r.error_type == "KernelDied"
+    assert_still_works(marked, restarted=True)
+
+
+def test_segfault_restarts_the_kernel_and_says_why(marked):
+    r = marked.execute("import ctypes\nctypes.string_at(0)")
+    assert r.restarted and "SIGSEGV" in r.restart_reason
+    assert_still_works(marked, restarted=True)
+
+
+def test_garbage_on_the_channel_is_treated_as_a_crash(marked):
+    r = marked.execute(
+        "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'\\xff' * 64)\n"
+        "    except OSError:\n        pass"
+    )
+    # Either the kernel's own channel was hit (crash + restart) or nothing reachable was (still fine).
+    assert_still_works(marked, restarted=r.restarted)
+
+
+def _host_tree(pid: int) -> list[int]:
+    out, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        for tid in os.listdir(f"/proc/{current}/task"):
+            with open(f"/proc/{current}/task/{tid}/children") as fh:
+                stack.extend(int(x) for x in fh.read().split())
+    return out
+
+
+def test_cannot_kill_the_zygote(marked, sandbox, task_dir):
+    targets = _host_tree(sandbox._zygote.pid)  # bwrap (or the zygote itself) and everything below it, host pids
+    r = marked.execute(
+        f"import os\nkilled = []\nfor p in set({targets!r}) - {{os.getpid()}}:\n"
+        "    try:\n        os.kill(p, 9); killed.append(p)\n    except OSError:\n        pass\nprint(killed)"
+    )
+    assert r.ok and r.stdout == "[]\n" and sandbox._zygote.poll() is None
+    fresh = sandbox.new_kernel(task_dir / "public")
+    assert fresh.execute("1 + 1").display == "2"
+    fresh.close()
+    assert_still_works(marked, restarted=r.restarted)
+
+
+def test_other_kernels_and_the_zygote_survive_abuse(sandbox, task_dir, marked):
+    other = sandbox.new_kernel(task_dir / "public")
+    try:
+        other.execute("kept = 7")
+        marked.execute("import ctypes\nctypes.string_at(0)")
+        marked.execute("import os\nwhile True:\n    os.fork()", timeout=2)
+        assert other.execute("kept").display == "7" and other.restarts == 0
+        fresh = sandbox.new_kernel(task_dir / "public")  # the zygote still forks kernels
+        assert fresh.execute("1 + 1").display == "2"
+        fresh.close()
+    finally:
+        other.close()

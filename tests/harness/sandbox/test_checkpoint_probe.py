@@ -1,0 +1,78 @@
+"""Checkpoints (fork snapshots, restorable many times) and probes (throwaway forks that cannot change the kernel)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.sandbox import SandboxError
+
+
+def test_restore_returns_the_namespace_and_can_be_repeated(kernel):
+    kernel.execute("x = [1]")
+    cp = kernel.checkpoint()
+    kernel.execute("x.append(2)\ny = 3")
+    kernel.restore(cp)
+    assert kernel.execute("print(x, 'y' in dir())").stdout == "[1] False\n"
+    kernel.execute("x.append(9)")
+    kernel.restore(cp)
+    assert kernel.execute("x").display == "[1]"
+    assert cp in kernel.checkpoints
+
+
+def test_versions_after_restore_match_the_checkpoint_and_are_never_reused(kernel):
+    kernel.execute("v = 1")
+    cp = kernel.checkpoint()
+    assert kernel.execute("v = 2").variables[0].version == 2
+    kernel.restore(cp)
+    assert kernel.variables()["v"].version == 1
+    assert kernel.execute("v = 3").variables[0].version == 3
+
+
+def test_released_checkpoint_is_gone(kernel):
+    cp = kernel.checkpoint()
+    kernel.release(cp)
+    with pytest.raises(SandboxError, match="unknown checkpoint"):
+        kernel.restore(cp)
+
+
+def test_checkpoint_limit_is_enforced_with_a_clear_error(sandbox, task_dir):
+    k = sandbox.new_kernel(task_dir / "public")
+    try:
+        for _ in range(sandbox.config.max_checkpoints):
+            k.checkpoint()
+        with pytest.raises(SandboxError, match="max_checkpoints"):
+            k.checkpoint()
+    finally:
+        k.close()
+
+
+def test_checkpoints_survive_a_cell_that_forks_processes(kernel):
+    kernel.execute("a = 1")
+    cp = kernel.checkpoint()
+    kernel.execute("import subprocess\np = subprocess.Popen(['sleep', '30'])\na = 2")
+    kernel.restore(cp)
+    assert kernel.execute("a").display == "1"
+
+
+def test_probe_sees_the_namespace_but_cannot_change_it(kernel):
+    kernel.execute("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\nn = 1")
+    p = kernel.probe("n = 99\ndf.drop(columns='a', inplace=True)\nprint(df.shape, n)")
+    assert p.ok and p.probe and p.stdout == "(3, 0) 99\n"
+    assert p.variables == []
+    r = kernel.execute("print(df.shape, n)")
+    assert r.stdout == "(3, 1) 1\n" and r.variables == []
+
+
+def test_probe_cannot_write_files(kernel):
+    p = kernel.probe("open(f'{WORK_DIR}/probe.txt', 'w').write('x')")
+    assert not p.ok and p.error_type == "PermissionError"
+    assert not (Path(kernel.workspace) / "probe.txt").exists() and p.files == []
+
+
+def test_probe_timeout_leaves_the_kernel_alive(kernel):
+    kernel.execute("k = 5")
+    p = kernel.probe("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True: pass", timeout=0.5)
+    assert not p.ok and p.timed_out and not p.restarted
+    assert kernel.execute("k").display == "5"
