@@ -118,6 +118,26 @@ def read_hello(sock: socket.socket, role: str, timeout: float) -> _Channel:
     return _Channel(sock, pid, host_pid)
 
 
+def spawn_via(chan: _Channel, op: str, role: str) -> _Channel:
+    """Ask ``chan``'s process to fork a new process (``op``) and return the new process's channel.
+
+    The new process gets the remote end of a fresh socketpair (passed with SCM_RIGHTS) and greets with its
+    ``role`` and pid. Raises ``ProtocolError`` or ``SandboxError``; the half-made channel is closed on failure.
+    """
+    host, remote = new_channel()
+    try:
+        try:
+            reply = request(chan, {"op": op}, fds=(remote.fileno(),), timeout=_CONTROL_TIMEOUT_S, max_bytes=1 << 16)
+        finally:
+            remote.close()
+        if not reply.get("ok"):
+            raise ProtocolError(f"{op} refused: {str(reply)[:300]}")
+        return read_hello(host, role, _CONTROL_TIMEOUT_S)
+    except (ProtocolError, SandboxError):
+        host.close()
+        raise
+
+
 class Kernel:
     """A persistent, isolated Python namespace. Not thread-safe: use one kernel from one thread at a time."""
 
@@ -179,24 +199,10 @@ class Kernel:
                 f"kernel {self.kernel_id} already holds {len(self._checkpoints)} checkpoints "
                 f"(max_checkpoints={self.config.max_checkpoints}); release() some or raise max_checkpoints."
             )
-        host, remote = new_channel()
         try:
-            try:
-                reply = request(
-                    self._kernel(),
-                    {"op": "checkpoint"},
-                    fds=(remote.fileno(),),
-                    timeout=_CONTROL_TIMEOUT_S,
-                    max_bytes=1 << 16,
-                )
-            finally:
-                remote.close()
-            if not reply.get("ok"):
-                raise ProtocolError(f"checkpoint refused: {str(reply)[:300]}")
-            chan = read_hello(host, "checkpoint", _CONTROL_TIMEOUT_S)
+            chan = spawn_via(self._kernel(), "checkpoint", "checkpoint")
             self._track_host_pid(chan)
-        except ProtocolError as exc:
-            host.close()
+        except (ProtocolError, SandboxError) as exc:
             reason = self._restart(f"kernel died while taking a checkpoint ({exc})")[0]
             raise KernelDiedError(f"checkpoint failed: {reason}; the kernel was restarted") from exc
         cid = f"cp{next(self._cp_counter)}"
@@ -207,23 +213,9 @@ class Kernel:
         """Return the kernel's namespace to a checkpoint (which stays available for further restores)."""
         self._check_open()
         cp = self._get_checkpoint(checkpoint_id)
-        host, remote = new_channel()
         try:
-            try:
-                reply = request(
-                    cp.channel,
-                    {"op": "restore"},
-                    fds=(remote.fileno(),),
-                    timeout=_CONTROL_TIMEOUT_S,
-                    max_bytes=1 << 16,
-                )
-            finally:
-                remote.close()
-            if not reply.get("ok"):
-                raise ProtocolError(f"restore refused: {str(reply)[:300]}")
-            new_kernel = read_hello(host, "kernel", _CONTROL_TIMEOUT_S)
+            new_kernel = spawn_via(cp.channel, "restore", "kernel")
         except (ProtocolError, SandboxError) as exc:
-            host.close()
             cp.channel.close()
             del self._checkpoints[checkpoint_id]
             raise SandboxError(f"checkpoint {checkpoint_id} is no longer usable ({exc}); it was dropped") from exc
@@ -476,25 +468,7 @@ class Kernel:
 
     def _spawn_kernel_process(self) -> None:
         assert self._episode is not None
-        host, remote = new_channel()
-        try:
-            reply = request(
-                self._episode.init,
-                {"op": "spawn_kernel"},
-                fds=(remote.fileno(),),
-                timeout=_CONTROL_TIMEOUT_S,
-                max_bytes=1 << 16,
-            )
-        finally:
-            remote.close()
-        if not reply.get("ok"):
-            host.close()
-            raise ProtocolError(f"episode init refused to spawn a kernel: {str(reply)[:300]}")
-        try:
-            self._k = read_hello(host, "kernel", _CONTROL_TIMEOUT_S)
-        except (ProtocolError, SandboxError):
-            host.close()
-            raise
+        self._k = spawn_via(self._episode.init, "spawn_kernel", "kernel")
         self._track_host_pid(self._k)
 
     def _sweep(self) -> None:

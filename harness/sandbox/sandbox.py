@@ -147,14 +147,7 @@ class Sandbox:
         for kernel in list(self._kernels):
             with contextlib.suppress(Exception):
                 kernel.close()
-        if self._control is not None:
-            with contextlib.suppress(OSError):
-                self._control.close()
-        if self._zygote is not None:
-            with contextlib.suppress(OSError):
-                self._zygote.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._zygote.wait(timeout=5)
+        self._stop_zygote()
         self._cgroups.close()
         shutil.rmtree(self._tmp_root, ignore_errors=True)
 
@@ -187,6 +180,10 @@ class Sandbox:
                 "the sandbox config to run WITHOUT isolation (trusted code only)."
             )
         return path
+
+    def _ro_binds(self) -> list[str]:
+        """Host directories mounted read-only at the same path inside the bwrap sandbox."""
+        return [*_python_dirs(), *self.config.extra_ro_binds]
 
     def _kernel_spec(self, kernel_id: str, public: Path, workspace: Path) -> dict[str, Any]:
         cfg = self.config
@@ -227,6 +224,8 @@ class Sandbox:
         }
         return {
             "kernel_id": kernel_id,
+            # read-only binds under /tmp, hidden by each episode's fresh /tmp: the episode init binds them again
+            "tmp_ro_binds": [d for d in self._ro_binds() if Path(d).is_relative_to("/tmp")] if bwrap else [],
             "public_host": str(public),
             "workspace_host": str(workspace),
             "paths": paths,
@@ -262,7 +261,9 @@ class Sandbox:
                 argv += ["--ro-bind", top, top]
         for etc in _ETC_FILES:
             argv += ["--ro-bind-try", etc, etc]
-        for path in [*_python_dirs(), *self.config.extra_ro_binds]:
+        # /tmp first: bwrap mounts in order, and the interpreter may live under /tmp (a clone in /tmp/...).
+        argv += ["--tmpfs", "/tmp"]
+        for path in self._ro_binds():
             argv += ["--ro-bind", path, path]
         argv += [
             "--ro-bind",
@@ -275,8 +276,6 @@ class Sandbox:
             "/proc",
             "--dev",
             "/dev",
-            "--tmpfs",
-            "/tmp",
             "--dir",
             INSIDE_PUBLIC,
             "--dir",
@@ -363,7 +362,7 @@ class Sandbox:
                 raise SandboxError(f"the zygote refused to spawn an episode: {reply.get('error_message')}")
             return
 
-    def _restart_zygote(self) -> None:
+    def _stop_zygote(self) -> None:
         if self._control is not None:
             with contextlib.suppress(OSError):
                 self._control.close()
@@ -372,6 +371,9 @@ class Sandbox:
                 self._zygote.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._zygote.wait(timeout=5)
+
+    def _restart_zygote(self) -> None:
+        self._stop_zygote()
         link_parent = self._tmp_root / "runtime"
         if link_parent.exists():
             shutil.rmtree(link_parent)

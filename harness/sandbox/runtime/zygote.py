@@ -65,6 +65,9 @@ def _setup_mounts(spec: dict[str, Any]) -> None:
         syscalls.MS_NOSUID | syscalls.MS_NODEV,
         f"size={spec['limits']['tmp_mb']}m,mode=1777",
     )
+    for path in spec.get("tmp_ro_binds", []):  # e.g. a venv under /tmp, now hidden by the fresh /tmp
+        os.makedirs(path, exist_ok=True)
+        syscalls.bind_mount(HOST_ROOT + path, path, readonly=True)
     syscalls.mount("proc", "/proc", "proc", syscalls.MS_NOSUID | syscalls.MS_NODEV | syscalls.MS_NOEXEC_PROC)
     syscalls.umount_detach(HOST_ROOT)  # (never rmdir it: that would detach the zygote's mount too)
     # The root tmpfs is shared by all episodes: make it read-only here so no episode can leave anything for another.

@@ -106,3 +106,20 @@ def test_bench_script_smoke(isolation):
         assert isinstance(metrics[key], float) and metrics[key] > 0
     assert {"ipykernel_cell_ms_p50", "speedup_vs_ipykernel"} <= set(metrics)
     assert metrics["ipykernel_cell_ms_p50"] is None and metrics["isolation"] == isolation
+
+
+def test_read_only_binds_under_tmp_survive_the_episode_tmp(isolation, task_dir, make_config, tmp_path):
+    # A clone (and its .venv) may live under /tmp, which every episode replaces with a fresh tmpfs: the
+    # interpreter's directories and extra read-only binds must still be visible inside the kernel.
+    lib = tmp_path / "sitelib"
+    lib.mkdir()
+    (lib / "tmp_bound_module.py").write_text("VALUE = 42\n")
+    assert str(lib).startswith("/tmp/")
+    with Sandbox(make_config(isolation, extra_ro_binds=[str(lib)])) as sb:
+        k = sb.new_kernel(task_dir / "public")
+        r = k.execute(f"import sys\nsys.path.insert(0, {str(lib)!r})\nimport tmp_bound_module\ntmp_bound_module.VALUE")
+        assert r.ok, r.traceback
+        assert r.display == "42"
+        w = k.execute(f"open({str(lib / 'x.txt')!r}, 'w').write('no')")
+        assert not w.ok  # read-only inside
+        assert k.execute("print('still fine')").stdout == "still fine\n"
