@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from harness.sandbox import Sandbox, SandboxConfig
+    from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
     from harness.tasks import load_task
     from harness.tasks.contract import render_contract
     from harness.tasks.grading import grade_task
@@ -60,7 +61,12 @@ def run_demo(args: argparse.Namespace) -> int:
     answers: dict[str, Any] = {}
     transcript: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    with Sandbox(SandboxConfig(isolation=args.isolation)) as sandbox:
+    try:
+        sandbox = Sandbox(SandboxConfig(isolation=args.isolation))
+    except SandboxUnavailableError as exc:
+        print(f"stateguard demo: {exc}", file=sys.stderr)
+        return 2
+    with sandbox:
         kernel = sandbox.new_kernel(public_dir=task.public_dir)
         timings["kernel_start_s"] = time.perf_counter() - t0
         checkpoint_id = None

@@ -40,3 +40,10 @@ def test_demo_rejects_a_non_multi_turn_task(tmp_path):
     (task / "private" / "answers.json").write_text('[["x", "2"]]')
     with pytest.raises(SystemExit, match="needs a multi_turn task"):
         cli.main(["demo", "--task", str(task), "--out", str(tmp_path / "out")])
+
+
+def test_demo_without_bubblewrap_refuses_with_the_fix(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on PATH
+    assert cli.main(["demo", "--out", str(tmp_path), "--isolation", "bwrap"]) == 2
+    err = capsys.readouterr().err
+    assert "isolation: none" in err
