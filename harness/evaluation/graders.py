@@ -32,6 +32,7 @@ from harness.evaluation.metrics import get_metric, numeric_column_errors
 from harness.evaluation.result import GradeResult
 from harness.evaluation.structured import StructuredScore, compare_structured
 from harness.evaluation.submission import read_csv_text, validate_csv_submission
+from harness.registry import lookup
 
 logger = logging.getLogger(__name__)
 
@@ -181,12 +182,7 @@ GRADERS: dict[str, Grader] = {
 
 def get_grader(name: str) -> Grader:
     """The built-in grader called ``name``; an unknown name raises ``ValueError`` listing the valid ones."""
-    try:
-        return GRADERS[name]
-    except KeyError:
-        raise ValueError(
-            f"Unknown grader {name!r}; valid graders are {sorted(GRADERS)}. Fix the task's grader."
-        ) from None
+    return lookup(GRADERS, name, what="grader", fix="Fix the task's grader.")
 
 
 def grade(grader: str | Grader, submission: Any, task: Any) -> GradeResult:

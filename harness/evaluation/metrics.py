@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.registry import lookup
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -116,12 +118,7 @@ METRICS: dict[str, Metric] = {
 
 def get_metric(name: str) -> Metric:
     """The metric called ``name``; an unknown name raises ``ValueError`` listing the valid ones."""
-    try:
-        return METRICS[name]
-    except KeyError:
-        raise ValueError(
-            f"Unknown metric {name!r}; valid metrics are {sorted(METRICS)}. Fix the task's submission.metric."
-        ) from None
+    return lookup(METRICS, name, what="metric", fix="Fix the task's submission.metric.")
 
 
 def numeric_column_errors(values: Sequence[Any], *, limit: int = 3) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from harness.registry import lookup
 from harness.tasks.importers.common import ImporterError, ImportOptions, ImportReport
 from harness.tasks.importers.dabench import import_dabench
 from harness.tasks.importers.dabstep import import_dabstep
@@ -29,10 +30,7 @@ IMPORTERS: dict[str, Importer] = {
 
 def get_importer(kind: str) -> Importer:
     """The importer for ``kind``; an unknown kind raises ``ValueError`` listing the valid ones."""
-    try:
-        return IMPORTERS[kind]
-    except KeyError:
-        raise ValueError(f"unknown import kind {kind!r}; valid kinds: {', '.join(IMPORTERS)}.") from None
+    return lookup(IMPORTERS, kind, what="import kind")
 
 
 def run_import(kind: str, options: ImportOptions) -> ImportReport:
