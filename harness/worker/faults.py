@@ -1,0 +1,145 @@
+"""Faults as data: one format shared by ``stateguard run --faults``, synthesis, the envs and evaluation.
+
+A ``faults.jsonl`` line::
+
+    {"task_id": "builtin-retail-sales", "turn_id": "2", "fault_type": "wrong_filter", "code": "..."}
+
+``code`` replaces the reference code of that turn for the scripted worker. An optional ``variables`` list names the
+variables the fault corrupts; without it they are inferred: the names assigned by top-level statements of the
+faulty code that do not appear, unchanged, in the reference code. A repair hint *localizes* the fault when it names
+one of them.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REQUIRED_KEYS = ("task_id", "turn_id", "fault_type", "code")
+OPTIONAL_KEYS = ("variables",)
+
+
+class FaultFileError(ValueError):
+    """A faults file cannot be read; the message names the file, the line, the field and the fix."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    task_id: str = field(metadata={"help": "id of the task the fault applies to"})
+    turn_id: str = field(metadata={"help": "turn whose reference code the fault replaces"})
+    fault_type: str = field(metadata={"help": "name of the fault (e.g. wrong_column, unit_slip)"})
+    code: str = field(metadata={"help": "the faulty code that replaces the turn's reference code"})
+    variables: tuple[str, ...] = field(
+        default=(), metadata={"help": "variables the fault corrupts; empty: infer them against the reference code"}
+    )
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.task_id, self.turn_id)
+
+    def corrupted_variables(self, reference_code: str) -> tuple[str, ...]:
+        """The declared ``variables``, else the names assigned by statements that differ from the reference."""
+        if self.variables:
+            return self.variables
+        return infer_corrupted_variables(reference_code, self.code)
+
+    def to_dict(self) -> dict[str, Any]:
+        row: dict[str, Any] = {k: getattr(self, k) for k in REQUIRED_KEYS}
+        if self.variables:
+            row["variables"] = list(self.variables)
+        return row
+
+
+def _assigned_names(stmt: ast.stmt) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Subscript | ast.Attribute) and isinstance(node.ctx, ast.Store):
+            base = node.value
+            while isinstance(base, ast.Subscript | ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name):
+                names.add(base.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+    return names
+
+
+def infer_corrupted_variables(reference_code: str, faulty_code: str) -> tuple[str, ...]:
+    """Names assigned by top-level statements of ``faulty_code`` that are not, verbatim, in ``reference_code``.
+
+    Returns ``()`` when either side does not parse (an execution-error fault, say): there is nothing to localize.
+    """
+    try:
+        reference = {ast.dump(s) for s in ast.parse(reference_code).body}
+        faulty = ast.parse(faulty_code).body
+    except SyntaxError:
+        return ()
+    names: set[str] = set()
+    for stmt in faulty:
+        if ast.dump(stmt) not in reference:
+            names |= _assigned_names(stmt)
+    return tuple(sorted(names))
+
+
+def _fault_from_row(row: Any, where: str) -> Fault:
+    if not isinstance(row, dict):
+        raise FaultFileError(
+            f"{where}: expected a JSON object with keys {list(REQUIRED_KEYS)}, got {type(row).__name__}."
+        )
+    problems = [f"missing field {k!r}" for k in REQUIRED_KEYS if k not in row]
+    problems += [f"unknown field {k!r}" for k in row if k not in REQUIRED_KEYS + OPTIONAL_KEYS]
+    for k in REQUIRED_KEYS:
+        value = row.get(k, "")
+        ok = isinstance(value, str) or (k == "turn_id" and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            problems.append(f"field {k!r} must be a string, got {type(value).__name__}")
+    variables = row.get("variables", [])
+    if not isinstance(variables, list) or not all(isinstance(v, str) for v in variables):
+        problems.append("field 'variables' must be a list of variable names")
+    if problems:
+        raise FaultFileError(
+            f"{where}: " + "; ".join(problems) + f". Fix: each line is {{{', '.join(REQUIRED_KEYS)}}} "
+            "(+ optional 'variables': [names])."
+        )
+    return Fault(*(str(row[k]) for k in REQUIRED_KEYS), variables=tuple(variables))
+
+
+def load_faults(path: str | Path) -> dict[tuple[str, str], Fault]:
+    """Read ``faults.jsonl`` into ``{(task_id, turn_id): Fault}``; one fault per turn (a duplicate is an error)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FaultFileError(f"{path}: no such faults file. Fix: pass a JSON-lines file (one fault per line).")
+    faults: dict[tuple[str, str], Fault] = {}
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise FaultFileError(f"{where}: not JSON ({exc.msg} at column {exc.colno}). Fix the line.") from None
+        fault = _fault_from_row(row, where)
+        if fault.key in faults:
+            raise FaultFileError(
+                f"{where}: a second fault for task {fault.task_id!r} turn {fault.turn_id!r}. "
+                "Fix: keep one fault per turn (write several files to compare faults)."
+            )
+        faults[fault.key] = fault
+    return faults
+
+
+def write_faults(path: str | Path, faults: Iterable[Fault]) -> None:
+    with Path(path).open("w") as fh:
+        for fault in faults:
+            fh.write(json.dumps(fault.to_dict()) + "\n")
+
+
+def faults_for_task(faults: Mapping[tuple[str, str], Fault], task_id: str) -> dict[str, Fault]:
+    """``{turn_id: Fault}`` for one task."""
+    return {turn_id: f for (tid, turn_id), f in faults.items() if tid == task_id}
