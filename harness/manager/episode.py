@@ -1,0 +1,126 @@
+"""The episode record: one JSON line per episode holding everything needed to replay, reward and report it.
+
+Synthesis, the envs, the rewards and evaluation consume only this record. The schema is versioned
+(:data:`SCHEMA_VERSION`); a reader refuses a record of another major version with the fix, and a record missing
+a required field names it. Sections:
+
+- ``task_id``, ``episode_id``, ``config`` (worker, manager, flow, faults, sandbox), ``simulated`` (scripted worker);
+- ``worker_steps``: ``step_id, turn_id, prompt_sha256, thought, code, execution`` (:func:`execution_summary`),
+  ``answer, prompt_tokens, completion_tokens, duration_s``;
+- ``activations``: ``index, event_type, observation`` (the rendered :class:`ManagerObservation` dict),
+  ``actions`` (each ``raw, parsed, kind, legal, result``), ``latency_s``;
+- ``states`` (committed states), ``hints`` (``kind: state|repair, turn_id, step_id, text``), ``repairs``
+  (``state_id, attempt, mode: light|heavy, variable, removed``), ``checkpoints`` (``state_id, checkpoint_id``),
+  ``transitions`` (the lifecycle history);
+- ``final_answers`` and ``grade`` (the :class:`~harness.evaluation.result.GradeResult` dict), ``duration_s``.
+
+The grade and the reference answers are written *after* the episode; nothing in this record is ever shown to the
+manager or the worker during it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from harness.sandbox import ExecutionResult
+
+SCHEMA_VERSION = "1.0"
+STDOUT_TAIL_CHARS = 2000
+
+
+class EpisodeRecordError(ValueError):
+    """A record that cannot be read; the message names the file, line and field, and the fix."""
+
+
+def prompt_sha256(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode()).hexdigest()
+
+
+def execution_summary(result: ExecutionResult | None) -> dict[str, Any] | None:
+    """The compact form of an :class:`ExecutionResult` kept in the record (output tails, no full tracebacks)."""
+    if result is None:
+        return None
+    return {
+        "ok": result.ok,
+        "stdout_tail": result.stdout[-STDOUT_TAIL_CHARS:],
+        "stderr_tail": result.stderr[-STDOUT_TAIL_CHARS:],
+        "display": result.display,
+        "error_type": result.error_type,
+        "error_message": result.error_message,
+        "timed_out": result.timed_out,
+        "memory_exceeded": result.memory_exceeded,
+        "restarted": result.restarted,
+        "duration_s": result.duration_s,
+        "variables": [asdict(v) for v in result.variables],
+        "files": [asdict(f) for f in result.files],
+        "results": result.results,
+    }
+
+
+@dataclass
+class EpisodeRecord:
+    task_id: str
+    episode_id: str
+    config: dict[str, Any]
+    simulated: bool
+    worker_steps: list[dict[str, Any]] = field(default_factory=list)
+    activations: list[dict[str, Any]] = field(default_factory=list)
+    states: list[dict[str, Any]] = field(default_factory=list)
+    hints: list[dict[str, Any]] = field(default_factory=list)
+    repairs: list[dict[str, Any]] = field(default_factory=list)
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    final_answers: dict[str, Any] = field(default_factory=dict)
+    grade: dict[str, Any] | None = None
+    duration_s: float = 0.0
+    schema_version: str = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, default=str)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "record") -> EpisodeRecord:
+        if not isinstance(data, dict):
+            raise EpisodeRecordError(f"{where}: expected a JSON object, got {type(data).__name__}.")
+        version = str(data.get("schema_version", ""))
+        if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+            raise EpisodeRecordError(
+                f"{where}: schema_version {version or '(missing)'} is not readable by this version "
+                f"({SCHEMA_VERSION}); re-run the episodes with this version of stateguard."
+            )
+        names = {f.name for f in fields(cls)}
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        missing = sorted(required - set(data))
+        if missing:
+            raise EpisodeRecordError(f"{where}: missing field(s) {missing}; the record is incomplete, re-run it.")
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise EpisodeRecordError(f"{where}: unknown field(s) {unknown} for schema {SCHEMA_VERSION}.")
+        return cls(**data)
+
+
+def append_episode(path: str | Path, record: EpisodeRecord) -> None:
+    """Append one episode as one JSON line (the file is created when missing)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fh.write(record.to_json() + "\n")
+
+
+def read_episodes(path: str | Path) -> Iterator[EpisodeRecord]:
+    path = Path(path)
+    with path.open() as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise EpisodeRecordError(f"{where}: not JSON ({exc.msg}); the file is damaged.") from None
+            yield EpisodeRecord.from_dict(data, where)
