@@ -1,1 +1,41 @@
-"""State-manager runtime (issue 3)."""
+"""State-manager runtime (issue 3): records, the action protocol and its wire format (DESIGN §3).
+
+- :mod:`harness.manager.records` — ``AnalyticalState`` and its parts, ``ManagerObservation`` (what the model sees);
+- :mod:`harness.manager.actions` — the 13 actions declared once; ``tools()``, ``ACTION_KIND``, validation;
+- :mod:`harness.manager.wire` — ``parse_response`` (Qwen3/Hermes text or OpenAI ``tool_calls``) and
+  ``render_action``.
+"""
+
+from harness.manager.actions import ACTION_KIND, ACTION_NAMES, ACTION_SPECS, Action, ActionSpec, make_action, tools
+from harness.manager.records import (
+    EVENT_TYPES,
+    RELATION_TYPES,
+    AnalyticalState,
+    Constraint,
+    ManagerObservation,
+    Relation,
+    StateSummary,
+    VariableRef,
+)
+from harness.manager.wire import ParseResult, parse_response, render_action
+
+__all__ = [
+    "ACTION_KIND",
+    "ACTION_NAMES",
+    "ACTION_SPECS",
+    "EVENT_TYPES",
+    "RELATION_TYPES",
+    "Action",
+    "ActionSpec",
+    "AnalyticalState",
+    "Constraint",
+    "ManagerObservation",
+    "ParseResult",
+    "Relation",
+    "StateSummary",
+    "VariableRef",
+    "make_action",
+    "parse_response",
+    "render_action",
+    "tools",
+]
