@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from harness.registry import lookup
+from harness.tasks.checks import RELATIONS
 
 ActionKind = Literal["control", "tool"]
 
-RELATION_TYPES: tuple[str, ...] = ("init", "progress", "branch", "invalidate", "combine")
-"""Relation types of DESIGN §3 (the same tuple is re-exported by :mod:`harness.manager.records`)."""
+RELATION_TYPES: tuple[str, ...] = RELATIONS
+"""Relation types of DESIGN §3: one tuple shared with the task turns (``harness.tasks``) and re-exported by
+:mod:`harness.manager.records`."""
 
 FINALIZE_MODES: tuple[str, ...] = ("confirm", "revise")
 """``FINALIZE_RELATIONS.mode``: keep the provisional relations from OPEN_STATE, or replace them."""
