@@ -1,12 +1,27 @@
 """State-manager runtime (issue 3): records, the action protocol and its wire format (DESIGN §3).
 
 - :mod:`harness.manager.records` — ``AnalyticalState`` and its parts, ``ManagerObservation`` (what the model sees);
-- :mod:`harness.manager.actions` — the 13 actions declared once; ``tools()``, ``ACTION_KIND``, validation;
+- :mod:`harness.manager.actions` — the 13 actions declared once; ``tool_schemas()``, ``ACTION_KIND``, validation;
 - :mod:`harness.manager.wire` — ``parse_response`` (Qwen3/Hermes text or OpenAI ``tool_calls``) and
-  ``render_action``.
+  ``render_action``;
+- :mod:`harness.manager.lifecycle` — which control action is legal after which; action and repair budgets;
+- :mod:`harness.manager.tools` — the read-only tools (``inspect_python`` via :mod:`harness.manager.ast_inspect`,
+  ``compile_python``, ``check_execution``, ``run_probe``, ``check_constraint``, ``load_state``);
+- :mod:`harness.manager.hints` — fixed reference-only hint text; :mod:`harness.manager.episode` — the episode record.
+
+Not yet built (issue 3 continues): the runtime that drives activations, the flows, the manager policies and
+``stateguard run``.
 """
 
-from harness.manager.actions import ACTION_KIND, ACTION_NAMES, ACTION_SPECS, Action, ActionSpec, make_action, tools
+from harness.manager.actions import (
+    ACTION_KIND,
+    ACTION_NAMES,
+    ACTION_SPECS,
+    Action,
+    ActionSpec,
+    make_action,
+    tool_schemas,
+)
 from harness.manager.records import (
     EVENT_TYPES,
     RELATION_TYPES,
@@ -37,5 +52,5 @@ __all__ = [
     "make_action",
     "parse_response",
     "render_action",
-    "tools",
+    "tool_schemas",
 ]

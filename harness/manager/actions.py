@@ -319,7 +319,7 @@ ACTION_KIND: dict[str, ActionKind] = {spec.name: spec.kind for spec in ACTION_SP
 ACTION_NAMES: tuple[str, ...] = tuple(ACTIONS)
 
 
-def tools() -> list[dict[str, Any]]:
+def tool_schemas() -> list[dict[str, Any]]:
     """The function-tool list given to the model: ``[{"type": "function", "function": {name, description,
     parameters}}]``, one per action, in declaration order (control actions first)."""
     return [spec.tool() for spec in ACTION_SPECS]
@@ -363,7 +363,7 @@ def make_action(name: str, arguments: dict[str, Any] | None = None) -> Action:
     """A validated :class:`Action`; bad input raises ``ValueError`` with the same message the parser returns."""
     action, error = check_action(name, {} if arguments is None else arguments)
     if action is None:
-        raise ValueError(f"invalid action: {error}. See harness.manager.actions.tools() for the schemas.")
+        raise ValueError(f"invalid action: {error}. See harness.manager.actions.tool_schemas() for the schemas.")
     return action
 
 

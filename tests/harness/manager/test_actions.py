@@ -15,7 +15,7 @@ from harness.manager.actions import (
     check_action,
     get_spec,
     make_action,
-    tools,
+    tool_schemas,
     validate,
 )
 
@@ -39,7 +39,7 @@ TOOL = {
 
 
 def test_tools_list_matches_design_section_3() -> None:
-    listed = tools()
+    listed = tool_schemas()
     assert len(listed) == 13
     assert [t["function"]["name"] for t in listed] == [*CONTROL, *TOOL]
     for entry in listed:
