@@ -27,6 +27,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from harness.jsonl import iter_jsonl
 from harness.sandbox import ExecutionResult
 
 SCHEMA_VERSION = "1.0"
@@ -113,14 +114,5 @@ def append_episode(path: str | Path, record: EpisodeRecord) -> None:
 
 
 def read_episodes(path: str | Path) -> Iterator[EpisodeRecord]:
-    path = Path(path)
-    with path.open() as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise EpisodeRecordError(f"{where}: not JSON ({exc.msg}); the file is damaged.") from None
-            yield EpisodeRecord.from_dict(data, where)
+    for where, data in iter_jsonl(path, error=EpisodeRecordError):
+        yield EpisodeRecord.from_dict(data, where)

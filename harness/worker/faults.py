@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.jsonl import iter_jsonl
+
 REQUIRED_KEYS = ("task_id", "turn_id", "fault_type", "code")
 OPTIONAL_KEYS = ("variables",)
 
@@ -116,14 +118,7 @@ def load_faults(path: str | Path) -> dict[tuple[str, str], Fault]:
     if not path.is_file():
         raise FaultFileError(f"{path}: no such faults file. Fix: pass a JSON-lines file (one fault per line).")
     faults: dict[tuple[str, str], Fault] = {}
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise FaultFileError(f"{where}: not JSON ({exc.msg} at column {exc.colno}). Fix the line.") from None
+    for where, row in iter_jsonl(path, error=FaultFileError):
         fault = _fault_from_row(row, where)
         if fault.key in faults:
             raise FaultFileError(

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import yaml
 from tqdm import tqdm
 
+from harness.jsonl import iter_jsonl
 from harness.tasks.config import CONFIG_FILE, TaskConfig
 from harness.tasks.task import ANSWERS_FILE, REFERENCE_FILE, Task, load_task
 
@@ -78,17 +79,10 @@ def progress(items: Sequence[T], desc: str) -> Iterator[T]:
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSON-lines file; ``ImporterError`` naming the line for a bad one."""
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ImporterError(f"{path}:{number} is not valid JSON ({exc}); fix or remove that line.") from exc
-            if not isinstance(row, dict):
-                raise ImporterError(f"{path}:{number} is not a JSON object; each line must be one object.")
-            rows.append(row)
+    for where, row in iter_jsonl(path, error=ImporterError):
+        if not isinstance(row, dict):
+            raise ImporterError(f"{where} is not a JSON object; each line must be one object.")
+        rows.append(row)
     return rows
 
 
