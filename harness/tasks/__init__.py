@@ -40,6 +40,10 @@ Task folder format
         depends_on: []              #   ids of earlier turns
         relation: init              #   init | progress | branch | invalidate | combine
         precision: 2                #   optional decimals for grading (default 4)
+        constraints:                #   optional public conditions on the turn's result (part of the question)
+          - text: "revenue is quantity * unit_price"                     # in words
+            code: "assert (df.revenue == df.quantity * df.price).all()"  # optional check over the worker's
+                                                                          # variables; raises or is False if violated
     metadata: {source: ..., level: ..., concepts: [...], license: ...}   # free-form
 
 Private answers by kind: ``private/answers.json`` (closed_form: a JSON list of ``[name, value]`` string pairs, order
@@ -69,6 +73,7 @@ from harness.tasks.config import (
     TaskConfig,
     TaskConfigError,
     Turn,
+    TurnConstraint,
 )
 from harness.tasks.grading import grade_task, resolve_grader
 from harness.tasks.task import (
@@ -92,6 +97,7 @@ __all__ = [
     "TaskConfig",
     "TaskConfigError",
     "Turn",
+    "TurnConstraint",
     "TurnReference",
     "find_task_dirs",
     "grade_task",

@@ -11,6 +11,7 @@ Direct construction (``TaskConfig(id=..., kind=...)``) runs the same semantic ch
 
 from __future__ import annotations
 
+import ast
 import difflib
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
@@ -44,9 +45,19 @@ __all__ = [
     "TaskConfig",
     "TaskConfigError",
     "Turn",
+    "TurnConstraint",
     "config_problems",
     "turn_problems",
 ]
+
+
+@dataclass(frozen=True)
+class TurnConstraint:
+    """A public condition on one turn's result (part of the question): ``text`` in words and optionally ``code``, a
+    standalone Python check over the worker's variables that raises (or evaluates to False) when it is violated."""
+
+    text: str = field(metadata={"help": "The condition in words."})
+    code: str | None = field(default=None, metadata={"help": "Optional executable check (raises when violated)."})
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,10 @@ class Turn:
     )
     precision: int | None = field(
         default=None, metadata={"help": "Decimals numbers are compared at when grading this turn (None: 4)."}
+    )
+    constraints: tuple[TurnConstraint, ...] = field(
+        default=(),
+        metadata={"help": "Public conditions the turn's result must satisfy; each may carry an executable check."},
     )
 
 
@@ -222,6 +237,7 @@ FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "depends_on": ((list,), False, "a list of turn ids"),
     "relation": ((str,), False, "a string"),
     "precision": ((int,), True, "a non-negative integer"),
+    "constraints": ((list,), False, "a list of {text, code} mappings"),
 }
 """Config key -> (accepted Python types, whether null is allowed, the type as the error message names it)."""
 
@@ -320,5 +336,45 @@ def _parse_turns(items: list, file: str, problems: list[Problem]) -> tuple[Turn,
             values["depends_on"] = _parse_str_list(
                 values["depends_on"], file, f"{prefix}depends_on", problems, ints_ok=True
             )
+        if "constraints" in values:
+            values["constraints"] = _parse_constraints(values["constraints"], file, f"{prefix}constraints", problems)
         turns.append(Turn(**values))
     return tuple(turns)
+
+
+def _parse_constraints(items: list, file: str, field_name: str, problems: list[Problem]) -> tuple[TurnConstraint, ...]:
+    """``[{text: str, code: str | null}, ...]`` -> TurnConstraints; each bad item is one problem naming its index."""
+    out = []
+    for i, item in enumerate(items):
+        where = f"{field_name}[{i}]"
+        if not isinstance(item, dict):
+            problems.append(Problem(file, where, f"expected a mapping, got {_type_name(item)}.", _CONSTRAINT_FIX))
+            continue
+        extra = sorted(str(k) for k in item if k not in ("text", "code"))
+        text, code = item.get("text"), item.get("code")
+        if extra:
+            problems.append(Problem(file, where, f"unknown key(s) {extra}.", _CONSTRAINT_FIX))
+        elif not isinstance(text, str) or not text.strip():
+            problems.append(
+                Problem(file, f"{where}.text", f"expected a non-empty string, got {text!r}.", _CONSTRAINT_FIX)
+            )
+        elif code is not None and (not isinstance(code, str) or not code.strip()):
+            problems.append(
+                Problem(file, f"{where}.code", f"expected Python source or null, got {code!r}.", _CONSTRAINT_FIX)
+            )
+        elif code is not None and (error := _syntax_error(code)):
+            problems.append(Problem(file, f"{where}.code", f"is not valid Python: {error}.", _CONSTRAINT_FIX))
+        else:
+            out.append(TurnConstraint(text=text, code=code))
+    return tuple(out)
+
+
+def _syntax_error(code: str) -> str | None:
+    try:
+        ast.parse(code)
+    except SyntaxError as error:
+        return f"{error.msg} (line {error.lineno})"
+    return None
+
+
+_CONSTRAINT_FIX = "write each constraint as {text: <the condition in words>, code: <a Python check> or null}."

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from task_builders import MULTI_TURN, edit_config
 
-from harness.tasks import TaskConfig, TaskConfigError, Turn, load_task, validate_task
+from harness.tasks import TaskConfig, TaskConfigError, Turn, TurnConstraint, load_task, validate_task
 from harness.tasks.cli import main
 
 
@@ -476,3 +476,29 @@ def test_validate_reports_duplicate_ids_across_folders(make_task, capsys):
     second = make_task("closed_form", name="b")
     assert main(["validate", str(second.parent)]) == 2
     assert "is also the id of" in capsys.readouterr().out
+
+
+def test_turn_constraints_are_parsed_validated_and_round_trip():
+    turns = _turns(**{"0": {"constraints": [{"text": "x is positive", "code": "assert x > 0"}, {"text": "in words"}]}})
+    cfg = TaskConfig.from_dict({**MULTI_TURN, "turns": turns})
+    assert cfg.turns[0].constraints == (TurnConstraint("x is positive", "assert x > 0"), TurnConstraint("in words"))
+    assert cfg.turns[1].constraints == ()
+    assert TaskConfig.from_dict(cfg.to_dict()) == cfg
+
+
+@pytest.mark.parametrize(
+    ("constraints", "field", "message"),
+    [
+        ("not a list", "turns[0].constraints", "expected a list of {text, code} mappings"),
+        (["just text"], "turns[0].constraints[0]", "expected a mapping"),
+        ([{"text": ""}], "turns[0].constraints[0].text", "non-empty string"),
+        ([{"text": "t", "cod": "x"}], "turns[0].constraints[0]", "unknown key(s) ['cod']"),
+        ([{"text": "t", "code": "assert (x"}], "turns[0].constraints[0].code", "is not valid Python"),
+    ],
+)
+def test_bad_turn_constraints_name_the_field_and_the_fix(constraints, field, message):
+    with pytest.raises(TaskConfigError) as err:
+        TaskConfig.from_dict({**MULTI_TURN, "turns": _turns(**{"0": {"constraints": constraints}})})
+    matching = [p for p in err.value.problems if p.startswith(f"config.yaml: {field}: ") or f": {field}: " in p]
+    assert matching and message in matching[0], err.value.problems
+    assert "Fix: " in matching[0]

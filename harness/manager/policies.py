@@ -1,0 +1,237 @@
+"""Manager policies: what answers the manager's activations (../shared/DESIGN.md §3, issue 3 §4).
+
+A policy maps one :class:`PolicyInput` (the rendered observation, the results of the tool actions it already took
+in this activation, the legal action names and the turn's *public* structure) to ONE model-style response string in
+the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``). Every policy's text goes through the
+same parser (:func:`harness.manager.wire.parse_response`) and lifecycle as a trained model's would.
+
+Policies (:data:`POLICIES`, :func:`get_policy`):
+
+- ``none``: no manager. ``active = False`` tells the runtime to short-circuit: no activations at all (plain worker).
+- ``rule``: a deterministic verifier with no model. Per turn: OPEN_STATE at turn start (relations from the turn's
+  declared ``depends_on``/``relation``, constraints from the turn's public ``constraints``), RESUME_WORKER; at turn
+  end ``check_execution`` on the pending steps, then UPDATE_STATE with the variables the sandbox reported; then
+  checks: ``check_execution`` on the state's steps, and for every executable constraint ``compile_python`` (syntax),
+  ``inspect_python`` (its inputs) and ``run_probe`` (the runtime checks a probe whose code is one of the open
+  state's constraint codes with :func:`~harness.manager.tools.check_constraint`). It REPAIRs only on concrete
+  evidence (a failed constraint, or a failed execution of the turn's latest executed step), naming a variable
+  (the constraint's inputs intersected with the state's variables, else its first input) and the evidence; otherwise
+  FINALIZE_RELATIONS(confirm) and COMMIT_STATE. When the repair budget is spent and evidence remains it abandons
+  the state. The rule policy is stateless: the same input gives the same response.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.manager.actions import make_action
+from harness.manager.lifecycle import Lifecycle
+from harness.manager.wire import render_action
+from harness.tasks import Turn
+
+MAX_ACTIONS = Lifecycle().max_actions  # the rule policy plans its tool calls within one activation's budget
+
+
+@dataclass(frozen=True)
+class PolicyInput:
+    """Everything a policy is given for one response (the runtime records all of it)."""
+
+    observation: str = field(metadata={"help": "ManagerObservation.render() of the current activation step."})
+    tool_results: tuple[str, ...] = field(
+        default=(), metadata={"help": "Rendered results of the tool actions taken so far in this activation."}
+    )
+    legal_actions: tuple[str, ...] = field(default=(), metadata={"help": "Action names legal now (lifecycle)."})
+    turn: Turn | None = field(default=None, metadata={"help": "The public turn (question, relations, constraints)."})
+    turn_states: Mapping[str, str] = field(
+        default_factory=dict, metadata={"help": "Turn id -> id of the committed state that covers it."}
+    )
+
+    def text(self) -> str:
+        """All of the input as one text (what the information-boundary test scans)."""
+        turn = None if self.turn is None else json.dumps(_turn_dict(self.turn), ensure_ascii=False)
+        return "\n".join(
+            [
+                self.observation,
+                *self.tool_results,
+                " ".join(self.legal_actions),
+                turn or "",
+                json.dumps(self.turn_states),
+            ]
+        )
+
+
+class Policy(Protocol):
+    name: str
+    active: bool
+
+    def respond(self, inp: PolicyInput) -> str: ...
+
+
+def _turn_dict(turn: Turn) -> dict[str, Any]:
+    return {
+        "turn_id": turn.turn_id,
+        "question": turn.question,
+        "context": turn.context,
+        "depends_on": list(turn.depends_on),
+        "relation": turn.relation,
+        "constraints": [{"text": c.text, "code": c.code} for c in turn.constraints],
+    }
+
+
+def _call(name: str, arguments: dict[str, Any] | None = None) -> str:
+    return render_action(make_action(name, arguments or {}))
+
+
+class NonePolicy:
+    """No manager: the runtime never activates it (plain worker)."""
+
+    name = "none"
+    active = False
+
+    def respond(self, inp: PolicyInput) -> str:
+        return _call("ABSTAIN")
+
+
+class RulePolicy:
+    """The deterministic verifier manager described in the module docstring."""
+
+    name = "rule"
+    active = True
+
+    def respond(self, inp: PolicyInput) -> str:
+        obs = json.loads(inp.observation)
+        legal = set(inp.legal_actions)
+        draft = obs["current_draft"]
+        if "COMMIT_STATE" in legal:
+            return _call("COMMIT_STATE")
+        if "OPEN_STATE" in legal:
+            return self._open(inp)
+        if "FINALIZE_RELATIONS" in legal and draft is not None:
+            return self._check(inp, draft, legal)
+        if "UPDATE_STATE" in legal and draft is not None:
+            if obs["event_type"] == "turn_start":
+                return _call("RESUME_WORKER")
+            return self._update(inp, obs, draft)
+        return _call("ABSTAIN")
+
+    # ---- turn start
+    def _open(self, inp: PolicyInput) -> str:
+        turn = inp.turn
+        if turn is None:
+            return _call("ABSTAIN")
+        related = [inp.turn_states[t] for t in turn.depends_on if t in inp.turn_states]
+        if turn.relation == "init" or not related or (turn.relation == "combine" and len(related) < 2):
+            kind = "init" if not related else "progress" if len(related) == 1 else "combine"
+        else:
+            kind = turn.relation
+        relations = [{"type": "init"}] if kind == "init" else [{"type": kind, "related_state_id": s} for s in related]
+        constraints = [{"text": c.text, **({"code": c.code} if c.code else {})} for c in turn.constraints]
+        return _call("OPEN_STATE", {"issue": turn.question, "constraints": constraints, "relations": relations})
+
+    # ---- turn end: update
+    def _update(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any]) -> str:
+        start, end = obs["pending_start_step"], obs["pending_end_step"]
+        steps = [] if start is None else list(range(start, end + 1))[-(MAX_ACTIONS - 1) :]
+        if len(inp.tool_results) < len(steps):
+            return _call("check_execution", {"step_id": steps[len(inp.tool_results)]})
+        names: list[str] = []
+        conclusions: list[str] = []
+        for sid, text in zip(steps, inp.tool_results, strict=False):
+            result = json.loads(text)
+            if not result.get("ok"):
+                continue
+            names += [v["name"] for v in result.get("variables", []) if v.get("type") is not None]
+            if result.get("results"):
+                conclusions.append(f"step {sid} reported {json.dumps(result['results'][-1], ensure_ascii=False)}")
+        interval = {"start_step": start or 0, "end_step": end if end is not None else 0}
+        return _call(
+            "UPDATE_STATE",
+            {
+                "issue": draft["issue"],
+                "source_interval": interval,
+                "used_variables": list(dict.fromkeys(names)),
+                "conclusions": conclusions or ["the turn produced no reported result"],
+            },
+        )
+
+    # ---- turn end: checks, then repair or finalize
+    def _plan(self, draft: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        codes = [c["code"] for c in draft["constraints"] if c.get("code")]
+        per_constraint = [
+            step for code in codes for step in (("compile_python", {"code": code}), ("inspect_python", {"code": code}))
+        ] + [("run_probe", {"code": code}) for code in codes]
+        room = max(MAX_ACTIONS - 1 - len(per_constraint), 1)
+        start, end = draft["source_step_start"], draft["source_step_end"]
+        steps = [] if start is None else list(range(start, end + 1))[-room:]
+        return [("check_execution", {"step_id": s}) for s in steps] + per_constraint
+
+    def _check(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str]) -> str:
+        plan = self._plan(draft)[: MAX_ACTIONS - 1]
+        done = len(inp.tool_results)
+        if done < len(plan):
+            name, arguments = plan[done]
+            return _call(name, arguments)
+        found = _evidence(plan, [json.loads(t) for t in inp.tool_results], draft)
+        if found is None:
+            return _call("FINALIZE_RELATIONS", {"mode": "confirm", "relations": [], "conflict_evidence": ""})
+        if "REPAIR" not in legal:
+            return _call("ABANDON_STATE")
+        variable, reasoning, evidence = found
+        return _call(
+            "REPAIR",
+            {
+                "analytical_evidence": evidence,
+                "error_hint": {"error_variable": variable, "faulty_reasoning": reasoning},
+            },
+        )
+
+
+def _evidence(
+    plan: list[tuple[str, dict[str, Any]]], results: list[dict[str, Any]], draft: dict[str, Any]
+) -> tuple[str, str, str] | None:
+    """``(variable, faulty reasoning, evidence)`` for the first concrete error the tool results show, else None."""
+    state_vars = [v["name"] for v in draft["used_variables"]]
+    executed = [r for (name, _), r in zip(plan, results, strict=False) if name == "check_execution" and r.get("ok")]
+    if executed and executed[-1].get("verdict") == "failed":
+        last = executed[-1]
+        variable = state_vars[0] if state_vars else f"step {last['step_id']}"
+        error = f"{last.get('error_type')}: {last.get('error_message')}"
+        return variable, f"the cell of step {last['step_id']} did not run successfully", f"execution failed: {error}"
+    codes = [args["code"] for name, args in plan if name == "run_probe"]
+    by_code: dict[str, dict[str, dict[str, Any]]] = {}
+    for (name, args), result in zip(plan, results, strict=False):
+        by_code.setdefault(args.get("code", ""), {})[name] = result
+    for code in codes:
+        checks = by_code.get(code, {})
+        compiled, inspected, probe = (checks.get(k, {}) for k in ("compile_python", "inspect_python", "run_probe"))
+        if not compiled.get("valid") or not probe.get("ok"):
+            continue  # a constraint that does not compile or could not run is no evidence about the worker
+        failed = probe.get("passed") is False or (probe.get("passed") is None and probe.get("succeeded") is False)
+        if not failed:
+            continue
+        # name a variable the constraint reads, preferring one this state wrote (a heavy repair may have deleted it)
+        read = inspected.get("inputs", [])
+        inputs = [n for n in read if n in state_vars] or list(read)
+        if not inputs:
+            continue  # the constraint reads no variable: nothing to localize
+        text = next((c["text"] for c in draft["constraints"] if c.get("code") == code), "a constraint")
+        reason = probe.get("reason") or f"{probe.get('error_type')}: {probe.get('error_message')}"
+        evidence = f"constraint '{text}' failed: {reason}"
+        if probe.get("values"):
+            evidence += f"; operands: {json.dumps(probe['values'], ensure_ascii=False)}"
+        return inputs[0], f"the value of {inputs[0]} violates the stated constraint: {text}", evidence[:400]
+    return None
+
+
+POLICIES: dict[str, Callable[[], Policy]] = {"none": NonePolicy, "rule": RulePolicy}
+
+
+def get_policy(name: str) -> Policy:
+    """A new policy by name; an unknown name raises ``ValueError`` listing the valid names."""
+    factory = POLICIES.get(name)
+    if factory is None:
+        raise ValueError(f"unknown manager policy {name!r}; valid names: {', '.join(sorted(POLICIES))}.")
+    return factory()

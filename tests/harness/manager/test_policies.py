@@ -1,0 +1,152 @@
+"""Manager policies on hand-made inputs (no sandbox): name lookup, and the rule policy's decisions — open with the
+declared relations, update with the reported variables, repair only on concrete evidence, else finalize."""
+
+import json
+
+import pytest
+
+from harness.manager.lifecycle import Lifecycle, Phase
+from harness.manager.policies import POLICIES, PolicyInput, get_policy
+from harness.manager.records import AnalyticalState, Constraint, ManagerObservation, Relation, VariableRef
+from harness.manager.wire import parse_response
+from harness.tasks import Turn, TurnConstraint
+
+CODE = "assert (df['x'] > 0).all()"
+TURN = Turn(
+    turn_id="3",
+    question="q3",
+    depends_on=("1", "2"),
+    relation="combine",
+    constraints=(TurnConstraint("x is positive", CODE), TurnConstraint("in words only")),
+)
+
+
+def legal(phase: Phase) -> tuple[str, ...]:
+    lifecycle = Lifecycle(phase=phase)
+    lifecycle.begin_activation()
+    return tuple(lifecycle.legal_actions())
+
+
+def obs(event="turn_end", draft=None, pending=(4, 4)) -> str:
+    return ManagerObservation(
+        event, "S3", 1 if pending else 0, *(pending or (None, None)), draft, 0, False, None
+    ).render()
+
+
+DRAFT = AnalyticalState(
+    "S3",
+    "q3",
+    constraints=(Constraint("x is positive", CODE), Constraint("in words only")),
+    used_variables=(VariableRef("df", 2, "DataFrame"), VariableRef("total", 1, "3")),
+    relations=(Relation("combine", "S1"), Relation("combine", "S2")),
+    source_step_start=4,
+    source_step_end=4,
+)
+
+
+def respond(inp: PolicyInput):
+    parsed = parse_response(get_policy("rule").respond(inp))
+    assert parsed.ok, parsed.error
+    return parsed.action
+
+
+def test_get_policy_lists_valid_names():
+    assert set(POLICIES) == {"none", "rule"}
+    assert get_policy("none").active is False and get_policy("rule").active is True
+    with pytest.raises(ValueError, match="unknown manager policy 'llm'; valid names: none, rule"):
+        get_policy("llm")
+
+
+def test_open_uses_the_declared_relations_and_the_public_constraints():
+    inp = PolicyInput(obs("turn_start", pending=None), (), legal(Phase.IDLE), TURN, {"1": "S1", "2": "S2"})
+    action = respond(inp)
+    assert action.name == "OPEN_STATE"
+    assert action.arguments["relations"] == [
+        {"type": "combine", "related_state_id": "S1"},
+        {"type": "combine", "related_state_id": "S2"},
+    ]
+    assert action.arguments["constraints"] == [{"text": "x is positive", "code": CODE}, {"text": "in words only"}]
+
+
+def test_open_falls_back_when_dependencies_were_not_committed():
+    only_one = respond(PolicyInput(obs("turn_start", pending=None), (), legal(Phase.IDLE), TURN, {"1": "S1"}))
+    assert only_one.arguments["relations"] == [{"type": "progress", "related_state_id": "S1"}]
+    none = respond(PolicyInput(obs("turn_start", pending=None), (), legal(Phase.IDLE), TURN, {}))
+    assert none.arguments["relations"] == [{"type": "init"}]
+
+
+def test_update_checks_the_pending_steps_then_names_the_reported_variables():
+    draft = AnalyticalState("S3", "q3")
+    first = respond(PolicyInput(obs(draft=draft, pending=(4, 5)), (), legal(Phase.OPEN), TURN))
+    assert (first.name, first.arguments) == ("check_execution", {"step_id": 4})
+    step4 = json.dumps({"ok": True, "variables": [{"name": "df", "type": "DataFrame"}], "results": [{"a": 1}]})
+    step5 = json.dumps({"ok": True, "variables": [{"name": "gone", "type": None}, {"name": "t", "type": "int"}]})
+    update = respond(PolicyInput(obs(draft=draft, pending=(4, 5)), (step4, step5), legal(Phase.OPEN), TURN))
+    assert update.name == "UPDATE_STATE"
+    assert update.arguments["used_variables"] == ["df", "t"]  # deleted names are not used variables
+    assert update.arguments["source_interval"] == {"start_step": 4, "end_step": 5}
+    assert update.arguments["conclusions"] == ['step 4 reported {"a": 1}']
+
+
+def _checks(probe: dict, inputs=("df",), executed=None) -> tuple[str, ...]:
+    return (
+        json.dumps(executed or {"ok": True, "step_id": 4, "verdict": "verified"}),
+        json.dumps({"ok": True, "valid": True}),
+        json.dumps({"ok": True, "inputs": list(inputs)}),
+        json.dumps({"ok": True, **probe}),
+    )
+
+
+def test_checks_follow_a_fixed_plan():
+    names = []
+    results: list[str] = []
+    full = _checks({"passed": True})
+    for i in range(4):
+        action = respond(PolicyInput(obs(draft=DRAFT), tuple(results), legal(Phase.UPDATED), TURN))
+        names.append((action.name, action.arguments))
+        results.append(full[i])
+    assert names == [
+        ("check_execution", {"step_id": 4}),
+        ("compile_python", {"code": CODE}),
+        ("inspect_python", {"code": CODE}),
+        ("run_probe", {"code": CODE}),
+    ]
+
+
+def test_passing_checks_finalize_without_repair():
+    action = respond(PolicyInput(obs(draft=DRAFT), _checks({"passed": True}), legal(Phase.UPDATED), TURN))
+    assert (action.name, action.arguments["mode"]) == ("FINALIZE_RELATIONS", "confirm")
+
+
+def test_a_failed_constraint_repairs_naming_the_variable_and_the_evidence():
+    probe = {"passed": False, "reason": "raised AssertionError", "values": {"df['x']": "[-1, 2]"}}
+    action = respond(PolicyInput(obs(draft=DRAFT), _checks(probe), legal(Phase.UPDATED), TURN))
+    assert action.name == "REPAIR"
+    assert action.arguments["error_hint"]["error_variable"] == "df"
+    assert "x is positive" in action.arguments["analytical_evidence"]
+    assert "[-1, 2]" in action.arguments["analytical_evidence"]
+
+
+def test_a_failed_execution_repairs_and_an_unrunnable_constraint_is_no_evidence():
+    failed = {"ok": True, "step_id": 4, "verdict": "failed", "error_type": "KeyError", "error_message": "'y'"}
+    action = respond(
+        PolicyInput(obs(draft=DRAFT), _checks({"passed": True}, executed=failed), legal(Phase.UPDATED), TURN)
+    )
+    assert action.name == "REPAIR" and "KeyError" in action.arguments["analytical_evidence"]
+    not_compiled = list(_checks({"passed": False}))
+    not_compiled[1] = json.dumps({"ok": True, "valid": False})
+    action = respond(PolicyInput(obs(draft=DRAFT), tuple(not_compiled), legal(Phase.UPDATED), TURN))
+    assert action.name == "FINALIZE_RELATIONS"
+
+
+def test_evidence_with_the_repair_budget_spent_abandons():
+    lifecycle = Lifecycle(phase=Phase.UPDATED, repair_attempts=3)
+    lifecycle.begin_activation()
+    inp = PolicyInput(obs(draft=DRAFT), _checks({"passed": False}), tuple(lifecycle.legal_actions()), TURN)
+    assert respond(inp).name == "ABANDON_STATE"
+
+
+def test_commit_when_finalized_and_resume_at_turn_start():
+    assert respond(PolicyInput(obs(draft=DRAFT), (), legal(Phase.FINALIZED), TURN)).name == "COMMIT_STATE"
+    draft = AnalyticalState("S3", "q3")
+    assert respond(PolicyInput(obs("turn_start", draft, None), (), legal(Phase.OPEN), TURN)).name == "RESUME_WORKER"
