@@ -9,8 +9,12 @@
   ``compile_python``, ``check_execution``, ``run_probe``, ``check_constraint``, ``load_state``);
 - :mod:`harness.manager.hints` — fixed reference-only hint text; :mod:`harness.manager.episode` — the episode record.
 
-Not yet built (issue 3 continues): the runtime that drives activations, the flows, the manager policies and
-``stateguard run``.
+- :mod:`harness.manager.runtime` — :class:`ManagerRuntime`, the turn-aligned flow (the harness owns state ids,
+  variable versions, relation normalization, source intervals, checkpoints, the repair schedule);
+- :mod:`harness.manager.policies` — ``none`` and ``rule`` (:func:`get_policy`).
+
+Not yet built (issue 3 continues): the segment-induced flow, the ``llm``, ``windowed`` and ``freeform`` policies,
+and ``stateguard run``.
 """
 
 from harness.manager.actions import (
@@ -22,6 +26,7 @@ from harness.manager.actions import (
     make_action,
     tool_schemas,
 )
+from harness.manager.policies import POLICIES, get_policy
 from harness.manager.records import (
     EVENT_TYPES,
     RELATION_TYPES,
@@ -32,9 +37,14 @@ from harness.manager.records import (
     StateSummary,
     VariableRef,
 )
+from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.manager.wire import ParseResult, parse_response, render_action
 
 __all__ = [
+    "POLICIES",
+    "ManagerRuntime",
+    "RuntimeConfig",
+    "get_policy",
     "ACTION_KIND",
     "ACTION_NAMES",
     "ACTION_SPECS",
