@@ -22,6 +22,7 @@ from harness.worker import Fault, ScriptedWorker, faults_for_task, load_faults
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "happiness"
 TABLE = ROOT / ".." / "shared" / "benchmarks" / "dabench-dev" / "tables" / "2015.csv"
+needs_table = pytest.mark.skipif(not TABLE.exists(), reason=f"DABench dev table not found at {TABLE}")
 RETAIL = ROOT / "harness" / "builtin_tasks" / "retail-sales"
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 MARKER = "PRIVATE-MARKER-7f3c9e21"
@@ -37,8 +38,6 @@ def sandbox():
 @pytest.fixture(scope="module")
 def happiness(sandbox, tmp_path_factory):
     """The fixture task folder built in a temp dir: table in public/, reference computed in the sandbox."""
-    if not TABLE.exists():
-        pytest.skip(f"DABench dev table not found at {TABLE}")
     root = tmp_path_factory.mktemp("task") / "happiness"
     (root / "public" / "data").mkdir(parents=True)
     (root / "private").mkdir()
