@@ -229,12 +229,18 @@ class ManagerRuntime:
                 turn_states=dict(self.turn_states),
             )
             self.transcript.append(("policy", inp.text()))
-            raw = self.policy.respond(inp)
+            try:
+                raw = self.policy.respond(inp)
+            except Exception as exc:  # a policy failure (e.g. an endpoint down) costs one action, never the episode
+                logger.warning("policy %s failed: %s: %s", self.policy.name, type(exc).__name__, exc)
+                raw, policy_error = "", f"the policy failed to respond ({type(exc).__name__}: {exc})"
+            else:
+                policy_error = None
             parsed = parse_response(raw, strict=self.config.strict_wire)
             action = {"raw": raw, "parsed": None, "kind": None, "legal": False, "result": None}
-            if not parsed.ok or parsed.action is None:
+            if policy_error or not parsed.ok or parsed.action is None:
                 self.lifecycle.apply("(unparseable response)")
-                last_result = f"rejected: {parsed.error}"
+                last_result = f"rejected: {policy_error or parsed.error}"
             else:
                 act = parsed.action
                 action.update(parsed=act.to_dict(), kind=ACTION_KIND[act.name])

@@ -262,3 +262,27 @@ def test_normalize_relations_dedupes_and_keeps_only_committed_states():
     )
     assert normalize_relations(rels, {"S1", "S2"}, "S3") == (Relation("progress", "S1"),)
     assert normalize_relations((Relation("progress", "S3"),), {"S1"}, "S3") == (Relation("init", None),)
+
+
+class FailingPolicy:
+    """A policy whose endpoint is down: every call raises."""
+
+    name = "failing"
+    active = True
+
+    def __init__(self):
+        self.calls = 0
+
+    def respond(self, inp: PolicyInput) -> str:
+        self.calls += 1
+        raise ConnectionError("chat endpoint http://127.0.0.1:9/v1 failed")
+
+
+def test_a_policy_that_raises_costs_actions_not_the_episode(sandbox):
+    task = load_task(RETAIL)
+    policy = FailingPolicy()
+    record, _ = play(sandbox, task, policy, config=RuntimeConfig(max_actions=2, max_turn_end_activations=1))
+    actions = [a for act in record.activations if act["actor"] == "policy" for a in act["actions"]]
+    assert policy.calls == len(actions) > 0
+    assert all(not a["legal"] and "the policy failed to respond (ConnectionError" in a["result"] for a in actions)
+    assert all(per_turn(record).values())  # the worker still answered every turn
