@@ -138,6 +138,22 @@ def spawn_via(chan: _Channel, op: str, role: str) -> _Channel:
         raise
 
 
+def _restarted_result(
+    error_type: str, reason: str, deleted: list[VariableChange], op: str, **flags: bool
+) -> ExecutionResult:
+    """The result of a cell whose kernel had to be restarted (``deleted``: the names the restart lost)."""
+    return ExecutionResult(
+        ok=False,
+        error_type=error_type,
+        error_message=reason,
+        restarted=True,
+        restart_reason=reason,
+        variables=deleted,
+        probe=op == "probe",
+        **flags,
+    )
+
+
 class Kernel:
     """A persistent, isolated Python namespace. Not thread-safe: use one kernel from one thread at a time."""
 
@@ -281,32 +297,14 @@ class Kernel:
                 f"the cell ignored the interrupt and ran past {timeout:g}s + {self.config.grace_s:g}s grace; "
                 "the kernel was killed and restarted"
             )
-            result = ExecutionResult(
-                ok=False,
-                timed_out=True,
-                error_type="CellTimeout",
-                error_message=reason,
-                restarted=True,
-                restart_reason=reason,
-                variables=deleted,
-                probe=op == "probe",
-            )
+            result = _restarted_result("CellTimeout", reason, deleted, op, timed_out=True)
         except ProtocolError as exc:
             oom = self._oom_happened()
             death = self._death_of_kernel()
             reason, deleted = self._restart(
                 f"kernel {death or 'stopped answering'}{' (episode memory limit)' if oom else ''}: {exc}"
             )
-            result = ExecutionResult(
-                ok=False,
-                error_type="KernelDied",
-                error_message=reason,
-                memory_exceeded=oom,
-                restarted=True,
-                restart_reason=reason,
-                variables=deleted,
-                probe=op == "probe",
-            )
+            result = _restarted_result("KernelDied", reason, deleted, op, memory_exceeded=oom)
         if result.restarted or not result.duration_s:
             result.duration_s = time.perf_counter() - started
         result.files = self._diff_files()
