@@ -48,6 +48,13 @@ class PolicyInput:
     turn_states: Mapping[str, str] = field(
         default_factory=dict, metadata={"help": "Turn id -> id of the committed state that covers it."}
     )
+    previous: tuple[tuple[str, str], ...] = field(
+        default=(),
+        metadata={
+            "help": "(raw response, result text) of every earlier action of this activation, in order, legal or "
+            "not: what a chat model needs to continue its conversation within the activation."
+        },
+    )
 
     def text(self) -> str:
         """All of the input as one text (what the information-boundary test scans)."""
@@ -59,6 +66,7 @@ class PolicyInput:
                 " ".join(self.legal_actions),
                 turn or "",
                 json.dumps(self.turn_states),
+                *(f"{raw}\n{result}" for raw, result in self.previous),
             ]
         )
 

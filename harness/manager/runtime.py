@@ -218,6 +218,7 @@ class ManagerRuntime:
             "actions": [],
         }
         results: list[str] = []
+        previous: list[tuple[str, str]] = []
         last_result: str | None = None
         while self.lifecycle.activation_open:
             obs = self._observation(event_type, last, last_result)
@@ -227,6 +228,7 @@ class ManagerRuntime:
                 legal_actions=tuple(self.lifecycle.legal_actions()),
                 turn=turn,
                 turn_states=dict(self.turn_states),
+                previous=tuple(previous),
             )
             self.transcript.append(("policy", inp.text()))
             try:
@@ -249,6 +251,7 @@ class ManagerRuntime:
                 if legal and action["kind"] == "tool":
                     results.append(last_result)
             action["result"] = last_result
+            previous.append((raw, last_result))
             entry["actions"].append(action)
         entry["latency_s"] = time.perf_counter() - t0
         self.record.activations.append(entry)
