@@ -1,0 +1,66 @@
+"""``stateguard model ...``: build the embedded default model.
+
+    stateguard model tiny --out runs/tiny-qwen3 [--seed 0] [--cache-dir ~/.cache/stateguard]
+
+Registered by the lead as the entry point ``model = "training.cli:register"`` in group ``stateguard.commands``
+(see ``harness/cli.py``). Registration imports nothing heavy; torch and transformers load when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``model`` and its sub-command ``tiny`` to the ``stateguard`` parser."""
+    parser = subparsers.add_parser("model", help="build the embedded default model (offline)")
+    commands = parser.add_subparsers(dest="model_command", metavar="MODEL_COMMAND", required=True)
+    tiny = commands.add_parser(
+        "tiny",
+        help="a tiny random Qwen3ForCausalLM with the real Qwen3 tokenizer and chat template",
+        description="Write a tiny randomly initialised Qwen3 (save_pretrained layout) with the offline Qwen3 "
+        "tokenizer and the project's chat template. Re-running into a complete folder does nothing.",
+    )
+    tiny.add_argument("--out", type=Path, required=True, help="folder to write (created)")
+    tiny.add_argument("--seed", type=int, default=0, help="seed of the weight initialisation (default 0)")
+    tiny.add_argument(
+        "--cache-dir", type=Path, default=None, help="tokenizer cache folder (default ~/.cache/stateguard)"
+    )
+    tiny.set_defaults(func=run_tiny)
+
+
+def run_tiny(args: argparse.Namespace) -> int:
+    from training.models import build_tiny_qwen3, read_manifest
+
+    existed = read_manifest(args.out) is not None
+    start = time.perf_counter()
+    try:
+        out = build_tiny_qwen3(args.out, seed=args.seed, cache_dir=args.cache_dir)
+    except ValueError as exc:
+        print(f"stateguard model tiny: {exc}")
+        return 2
+    elapsed = time.perf_counter() - start
+    manifest = read_manifest(out)
+    counts = manifest["parameters"]
+    if existed:
+        print(f"{out} already holds the tiny Qwen3 (seed {manifest['seed']}): nothing written ({elapsed:.2f} s)")
+    else:
+        print(f"wrote {out} in {elapsed:.2f} s: Qwen3ForCausalLM, seed {manifest['seed']}")
+    tied = "tied with the LM head" if manifest["config"]["tie_word_embeddings"] else "plus the LM head"
+    print(
+        f"parameters: {counts['total']:,} = {counts['embedding']:,} embedding ({tied}) "
+        f"+ {counts['non_embedding']:,} other"
+    )
+    for name, size in manifest["files"].items():
+        print(f"  {name:<24} {_human(size)}")
+    return 0
+
+
+def _human(size: int) -> str:
+    for unit in ("B", "kB", "MB"):
+        if size < 1000 or unit == "MB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    raise AssertionError("unreachable")
