@@ -235,6 +235,8 @@ def _buffer_crc(arr: Any, crc: int = 0) -> int:
         return zlib.crc32(memoryview(raw), crc)
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
+    if arr.dtype.kind in "mM":  # datetime64 / timedelta64: the buffer protocol refuses them; same bytes as int64
+        arr = arr.view(np.int64)
     return zlib.crc32(memoryview(arr).cast("B") if arr.nbytes else b"", crc)
 
 

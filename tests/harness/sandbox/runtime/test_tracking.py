@@ -120,3 +120,15 @@ def test_summary_and_shape_are_short():
     assert tracking.summarize(df).startswith("DataFrame 3x20 columns=[c0, c1")
     assert len(tracking.summarize(list(range(10_000)))) <= 160
     assert tracking.shape_of(df) == [3, 20] and tracking.shape_of([1, 2]) == [2] and tracking.shape_of(1) is None
+
+
+def test_content_fingerprint_handles_datetime_and_timedelta_columns():
+    frame = pd.DataFrame({"d": pd.to_datetime(["2025-01-01", "2025-02-01"]), "x": [1, 2]})
+    frame["gap"] = frame["d"] - frame["d"].min()
+    content_fingerprint = tracking.content_fingerprint
+    before = content_fingerprint(frame)
+    assert content_fingerprint(frame.copy()) == before  # same content, same fingerprint
+    frame.loc[1, "d"] = pd.Timestamp("2025-03-01")
+    assert content_fingerprint(frame) != before
+    index_fp = content_fingerprint(pd.DatetimeIndex(["2025-01-01"]))
+    assert index_fp != content_fingerprint(pd.DatetimeIndex(["2025-01-02"]))
