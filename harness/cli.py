@@ -8,6 +8,7 @@ Sub-commands are plugins: each package registers ``name = "module:register"`` un
     stateguard tasks validate PATH
     stateguard tasks import dabench --src ../shared/benchmarks/dabench-dev --out runs/tasks/dabench
     stateguard tasks grade TASK_DIR --answer "@mean_fare[34.65]"
+    stateguard run --task retail-sales --worker scripted --manager rule --faults runs/faults.jsonl
     stateguard demo --out runs/demo
 """
 
@@ -29,6 +30,7 @@ ENTRY_POINT_GROUP = "stateguard.commands"
 BUILTIN_COMMANDS: dict[str, str] = {
     "tasks": "harness.tasks.cli:register",
     "demo": "harness.demo:register",
+    "run": "harness.run:register",
 }
 
 

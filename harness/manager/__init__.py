@@ -26,6 +26,7 @@ from harness.manager.actions import (
     make_action,
     tool_schemas,
 )
+from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
 from harness.manager.policies import POLICIES, get_policy
 from harness.manager.records import (
     EVENT_TYPES,
@@ -41,6 +42,9 @@ from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.manager.wire import ParseResult, parse_response, render_action
 
 __all__ = [
+    "EpisodeRecord",
+    "append_episode",
+    "read_episodes",
     "POLICIES",
     "ManagerRuntime",
     "RuntimeConfig",

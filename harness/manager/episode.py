@@ -4,15 +4,22 @@ Synthesis, the envs, the rewards and evaluation consume only this record. The sc
 (:data:`SCHEMA_VERSION`); a reader refuses a record of another major version with the fix, and a record missing
 a required field names it. Sections:
 
-- ``task_id``, ``episode_id``, ``config`` (worker, manager, flow, faults, sandbox), ``simulated`` (scripted worker);
-- ``worker_steps``: ``step_id, turn_id, prompt_sha256, thought, code, execution`` (:func:`execution_summary`),
-  ``answer, prompt_tokens, completion_tokens, duration_s``;
-- ``activations``: ``index, event_type, observation`` (the rendered :class:`ManagerObservation` dict),
-  ``actions`` (each ``raw, parsed, kind, legal, result``), ``latency_s``;
-- ``states`` (committed states), ``hints`` (``kind: state|repair, turn_id, step_id, text``), ``repairs``
-  (``state_id, attempt, mode: light|heavy, variable, removed``), ``checkpoints`` (``state_id, checkpoint_id``),
-  ``transitions`` (the lifecycle history);
-- ``final_answers`` and ``grade`` (the :class:`~harness.evaluation.result.GradeResult` dict), ``duration_s``.
+- ``task_id``, ``episode_id``, ``config`` (worker, ``worker_repair_steps``, manager, ``manager_style``, ``flow``:
+  turn|segment, faults, the runtime settings such as ``segment_steps``), ``simulated`` (scripted worker);
+- ``worker_steps``: ``step_id, turn_id, prompt_sha256`` (of the last text delivered to the worker), ``thought, code,
+  execution`` (:func:`execution_summary`), ``answer, prompt_tokens, completion_tokens, duration_s, meta``;
+- ``activations``: ``index, event_type`` (turn_start|turn_end|segment_pause|task_end), ``turn_id, actor``
+  (policy|harness), ``observation`` (the rendered :class:`ManagerObservation` dict), ``actions`` (each ``raw, parsed,
+  kind, legal, result``), ``latency_s``;
+- ``states`` (committed states), ``hints`` (``kind: state|repair|window, turn_id, step_id, text``), ``repairs``
+  (``state_id, turn_id, attempt, mode: light|heavy, variable, removed, steps, worker_reaction``), ``checkpoints``
+  (``state_id, turn_id, checkpoint_id, op``: ``turn_start`` at each turn start, ``take`` at a commit, ``restore`` on
+  a rollback, ``release`` when the harness frees one), ``transitions`` (the lifecycle history);
+- ``final_answers`` (turn id -> answer; ``"main"`` for a single task) and ``grade`` (the
+  :class:`~harness.evaluation.result.GradeResult` dict), ``duration_s``.
+
+The segment flow's event types, ``window`` hints, turn-start checkpoints, checkpoint ``turn_id`` and the repair
+``steps`` are additive within schema 1.0 (a reader keyed on the older fields reads them unchanged).
 
 The grade and the reference answers are written *after* the episode; nothing in this record is ever shown to the
 manager or the worker during it.

@@ -1,7 +1,9 @@
 """Worker-facing hint text: fixed, reference-only wording (../shared/DESIGN.md §3, "authority boundary").
 
 - A *state hint* is a JSON list of the selected committed states inside an ``<analytical_state_hint>`` block,
-  followed by :data:`STATE_HINT_NOTE`.
+  followed by :data:`STATE_HINT_NOTE`. A state that a later state invalidated (relation ``invalidate``) carries
+  ``"invalidated_by": "<state id>"`` and the hint then also ends with :data:`INVALIDATED_NOTE`: its result must not
+  be reused.
 - A *repair hint* is an ``<error_hint>`` block naming the error variable and the faulty reasoning (plus the
   evidence the manager obtained), followed by :data:`REPAIR_HINT_NOTE`.
 
@@ -21,6 +23,10 @@ STATE_HINT_NOTE = (
     "The states above were recorded by a supervisor from earlier steps of this analysis. They are observations "
     "for reference only: verify any value against the data or your own results before you build on it."
 )
+INVALIDATED_NOTE = (
+    "A state marked invalidated_by was superseded by the named later state, which revised one of its assumptions: "
+    "do not reuse its result; recompute what you need under the revised assumption."
+)
 REPAIR_HINT_NOTE = (
     "This hint is for reference only and may be wrong: re-check the named variable and the reasoning behind it "
     "yourself, then decide how to proceed."
@@ -33,11 +39,15 @@ class HintError(ValueError):
 
 
 def render_state_hint(states: Sequence[dict[str, Any]]) -> str:
-    """The block injected into the worker's prompt; ``""`` when no state is selected."""
+    """The block injected into the worker's prompt; ``""`` when no state is selected. States carrying
+    ``invalidated_by`` add :data:`INVALIDATED_NOTE`."""
     if not states:
         return ""
     body = json.dumps(list(states), ensure_ascii=False, sort_keys=True, default=str)
-    return f"<analytical_state_hint>\n{body}\n</analytical_state_hint>\n{STATE_HINT_NOTE}"
+    note = STATE_HINT_NOTE
+    if any(state.get("invalidated_by") for state in states):
+        note = f"{note} {INVALIDATED_NOTE}"
+    return f"<analytical_state_hint>\n{body}\n</analytical_state_hint>\n{note}"
 
 
 def _carries_code(text: str) -> bool:

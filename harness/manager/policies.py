@@ -103,11 +103,26 @@ class NonePolicy:
         return _call("ABSTAIN")
 
 
+SEGMENT_EVENTS = ("segment_pause", "task_end")
+
+
 class RulePolicy:
-    """The deterministic verifier manager described in the module docstring."""
+    """The deterministic verifier manager described in the module docstring.
+
+    In the segment flow (``segment_pause`` / ``task_end`` activations) it resumes the worker until the pending steps
+    form a unit (at least ``unit_steps`` of them, or the task has ended), then opens a state (``progress`` from the
+    last committed state, else ``init``; the task's public constraints), updates it with the pending interval, checks
+    and repairs or commits exactly as at a turn end. At a pause, a constraint that raises ``NameError`` is not
+    evidence: the worker has not yet created the variables it reads.
+    """
 
     name = "rule"
     active = True
+
+    def __init__(self, unit_steps: int = 3):
+        if unit_steps < 1:
+            raise ValueError(f"unit_steps={unit_steps}: a state needs at least one step; use >= 1.")
+        self.unit_steps = unit_steps
 
     def respond(self, inp: PolicyInput) -> str:
         obs = json.loads(inp.observation)
@@ -116,9 +131,11 @@ class RulePolicy:
         if "COMMIT_STATE" in legal:
             return _call("COMMIT_STATE")
         if "OPEN_STATE" in legal:
+            if obs["event_type"] in SEGMENT_EVENTS:
+                return self._open_segment(inp, obs)
             return self._open(inp)
         if "FINALIZE_RELATIONS" in legal and draft is not None:
-            return self._check(inp, draft, legal)
+            return self._check(inp, draft, legal, at_pause=obs["event_type"] == "segment_pause")
         if "UPDATE_STATE" in legal and draft is not None:
             if obs["event_type"] == "turn_start":
                 return _call("RESUME_WORKER")
@@ -138,6 +155,21 @@ class RulePolicy:
         relations = [{"type": "init"}] if kind == "init" else [{"type": kind, "related_state_id": s} for s in related]
         constraints = [{"text": c.text, **({"code": c.code} if c.code else {})} for c in turn.constraints]
         return _call("OPEN_STATE", {"issue": turn.question, "constraints": constraints, "relations": relations})
+
+    # ---- segment flow: open once the pending steps form a unit
+    def _open_segment(self, inp: PolicyInput, obs: dict[str, Any]) -> str:
+        pending = obs["untraced_steps"]
+        if pending == 0 or (pending < self.unit_steps and not obs["terminal_pending_review"]):
+            return _call("ABSTAIN" if obs["terminal_pending_review"] else "RESUME_WORKER")
+        index = obs["committed_state_index"]
+        relations = [{"type": "progress", "related_state_id": index[-1]["id"]}] if index else [{"type": "init"}]
+        turn = inp.turn
+        constraints = [] if turn is None else [
+            {"text": c.text, **({"code": c.code} if c.code else {})} for c in turn.constraints
+        ]  # fmt: skip
+        topic = (turn.question.strip().splitlines() or [""])[0][:200] if turn is not None else "the task"
+        issue = f"steps {obs['pending_start_step']}-{obs['pending_end_step']} of: {topic}"
+        return _call("OPEN_STATE", {"issue": issue, "constraints": constraints, "relations": relations})
 
     # ---- turn end: update
     def _update(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any]) -> str:
@@ -176,13 +208,13 @@ class RulePolicy:
         steps = [] if start is None else list(range(start, end + 1))[-room:]
         return [("check_execution", {"step_id": s}) for s in steps] + per_constraint
 
-    def _check(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str]) -> str:
+    def _check(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str], at_pause: bool = False) -> str:
         plan = self._plan(draft)[: MAX_ACTIONS - 1]
         done = len(inp.tool_results)
         if done < len(plan):
             name, arguments = plan[done]
             return _call(name, arguments)
-        found = _evidence(plan, [json.loads(t) for t in inp.tool_results], draft)
+        found = _evidence(plan, [json.loads(t) for t in inp.tool_results], draft, at_pause=at_pause)
         if found is None:
             return _call("FINALIZE_RELATIONS", {"mode": "confirm", "relations": [], "conflict_evidence": ""})
         if "REPAIR" not in legal:
@@ -198,9 +230,13 @@ class RulePolicy:
 
 
 def _evidence(
-    plan: list[tuple[str, dict[str, Any]]], results: list[dict[str, Any]], draft: dict[str, Any]
+    plan: list[tuple[str, dict[str, Any]]],
+    results: list[dict[str, Any]],
+    draft: dict[str, Any],
+    at_pause: bool = False,
 ) -> tuple[str, str, str] | None:
-    """``(variable, faulty reasoning, evidence)`` for the first concrete error the tool results show, else None."""
+    """``(variable, faulty reasoning, evidence)`` for the first concrete error the tool results show, else None.
+    ``at_pause``: a constraint that raised ``NameError`` is skipped (its variables do not exist yet)."""
     state_vars = [v["name"] for v in draft["used_variables"]]
     executed = [r for (name, _), r in zip(plan, results, strict=False) if name == "check_execution" and r.get("ok")]
     if executed and executed[-1].get("verdict") == "failed":
@@ -218,7 +254,7 @@ def _evidence(
         if not compiled.get("valid") or not probe.get("ok"):
             continue  # a constraint that does not compile or could not run is no evidence about the worker
         failed = probe.get("passed") is False or (probe.get("passed") is None and probe.get("succeeded") is False)
-        if not failed:
+        if not failed or (at_pause and probe.get("error_type") == "NameError"):
             continue
         # name a variable the constraint reads, preferring one this state wrote (a heavy repair may have deleted it)
         read = inspected.get("inputs", [])
@@ -234,12 +270,87 @@ def _evidence(
     return None
 
 
-POLICIES: dict[str, Callable[[], Policy]] = {"none": NonePolicy, "rule": RulePolicy}
+class PolicySpecError(ValueError):
+    """A manager spec whose argument is missing, extra or malformed (:func:`get_policy` adds the grammar)."""
 
 
-def get_policy(name: str) -> Policy:
-    """A new policy by name; an unknown name raises ``ValueError`` listing the valid names."""
+def _no_argument(factory: Callable[[], Policy]) -> Callable[[str | None], Policy]:
+    def make(argument: str | None) -> Policy:
+        if argument is not None:
+            raise PolicySpecError(f"this policy takes no argument, got {argument!r}")
+        return factory()
+
+    return make
+
+
+def _windowed(argument: str | None) -> Policy:
+    from harness.manager.windowed import WindowedPolicy  # imported here: windowed.py imports this module
+
+    if argument is None:
+        return WindowedPolicy()
+    if not argument.isdigit() or int(argument) < 1:
+        raise PolicySpecError(f"K must be a whole number >= 1 (the number of recent steps shown), got {argument!r}")
+    return WindowedPolicy(int(argument))
+
+
+def _endpoint(freeform: bool) -> Callable[[str | None], Policy]:
+    def make(argument: str | None) -> Policy:
+        from harness.manager.llm_policy import openai_policy  # imported here: llm_policy.py imports this module
+
+        if not argument:
+            raise PolicySpecError("URL (the endpoint's API root, such as http://localhost:8000/v1) is missing")
+        if not argument.startswith(("http://", "https://")):
+            raise PolicySpecError(f"URL must be an http(s) API root like http://localhost:8000/v1, got {argument!r}")
+        return openai_policy(argument, freeform=freeform)
+
+    return make
+
+
+def _local_model(freeform: bool) -> Callable[[str | None], Policy]:
+    def make(argument: str | None) -> Policy:
+        from pathlib import Path
+
+        from harness.manager.llm_policy import hf_policy  # imported here: llm_policy.py imports this module
+
+        if not argument:
+            raise PolicySpecError("PATH (a local transformers model folder) is missing")
+        if not Path(argument).is_dir():
+            raise PolicySpecError(
+                f"model folder {argument} does not exist; give a local folder with config.json and tokenizer files"
+            )
+        return hf_policy(argument, freeform=freeform)
+
+    return make
+
+
+POLICIES: dict[str, Callable[[str | None], Policy]] = {
+    "none": _no_argument(NonePolicy),
+    "rule": _no_argument(RulePolicy),
+    "windowed": _windowed,
+    "llm": _endpoint(freeform=False),
+    "llm-hf": _local_model(freeform=False),
+    "freeform": _endpoint(freeform=True),
+    "freeform-hf": _local_model(freeform=True),
+}
+"""Manager spec name -> factory of the policy, given the spec's argument (the text after the first ``:``) or None."""
+
+POLICY_GRAMMAR = "none | rule | windowed[:K] | llm:URL | llm-hf:PATH | freeform:URL | freeform-hf:PATH"
+
+
+def get_policy(spec: str) -> Policy:
+    """A new policy from a manager spec ``NAME[:ARGUMENT]`` (grammar :data:`POLICY_GRAMMAR`).
+
+    An unknown name or a missing, extra or malformed argument raises ``ValueError`` naming the spec, the grammar and
+    an example; a ``-hf`` PATH that is not a folder is named."""
+    name, colon, argument = spec.partition(":")
     factory = POLICIES.get(name)
+    example = "e.g. --manager rule, --manager windowed:3 or --manager llm:http://localhost:8000/v1"
     if factory is None:
-        raise ValueError(f"unknown manager policy {name!r}; valid names: {', '.join(sorted(POLICIES))}.")
-    return factory()
+        raise ValueError(
+            f"unknown manager policy {name!r} (spec {spec!r}); valid names: {', '.join(POLICIES)}. "
+            f"Grammar: {POLICY_GRAMMAR}; {example}."
+        )
+    try:
+        return factory(argument if colon else None)
+    except PolicySpecError as error:
+        raise ValueError(f"manager spec {spec!r}: {error}. Grammar: {POLICY_GRAMMAR}; {example}.") from None

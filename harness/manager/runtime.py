@@ -1,31 +1,34 @@
-"""The manager runtime: plays a multi-turn task with a worker and a manager policy, and records the episode.
+"""The manager runtime: plays a task with a worker and a manager policy, and records the episode.
 
-Only the **turn-aligned** flow (one state per turn, ../shared/DESIGN.md §3) is implemented here; the
-segment-induced flow (long single tasks, review every N steps) is out of scope of this module.
+The flows (when the manager is activated, and how the worker is driven) are in :mod:`harness.manager.flows`:
+*turn-aligned* for multi_turn tasks (one state per turn) and *segment-induced* for single tasks (closed_form,
+artifact: pauses every ``segment_steps`` worker steps and at the end). ``RuntimeConfig.flow`` picks one (default:
+by the task's kind); asking for the other one is a ``ValueError`` naming the kind and the fix.
 
-Per turn:
+This module holds what both flows share:
 
-1. *turn start* activation (``event_type="turn_start"``): the policy may OPEN_STATE with provisional relations.
-   The harness then injects the state hint of the related *committed* states into the worker's turn prompt (recorded
-   in ``hints``).
-2. The worker runs the turn (its steps are logged as :class:`~harness.manager.tools.ExecutedStep` records).
-3. *turn end* activations (``event_type="turn_end"``) until the state is committed or abandoned, at most
-   ``max_turn_end_activations``: UPDATE_STATE (the harness binds ``used_variables`` names to ``VariableRef(name,
-   version, value)`` from ``kernel.variables()`` and sets the source interval to the whole turn's steps), tool
-   actions (executed with :mod:`harness.manager.tools`, their result returned as ``last_action_result``), REPAIR
-   (light: the hint goes to ``worker.repair``; heavy, attempt >= 2: the harness first deletes the named variable with
-   ``kernel.execute("del name")``), FINALIZE_RELATIONS, COMMIT_STATE (the harness assigns ``S1, S2, ...``,
-   normalizes relations — dedupe, only committed states, no self-relations, ``init`` when none remain — and takes
-   ``kernel.checkpoint()``), ABANDON_STATE (when the state had been repaired, the harness rolls the kernel back to
-   the last commit's checkpoint).
+- one *activation* (:meth:`ManagerRuntime.activation`): the policy answers :class:`PolicyInput` until it takes a
+  control action or the activation's budget is spent. Tool actions run with :mod:`harness.manager.tools` and return
+  their result as ``last_action_result``. An unparseable or illegal response, a REPAIR whose hint the harness
+  refuses, or a policy that raises is recorded (``legal=False``), its error returned as ``last_action_result`` and
+  counted against the budget, never raised.
+- the control actions: UPDATE_STATE (the harness binds ``used_variables`` to ``VariableRef(name, version, value)``
+  from ``kernel.variables()`` and sets the source interval: the whole turn in the turn flow; the given inclusive
+  interval clipped to the pending steps in the segment flow), REPAIR (light: the hint goes to ``worker.repair``,
+  which runs within the worker's reserved repair budget; heavy, attempt >= 2: the harness first deletes the named
+  variable), FINALIZE_RELATIONS, COMMIT_STATE (the harness assigns ``S1, S2, ...``, normalizes relations and takes a
+  checkpoint), ABANDON_STATE (when the state had been repaired, the harness rolls the kernel back to the last
+  checkpoint: the start of the turn, or the last commit, whichever is later, and tells the worker with a note).
+- the *fallback* when review activations run out: commit a finalized state, abandon any other open one (recorded as
+  activations with ``actor="harness"``).
+- checkpoints: one at each turn start (``op: "turn_start"``; the previous turn-start checkpoint is released, ``op:
+  "release"``) and one at each commit (``op: "take"``).
+- state hints: the related committed states; a state invalidated by a later one carries ``invalidated_by``.
+- live-view events: ``on_event(name, payload)`` with the names of :data:`EVENTS`; an exception raised by the callback
+  is logged and never breaks the episode.
 
-Deterministic fallbacks: an unparseable or illegal response, or a REPAIR whose hint the harness refuses, is recorded
-(``legal=False``), its error returned as ``last_action_result`` and counted against the activation's budget, never
-raised. An activation whose budget is spent without a control action ends. When the turn-end activations run out
-with the state still open, the harness **commits** it if its relations were finalized and **abandons** it otherwise
-(nothing unreviewed enters the store); these harness actions are recorded as activations with ``actor="harness"``.
-
-The ``none`` policy (``policy.active is False``) short-circuits: no activations, the worker just plays each turn.
+The ``none`` policy (``policy.active is False``) gets no activations (plain worker). A *windowed* policy
+(``policy.style == "windowed"``) gets no activations either: it gives stateless hints (see :mod:`.flows`).
 Nothing from ``private/``, grader output or reference answers reaches the policy or the worker: the policy gets
 :class:`~harness.manager.policies.PolicyInput` (observation, tool results, legal actions, the public turn) and the
 worker gets the public turn text plus hints; the grade is computed after the episode.
@@ -36,14 +39,17 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.manager import tools
 from harness.manager.actions import ACTION_KIND, Action, make_action
 from harness.manager.episode import EpisodeRecord, execution_summary, prompt_sha256
+from harness.manager.flows import FLOWS, closed_form_text, resolve_flow, worker_prompt
 from harness.manager.hints import HintError, render_repair_hint, render_state_hint
-from harness.manager.lifecycle import Lifecycle, Phase
+from harness.manager.lifecycle import CONTROL_ACTIONS, Lifecycle, Phase
 from harness.manager.policies import Policy, PolicyInput
 from harness.manager.records import (
     AnalyticalState,
@@ -54,25 +60,67 @@ from harness.manager.records import (
     VariableRef,
 )
 from harness.manager.wire import parse_response
-from harness.sandbox import Kernel
+from harness.sandbox import Kernel, SandboxError
 from harness.tasks import Task, Turn, grade_task
-from harness.worker.scripted import ScriptedWorker
+from harness.worker.base import SINGLE_TURN_ID, Worker
 from harness.worker.step import WorkerStep
 
+__all__ = [
+    "EVENTS",
+    "ManagerRuntime",
+    "RuntimeConfig",
+    "closed_form_text",
+    "normalize_relations",
+    "resolve_flow",
+    "worker_prompt",
+]
+
 logger = logging.getLogger(__name__)
+
+EVENTS: dict[str, str] = {
+    "turn_start": "a turn (segment flow: the task) starts; payload {turn_id, question}",
+    "worker_step": "a worker step was recorded; payload: its worker_steps entry",
+    "activation": "a manager activation ended; payload: its activations entry",
+    "hint": "a hint was delivered to the worker; payload: its hints entry",
+    "repair": "a repair was carried out; payload: its repairs entry",
+    "commit": "a state was committed; payload: the state dict",
+    "abandon": "a state was abandoned; payload {state_id, turn_id}",
+    "episode_end": "the episode was graded; payload {grade}",
+}
+"""The live-view event names passed to ``on_event(name, payload)`` and what each payload holds."""
 
 
 @dataclass
 class RuntimeConfig:
+    flow: str | None = field(
+        default=None,
+        metadata={
+            "help": "Review cadence: 'turn' (multi_turn tasks) or 'segment' (closed_form, artifact). None: by the "
+            "task's kind; the other flow is an error."
+        },
+    )
+    segment_steps: int = field(
+        default=3, metadata={"help": "Segment flow: pause the worker for review every N of its own steps."}
+    )
     max_actions: int = field(default=8, metadata={"help": "Actions (tool or control) per manager activation."})
     max_repairs: int = field(default=3, metadata={"help": "REPAIR attempts per state (1 light, then heavy)."})
     max_turn_end_activations: int = field(
-        default=8, metadata={"help": "Turn-end activations before the harness commits or abandons the state."}
+        default=8,
+        metadata={
+            "help": "Review activations at a turn end (turn flow), at one pause or at the task end (segment flow); "
+            "then the harness commits a finalized state or abandons an open one (a pause just resumes the worker)."
+        },
     )
     probe_timeout_s: float = field(default=5.0, metadata={"help": "Time limit of one run_probe / constraint check."})
     strict_wire: bool = field(default=True, metadata={"help": "Reject text outside the wire-format tags."})
 
     def __post_init__(self) -> None:
+        if self.flow is not None and self.flow not in FLOWS:
+            raise ValueError(f"flow={self.flow!r} is unknown; use one of {sorted(FLOWS)} or None (by task kind).")
+        if self.segment_steps < 1:
+            raise ValueError(
+                f"segment_steps={self.segment_steps}: the worker must take at least one step between pauses; use >= 1."
+            )
         if self.max_turn_end_activations < 1:
             raise ValueError(
                 f"max_turn_end_activations={self.max_turn_end_activations}: the turn end needs at least one "
@@ -83,12 +131,6 @@ class RuntimeConfig:
                 f"probe_timeout_s={self.probe_timeout_s} is out of range; use a value in "
                 f"(0, {tools.MAX_PROBE_TIMEOUT_S:g}] seconds."
             )
-
-
-def worker_prompt(turn: Turn, hint: str) -> str:
-    """The text the worker gets for a turn: the public context and question, then the state hint (if any)."""
-    parts = [f"Context: {turn.context}" if turn.context else "", f"Question: {turn.question}", hint]
-    return "\n\n".join(p for p in parts if p)
 
 
 def normalize_relations(relations: tuple[Relation, ...], committed: set[str], own_id: str) -> tuple[Relation, ...]:
@@ -105,40 +147,48 @@ class ManagerRuntime:
     """Plays ``task`` with ``worker`` in ``kernel`` under ``policy``; :meth:`run` returns the :class:`EpisodeRecord`.
 
     ``transcript`` lists every text sent to the policy or the worker during the episode as ``(channel, text)``.
+    ``on_event`` (settable after construction too) receives the live-view events of :data:`EVENTS`.
     """
 
     def __init__(
         self,
         task: Task,
         kernel: Kernel,
-        worker: ScriptedWorker,
+        worker: Worker,
         policy: Policy,
         config: RuntimeConfig | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
     ):
-        if task.kind != "multi_turn":
-            raise ValueError(
-                f"task {task.id} is {task.kind}; the turn-aligned runtime plays multi_turn tasks only "
-                "(the segment flow for single tasks is not built)."
-            )
-        self.task, self.kernel, self.worker, self.policy = task, kernel, worker, policy
         self.config = config or RuntimeConfig()
+        self.flow = resolve_flow(task, self.config.flow)
+        self.task, self.kernel, self.worker, self.policy = task, kernel, worker, policy
+        self.on_event = on_event
+        self._held: list[tuple[str, dict[str, Any]]] | None = None  # events held during an activation
+        self.windowed = getattr(policy, "style", "stateful") == "windowed"
+        self.reviews = bool(policy.active) and not self.windowed
         self.lifecycle = Lifecycle(max_actions=self.config.max_actions, max_repairs=self.config.max_repairs)
         self.committed: dict[str, AnalyticalState] = {}
         self.turn_states: dict[str, str] = {}
         self.executor_log: dict[int, tools.ExecutedStep] = {}
         self.draft: AnalyticalState | None = None
+        self.draft_repairs = 0
         self.boundary = 0  # first worker step not yet covered by a committed or abandoned state
-        self.last_checkpoint: str | None = None
+        self.last_checkpoint: str | None = None  # the rollback target: the later of turn start and last commit
+        self.turn_checkpoint: str | None = None
+        self.current_turn: str | None = None
+        self.last_prompt = ""
         self.transcript: list[tuple[str, str]] = []
         self.record = EpisodeRecord(
             task_id=task.id,
             episode_id=uuid.uuid4().hex[:12],
             config={
                 "manager": policy.name,
-                "flow": "turn",
+                "manager_style": getattr(policy, "style", "stateful"),
+                "flow": self.flow,
                 "worker": type(worker).__name__,
+                "worker_repair_steps": getattr(worker, "repair_steps", None),
                 "faults": {t: f.fault_type for t, f in getattr(worker, "faults", {}).items()},
-                **vars(self.config),
+                **{k: v for k, v in vars(self.config).items() if k != "flow"},
             },
             simulated=bool(getattr(worker, "simulated", False)),
         )
@@ -146,68 +196,145 @@ class ManagerRuntime:
     # ---------------------------------------------------------------- episode
     def run(self) -> EpisodeRecord:
         t0 = time.perf_counter()
-        for index, turn in enumerate(self.task.turns):
-            last = index == len(self.task.turns) - 1
-            self._play_turn(turn, last)
+        FLOWS[self.flow](self)
         self.record.transitions = [t.to_dict() for t in self.lifecycle.history]
         self.record.states = [s.to_dict() for s in self.committed.values()]
         self.record.final_answers = dict(self.worker.answers)
-        self.record.grade = grade_task(self.task, dict(self.worker.answers)).to_dict()
+        self.record.grade = grade_task(self.task, self.submission()).to_dict()
         self.record.duration_s = time.perf_counter() - t0
+        self.emit("episode_end", {"grade": self.record.grade})
         logger.info(
-            "episode %s of %s (manager %s): %d states, %d repairs, score %s",
+            "episode %s of %s (manager %s, %s flow): %d states, %d repairs, score %s",
             self.record.episode_id,
             self.task.id,
             self.policy.name,
+            self.flow,
             len(self.committed),
             len(self.record.repairs),
             self.record.grade.get("score"),
         )
         return self.record
 
-    def _play_turn(self, turn: Turn, last: bool) -> None:
-        turn_start = len(self.worker.steps)
-        self.boundary = turn_start
-        hint = ""
-        if self.policy.active:
-            self._activation("turn_start", turn, last=False)
-            if self.draft is not None:
-                hint = self._state_hint(turn)
-        prompt = worker_prompt(turn, hint)
-        self.transcript.append(("worker", prompt))
-        self._log_step(self.worker.run_turn(turn.turn_id, hint or None), prompt)
-        if not self.policy.active:
-            return
-        for _ in range(self.config.max_turn_end_activations):
-            self._activation("turn_end", turn, last=last)
-            if self.lifecycle.phase is Phase.IDLE:
-                return  # committed, abandoned, or no state was opened for this turn
-        self._fallback(turn)
+    def submission(self) -> Any:
+        """What the task's grader gets: the turn answers (multi_turn), the answer text (closed_form), or the path of
+        the submission file in the kernel's workspace (artifact)."""
+        if self.task.kind == "multi_turn":
+            return dict(self.worker.answers)
+        if self.task.kind == "closed_form":
+            return closed_form_text(self.worker.answers.get(SINGLE_TURN_ID))
+        filename = self.task.submission.filename if self.task.submission else "submission.csv"
+        return str(Path(self.kernel.workspace) / filename)
 
-    def _fallback(self, turn: Turn) -> None:
-        """Turn-end activations ran out: commit a finalized state, abandon any other open one."""
+    def emit(self, name: str, payload: dict[str, Any]) -> None:
+        """Call ``on_event``; its exceptions are logged, never raised.
+
+        Events caused by an action inside an activation (a repair's worker step, a hint, a commit) are held back
+        until the activation's own event has been emitted, so a viewer sees the decision before its effects.
+        """
+        if self.on_event is None:
+            return
+        if self._held is not None:
+            self._held.append((name, payload))
+            return
+        try:
+            self.on_event(name, payload)
+        except Exception as exc:  # a broken live view must not break the episode
+            logger.warning("on_event(%r) raised %s: %s; the episode goes on", name, type(exc).__name__, exc)
+
+    def _release(self, name: str, entry: dict[str, Any]) -> None:
+        """Emit an activation's event, then the events its actions caused (held back by :meth:`emit`)."""
+        held, self._held = self._held or [], None
+        self.emit(name, entry)
+        for event in held:
+            self.emit(*event)
+
+    # ---------------------------------------------------------------- what the flows call
+    def begin_turn(self, turn: Turn) -> None:
+        """A turn (segment flow: the task) starts: nothing before it is pending; checkpoint; event."""
+        self.current_turn = turn.turn_id
+        self.boundary = len(self.worker.steps)
+        previous = self.turn_checkpoint
+        self.turn_checkpoint = self._checkpoint("turn_start", None, turn.turn_id)
+        if self.turn_checkpoint is not None:
+            self.last_checkpoint = self.turn_checkpoint
+        if previous is not None and previous in self.kernel.checkpoints and previous != self.last_checkpoint:
+            self.kernel.release(previous)
+            self.record.checkpoints.append(
+                {"state_id": None, "turn_id": turn.turn_id, "checkpoint_id": previous, "op": "release"}
+            )
+        self.emit("turn_start", {"turn_id": turn.turn_id, "question": turn.question})
+
+    def start_worker(self, turn_id: str, prompt: str, hint: str | None) -> None:
+        self.last_prompt = prompt if not hint else f"{prompt}\n\n{hint}"
+        self.transcript.append(("worker", self.last_prompt))
+        self.worker.begin(turn_id, prompt, hint)
+
+    def note(self, text: str) -> None:
+        """Add ``text`` to the worker's conversation (read with its next step)."""
+        self.last_prompt = text
+        self.transcript.append(("worker", text))
+        self.worker.note(text)
+
+    def pending_steps(self) -> int:
+        return len(self.worker.steps) - self.boundary
+
+    def window_hint(self, turn_id: str) -> str:
+        """A windowed policy's stateless hint from the worker's steps so far (recorded when non-empty)."""
+        text = self.policy.window_hint(tuple(self.worker.steps))  # type: ignore[attr-defined]
+        if text:
+            self._hint("window", turn_id, len(self.worker.steps), text)
+        return text
+
+    def state_hint(self, turn: Turn) -> str:
+        """The state hint of the draft's related committed states; invalidated ones carry ``invalidated_by``."""
+        assert self.draft is not None
+        invalidated_by: dict[str, str] = {}
+        for state in self.committed.values():
+            for relation in state.relations:
+                if relation.type == "invalidate" and relation.related_state_id is not None:
+                    invalidated_by[relation.related_state_id] = state.id
+        for relation in self.draft.relations:  # this turn revises them: the worker must not reuse them either
+            if relation.type == "invalidate" and relation.related_state_id is not None:
+                invalidated_by[relation.related_state_id] = self.draft.id
+        related = [r.related_state_id for r in self.draft.relations if r.related_state_id in self.committed]
+        states = []
+        for state_id in dict.fromkeys(related):
+            state = {k: v for k, v in self.committed[state_id].to_dict().items() if k != "checkpoint_id"}
+            if state_id in invalidated_by:
+                state["invalidated_by"] = invalidated_by[state_id]
+            states.append(state)
+        hint = render_state_hint(states)
+        if hint:
+            self._hint("state", turn.turn_id, len(self.worker.steps), hint)
+        return hint
+
+    def fallback(self, event_type: str, turn: Turn) -> None:
+        """Review activations ran out: commit a finalized state, abandon any other open one."""
         if self.lifecycle.phase is Phase.IDLE:
             return
         action = "COMMIT_STATE" if self.lifecycle.phase is Phase.FINALIZED else "ABANDON_STATE"
         self.lifecycle.begin_activation()
+        self._held = []
         transition = self.lifecycle.apply(action)
         result = self._control(make_action(action), turn)
-        self.record.activations.append(
-            {
-                "index": self.lifecycle.activation,
-                "event_type": "turn_end",
-                "turn_id": turn.turn_id,
-                "actor": "harness",
-                "observation": None,
-                "actions": [{"raw": None, "parsed": {"name": action, "arguments": {}}, "kind": "control",
-                             "legal": transition.legal, "result": result}],
-                "latency_s": 0.0,
-            }
-        )  # fmt: skip
+        entry = {
+            "index": self.lifecycle.activation,
+            "event_type": event_type,
+            "turn_id": turn.turn_id,
+            "actor": "harness",
+            "observation": None,
+            "actions": [{"raw": None, "parsed": {"name": action, "arguments": {}}, "kind": "control",
+                         "legal": transition.legal, "result": result}],
+            "latency_s": 0.0,
+        }  # fmt: skip
+        self.record.activations.append(entry)
+        self._release("activation", entry)
 
     # ---------------------------------------------------------------- one activation
-    def _activation(self, event_type: str, turn: Turn, last: bool) -> None:
+    def activation(self, event_type: str, turn: Turn, last: bool) -> str | None:
+        """One manager activation; returns the legal control action that ended it (None: its budget ran out)."""
         self.lifecycle.begin_activation()
+        self._held = []
         t0 = time.perf_counter()
         entry: dict[str, Any] = {
             "index": self.lifecycle.activation,
@@ -220,6 +347,7 @@ class ManagerRuntime:
         results: list[str] = []
         previous: list[tuple[str, str]] = []
         last_result: str | None = None
+        control: str | None = None
         while self.lifecycle.activation_open:
             obs = self._observation(event_type, last, last_result)
             inp = PolicyInput(
@@ -250,11 +378,15 @@ class ManagerRuntime:
                 action["legal"] = legal
                 if legal and action["kind"] == "tool":
                     results.append(last_result)
+                if legal and act.name in CONTROL_ACTIONS:
+                    control = act.name
             action["result"] = last_result
             previous.append((raw, last_result))
             entry["actions"].append(action)
         entry["latency_s"] = time.perf_counter() - t0
         self.record.activations.append(entry)
+        self._release("activation", entry)
+        return control
 
     def _act(self, act: Action, turn: Turn) -> tuple[str, bool]:
         """Apply one parsed action; returns (result text, legal)."""
@@ -304,7 +436,18 @@ class ManagerRuntime:
             constraints=tuple(Constraint(c["text"], c.get("code")) for c in args["constraints"]),
             relations=tuple(Relation(r["type"], r.get("related_state_id")) for r in args["relations"]),
         )
+        self.draft_repairs = 0
         return f"OPEN_STATE: opened {self.draft.id} for turn {turn.turn_id}."
+
+    def _interval(self, act: Action) -> tuple[int, int]:
+        """The draft's inclusive source interval: the whole turn (turn flow), or the manager's interval clipped to
+        the pending steps (segment flow)."""
+        first, last = self.boundary, max(len(self.worker.steps) - 1, self.boundary)
+        if self.flow == "turn":
+            return first, last
+        given = act.arguments["source_interval"]
+        start = min(max(given["start_step"], first), last)
+        return start, min(max(given["end_step"], start), last)
 
     def _update(self, act: Action, turn: Turn, _mode: str | None) -> str:
         assert self.draft is not None  # the lifecycle allows UPDATE_STATE only with an open state
@@ -316,7 +459,7 @@ class ManagerRuntime:
             if n in live
         ]
         missing = [n for n in args["used_variables"] if n not in live]
-        start, end = self.boundary, max(len(self.worker.steps) - 1, self.boundary)
+        start, end = self._interval(act)
         self.draft = AnalyticalState(
             id=self.draft.id,
             issue=args["issue"],
@@ -340,29 +483,38 @@ class ManagerRuntime:
     def _commit(self, act: Action, turn: Turn, _mode: str | None) -> str:
         assert self.draft is not None
         state_id = self._next_id()
-        checkpoint = self.kernel.checkpoint()
+        checkpoint = self._checkpoint("take", state_id, turn.turn_id)
         relations = normalize_relations(self.draft.relations, set(self.committed), state_id)
         state = AnalyticalState(
             **{**vars(self.draft), "id": state_id, "relations": relations, "checkpoint_id": checkpoint}
         )
         self.committed[state_id] = state
         self.turn_states[turn.turn_id] = state_id
-        self.last_checkpoint = checkpoint
-        self.record.checkpoints.append({"state_id": state_id, "checkpoint_id": checkpoint, "op": "take"})
+        if checkpoint is not None:
+            self.last_checkpoint = checkpoint
         self.draft = None
-        self.boundary = len(self.worker.steps)
+        end = state.source_step_end
+        self.boundary = end + 1 if self.flow == "segment" and end is not None else len(self.worker.steps)
+        self.emit("commit", state.to_dict())
         return f"COMMIT_STATE: committed {state_id} (checkpoint {checkpoint})."
 
     def _abandon(self, act: Action, turn: Turn, _mode: str | None) -> str:
-        repaired = any(r["turn_id"] == turn.turn_id for r in self.record.repairs)
         state_id = self.draft.id if self.draft is not None else None
-        self.draft = None
+        repaired = self.draft_repairs > 0
+        self.draft, self.draft_repairs = None, 0
         self.boundary = len(self.worker.steps)
-        if repaired and self.last_checkpoint is not None:
+        rolled_back = repaired and self.last_checkpoint is not None
+        if rolled_back:
             self.kernel.restore(self.last_checkpoint)
             self.record.checkpoints.append(
-                {"state_id": state_id, "checkpoint_id": self.last_checkpoint, "op": "restore"}
+                {"state_id": state_id, "turn_id": turn.turn_id, "checkpoint_id": self.last_checkpoint, "op": "restore"}
             )
+            self.note(
+                "Note from the supervisor: the session was rolled back to an earlier checkpoint; variables and "
+                "results created since then no longer exist."
+            )
+        self.emit("abandon", {"state_id": state_id, "turn_id": turn.turn_id})
+        if rolled_back:
             return f"ABANDON_STATE: discarded {state_id}; rolled back to checkpoint {self.last_checkpoint}."
         return f"ABANDON_STATE: discarded {state_id}."
 
@@ -375,39 +527,57 @@ class ManagerRuntime:
             self.kernel.execute(f"del {variable}")
             removed.append(variable)
         self.transcript.append(("worker", hint))
-        step = self.worker.repair(turn.turn_id, hint)
-        self._log_step(step, hint)
-        attempt = self.lifecycle.repair_attempts
-        self.record.hints.append({"kind": "repair", "turn_id": turn.turn_id, "step_id": step.step_id, "text": hint})
-        self.record.repairs.append(
-            {
-                "state_id": self.draft.id if self.draft else None,
-                "turn_id": turn.turn_id,
-                "attempt": attempt,
-                "mode": mode,
-                "variable": variable,
-                "removed": removed,
-                "worker_reaction": step.meta.get("repair"),
-            }
-        )
-        return f"REPAIR ({mode}, attempt {attempt}): hint delivered; the worker answered with step {step.step_id}."
+        self.last_prompt = hint
+        first_step = len(self.worker.steps)
+        self._hint("repair", turn.turn_id, first_step, hint)
+        steps = self.worker.repair(turn.turn_id, hint)
+        for step in steps:
+            self.log_step(step)
+        self.draft_repairs += 1
+        entry = {
+            "state_id": self.draft.id if self.draft else None,
+            "turn_id": turn.turn_id,
+            "attempt": self.lifecycle.repair_attempts,
+            "mode": mode,
+            "variable": variable,
+            "removed": removed,
+            "steps": [s.step_id for s in steps],
+            "worker_reaction": steps[-1].meta.get("repair") if steps else None,
+        }
+        self.record.repairs.append(entry)
+        self.emit("repair", entry)
+        ids = ", ".join(str(s.step_id) for s in steps) or "none"
+        return f"REPAIR ({mode}, attempt {entry['attempt']}): hint delivered; the worker answered with step(s) {ids}."
 
     # ---------------------------------------------------------------- bookkeeping
     def _next_id(self) -> str:
         return f"S{len(self.committed) + 1}"
 
-    def _state_hint(self, turn: Turn) -> str:
-        assert self.draft is not None
-        related = [r.related_state_id for r in self.draft.relations if r.related_state_id in self.committed]
-        states = [
-            {k: v for k, v in self.committed[s].to_dict().items() if k not in ("checkpoint_id",)}
-            for s in dict.fromkeys(related)
-        ]
-        hint = render_state_hint(states)
-        if hint:
-            step_id = len(self.worker.steps)
-            self.record.hints.append({"kind": "state", "turn_id": turn.turn_id, "step_id": step_id, "text": hint})
-        return hint
+    def _checkpoint(self, op: str, state_id: str | None, turn_id: str) -> str | None:
+        """Take a kernel checkpoint and record it; at the kernel's limit the oldest one that is not the rollback
+        target is released first. None (logged) when the sandbox cannot take one."""
+        held = self.kernel.checkpoints
+        limit = self.kernel.config.max_checkpoints
+        if limit and len(held) >= limit:
+            oldest = next((c for c in held if c != self.last_checkpoint), None)
+            if oldest is not None:
+                self.kernel.release(oldest)
+                self.record.checkpoints.append(
+                    {"state_id": None, "turn_id": turn_id, "checkpoint_id": oldest, "op": "release"}
+                )
+        try:
+            checkpoint = self.kernel.checkpoint()
+        except SandboxError as exc:
+            logger.warning("no %s checkpoint for turn %s: %s", op, turn_id, exc)
+            return None
+        self.record.checkpoints.append({"state_id": state_id, "turn_id": turn_id, "checkpoint_id": checkpoint,
+                                        "op": op})  # fmt: skip
+        return checkpoint
+
+    def _hint(self, kind: str, turn_id: str, step_id: int, text: str) -> None:
+        entry = {"kind": kind, "turn_id": turn_id, "step_id": step_id, "text": text}
+        self.record.hints.append(entry)
+        self.emit("hint", entry)
 
     def _observation(self, event_type: str, last: bool, last_result: str | None) -> ManagerObservation:
         n_steps = len(self.worker.steps)
@@ -420,29 +590,30 @@ class ManagerRuntime:
             pending_end_step=n_steps - 1 if pending else None,
             current_draft=self.draft,
             repair_attempts=self.lifecycle.repair_attempts,
-            terminal_pending_review=last and event_type == "turn_end",
+            terminal_pending_review=last and event_type in ("turn_end", "task_end"),
             last_action_result=last_result,
             committed_state_index=tuple(StateSummary.of(s) for s in self.committed.values()),
         )
 
-    def _log_step(self, step: WorkerStep, prompt: str) -> None:
+    def log_step(self, step: WorkerStep) -> None:
+        """Record one worker step (prompt hash of the last text delivered to the worker) and emit it."""
         if step.code is not None and step.result is not None:
             self.executor_log[step.step_id] = tools.ExecutedStep.from_result(step.step_id, step.code, step.result)
-        self.record.worker_steps.append(
-            {
-                "step_id": step.step_id,
-                "turn_id": step.turn_id,
-                "prompt_sha256": prompt_sha256(prompt),
-                "thought": step.thought,
-                "code": step.code,
-                "execution": execution_summary(step.result),
-                "answer": step.answer,
-                "prompt_tokens": step.prompt_tokens,
-                "completion_tokens": step.completion_tokens,
-                "duration_s": step.duration_s,
-                "meta": step.meta,
-            }
-        )
+        entry = {
+            "step_id": step.step_id,
+            "turn_id": step.turn_id,
+            "prompt_sha256": prompt_sha256(self.last_prompt),
+            "thought": step.thought,
+            "code": step.code,
+            "execution": execution_summary(step.result),
+            "answer": step.answer,
+            "prompt_tokens": step.prompt_tokens,
+            "completion_tokens": step.completion_tokens,
+            "duration_s": step.duration_s,
+            "meta": step.meta,
+        }
+        self.record.worker_steps.append(entry)
+        self.emit("worker_step", entry)
 
 
 TOOL_FUNCTIONS = {"inspect_python": tools.inspect_python, "compile_python": tools.compile_python}

@@ -141,12 +141,28 @@ class TaskConfig:
         default=None, metadata={"help": "artifact: the expected submission file (filename, sample, answers, metric)."}
     )
     turns: tuple[Turn, ...] = field(default=(), metadata={"help": "multi_turn: the turns, in order."})
+    constraints: tuple[TurnConstraint, ...] = field(
+        default=(),
+        metadata={
+            "help": "closed_form/artifact: public conditions on the task's result, each optionally with an executable "
+            "check (multi_turn tasks put constraints on their turns)."
+        },
+    )
     metadata: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "Free-form facts: source, level, concepts, license, ..."}
     )
 
     def __post_init__(self) -> None:
         problems = config_problems(self)
+        if self.kind == "multi_turn" and self.constraints:
+            problems.append(
+                Problem(
+                    CONFIG_FILE,
+                    "constraints",
+                    "task-level constraints are for single-question tasks (closed_form, artifact).",
+                    "move each constraint to the turn it belongs to (turns[i].constraints).",
+                )
+            )
         if problems:
             raise TaskConfigError(problems)
 
@@ -165,6 +181,8 @@ class TaskConfig:
         turns = values.get("turns", ())
         if turns is not None and "turns" in values:
             values["turns"] = _parse_turns(turns, file, problems)
+        if "constraints" in values:
+            values["constraints"] = _parse_constraints(values["constraints"], file, "constraints", problems)
         if problems:  # also report the cross-field problems of whatever parsed cleanly
             view = {f.name: None for f in fields(cls)} | {k: v for k, v in values.items() if v is not None}
             view.setdefault("turns", ())
@@ -182,6 +200,8 @@ class TaskConfig:
                 continue
             if f.name == "submission" and value is not None:
                 value = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(value).items() if v is not None}
+            elif f.name == "constraints":
+                value = [{k: v for k, v in asdict(c).items() if v is not None} for c in value]
             elif f.name == "turns":
                 value = [
                     _dataclass_to_dict(t, Turn, keep=("turn_id", "question", "depends_on", "relation")) for t in value

@@ -3,10 +3,10 @@
 The model's reply is read as: an optional thought (free text), then either one fenced ```python cell (executed in
 the episode's sandbox kernel, whose output comes back as the next user message) or a line ``Final Answer: ...``
 (JSON when it parses, else text). A turn's answer is the last ``print_result`` value of the turn, else the final
-answer. Backends: any OpenAI-compatible chat endpoint (:class:`OpenAIChatBackend`, plain HTTP, no SDK needed) or an
-in-process transformers model (:class:`HFChatBackend`, needs the ``train`` extra). Every step records its tokens and
-time. Manager-triggered re-analysis (a repair hint) gets a separate, configurable step budget so it never eats the
-worker's own steps.
+answer. Backends (from :mod:`harness.llm`): any OpenAI-compatible chat endpoint (:class:`OpenAIChatBackend`, plain
+HTTP, no SDK needed) or an in-process transformers model (:class:`HFChatBackend`, needs the ``train`` extra). Every
+step records its tokens and time. Manager-triggered re-analysis (a repair hint) gets a separate, configurable step
+budget so it never eats the worker's own steps.
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from harness.import_utils import require
+from harness.llm import ChatBackend
 from harness.sandbox import Kernel
 from harness.worker.step import WorkerStep
 
@@ -32,17 +30,6 @@ Hints from a supervisor may appear; they are for reference only: verify before y
 _CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 _FINAL = re.compile(r"^\s*Final Answer\s*:\s*(.*)\Z", re.DOTALL | re.MULTILINE | re.IGNORECASE)
 OUTPUT_CHARS = 3000
-
-
-@dataclass(frozen=True)
-class ChatReply:
-    text: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-class ChatBackend(Protocol):
-    def chat(self, messages: list[dict[str, str]]) -> ChatReply: ...
 
 
 @dataclass
@@ -99,7 +86,12 @@ def observation_text(step: WorkerStep) -> str:
 
 
 class ReActWorker:
-    """A model-driven worker over one kernel; one conversation per episode (turns append to it)."""
+    """A model-driven worker over one kernel; one conversation per episode (turns append to it).
+
+    Implements :class:`~harness.worker.base.Worker`: ``run_turn`` (whole turns) or ``begin`` + ``step`` (the
+    harness drives it step by step). ``config.max_steps`` bounds the worker's own steps per question;
+    ``config.repair_steps`` is the separate budget of each :meth:`repair` (manager-triggered re-analysis).
+    """
 
     simulated = False
 
@@ -110,96 +102,88 @@ class ReActWorker:
         self.messages: list[dict[str, str]] = [{"role": "system", "content": SYSTEM_PROMPT}]
         self.steps: list[WorkerStep] = []
         self.answers: dict[str, Any] = {}
+        self._turn: str | None = None
+        self._left = 0  # own steps left for the current question
+        self._done = True  # the current question has a final answer (or none was begun)
+        self._structured = False  # a print_result in this loop wins over a textual final answer
+
+    @property
+    def repair_steps(self) -> int:
+        return self.config.repair_steps
+
+    @property
+    def finished(self) -> bool:
+        return self._done or self._left <= 0
+
+    def begin(self, turn_id: str, prompt: str, hint: str | None = None) -> None:
+        self._turn, self._left, self._done, self._structured = turn_id, self.config.max_steps, False, False
+        self._user(prompt if not hint else f"{prompt}\n\n{hint}")
+
+    def step(self) -> WorkerStep | None:
+        if self._turn is None or self.finished:
+            return None
+        self._left -= 1
+        step = self._take_step(self._turn, meta={})
+        self._done = bool(step.meta["final"])
+        return step
+
+    def note(self, text: str) -> None:
+        self._user(text)
 
     def run_turn(self, turn_id: str, prompt: str, hint: str | None = None) -> list[WorkerStep]:
         """Work on one turn until a final answer or ``max_steps``; a state ``hint`` is appended to the prompt."""
-        content = prompt if not hint else f"{prompt}\n\n{hint}"
-        return self._loop(turn_id, content, self.config.max_steps)
-
-    def repair(self, turn_id: str, hint: str) -> list[WorkerStep]:
-        """Re-analyse a turn after a repair hint, within the reserved ``repair_steps`` budget."""
-        content = f"{hint}\n\nRe-check your work on this question and answer again."
-        return self._loop(turn_id, content, self.config.repair_steps)
-
-    def _loop(self, turn_id: str, content: str, budget: int) -> list[WorkerStep]:
-        self.messages.append({"role": "user", "content": content})
-        produced: list[WorkerStep] = []
-        structured = False  # a print_result in this loop wins over a textual final answer
-        for _ in range(budget):
-            t0 = time.perf_counter()
-            reply = self.backend.chat(self.messages)
-            self.messages.append({"role": "assistant", "content": reply.text})
-            parsed = parse_worker_reply(reply.text)
-            result = self.kernel.execute(parsed.code) if parsed.code else None
-            if result is not None and result.results:
-                self.answers[turn_id], structured = result.results[-1], True
-            elif parsed.has_final and not structured:
-                self.answers[turn_id] = parsed.final
-            step = WorkerStep(
-                step_id=len(self.steps),
-                turn_id=turn_id,
-                thought=parsed.thought,
-                code=parsed.code,
-                result=result,
-                answer=self.answers.get(turn_id),
-                duration_s=time.perf_counter() - t0,
-                prompt_tokens=reply.prompt_tokens,
-                completion_tokens=reply.completion_tokens,
-                simulated=False,
-                meta={"final": parsed.has_final},
-            )
-            self.steps.append(step)
+        self.begin(turn_id, prompt, hint)
+        produced = []
+        while (step := self.step()) is not None:
             produced.append(step)
-            if parsed.has_final:
-                break
-            self.messages.append({"role": "user", "content": observation_text(step)})
         return produced
 
+    def repair(self, turn_id: str, hint: str) -> list[WorkerStep]:
+        """Re-analyse a turn after a repair hint, within the reserved ``repair_steps`` budget (the worker's own
+        budget is untouched; a final answer here finishes the question)."""
+        self._user(f"{hint}\n\nRe-check your work on this question and answer again.")
+        self._structured = False
+        produced: list[WorkerStep] = []
+        for _ in range(self.config.repair_steps):
+            step = self._take_step(turn_id, meta={"repair": "re-analysis"})
+            produced.append(step)
+            if step.meta["final"]:
+                if turn_id == self._turn:
+                    self._done = True
+                break
+        return produced
 
-class OpenAIChatBackend:
-    """POST ``{base_url}/chat/completions`` of any OpenAI-compatible server (vLLM, ``transformers serve``, hosted)."""
+    def _user(self, content: str) -> None:
+        """Add a user message; merged into the previous one when that is a user message too (pending observation)."""
+        if self.messages[-1]["role"] == "user":
+            self.messages[-1] = {"role": "user", "content": f"{self.messages[-1]['content']}\n\n{content}"}
+        else:
+            self.messages.append({"role": "user", "content": content})
 
-    def __init__(self, base_url: str, model: str, *, api_key: str = "EMPTY", temperature: float = 0.0,
-                 max_tokens: int = 1024, timeout_s: float = 120.0):  # fmt: skip
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model, self.api_key = model, api_key
-        self.temperature, self.max_tokens, self.timeout_s = temperature, max_tokens, timeout_s
-
-    def chat(self, messages: list[dict[str, str]]) -> ChatReply:
-        body = json.dumps({"model": self.model, "messages": messages, "temperature": self.temperature,
-                           "max_tokens": self.max_tokens}).encode()  # fmt: skip
-        request = urllib.request.Request(
-            self.url,
-            data=body,
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"},
+    def _take_step(self, turn_id: str, meta: dict[str, Any]) -> WorkerStep:
+        t0 = time.perf_counter()
+        reply = self.backend.chat(self.messages)
+        self.messages.append({"role": "assistant", "content": reply.text})
+        parsed = parse_worker_reply(reply.text)
+        result = self.kernel.execute(parsed.code) if parsed.code else None
+        if result is not None and result.results:
+            self.answers[turn_id], self._structured = result.results[-1], True
+        elif parsed.has_final and not self._structured:
+            self.answers[turn_id] = parsed.final
+        step = WorkerStep(
+            step_id=len(self.steps),
+            turn_id=turn_id,
+            thought=parsed.thought,
+            code=parsed.code,
+            result=result,
+            answer=self.answers.get(turn_id),
+            duration_s=time.perf_counter() - t0,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            simulated=False,
+            meta={**meta, "final": parsed.has_final},
         )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                data = json.load(response)
-        except (urllib.error.URLError, TimeoutError, json.JSONDecodeError) as exc:
-            raise ConnectionError(f"chat endpoint {self.url} failed: {exc}. Check that the server is up.") from exc
-        try:
-            text = data["choices"][0]["message"].get("content") or ""
-        except (KeyError, IndexError, TypeError, AttributeError):
-            raise ConnectionError(f"chat endpoint {self.url} returned no choices: {str(data)[:300]}") from None
-        usage = data.get("usage") or {}
-        return ChatReply(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
-
-
-class HFChatBackend:
-    """An in-process transformers chat model (greedy by default). Needs ``pip install -e '.[train]'``."""
-
-    def __init__(self, path: str, *, max_new_tokens: int = 512, do_sample: bool = False):
-        require("transformers")
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(path)
-        self.max_new_tokens, self.do_sample = max_new_tokens, do_sample
-
-    def chat(self, messages: list[dict[str, str]]) -> ChatReply:
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
-        out = self.model.generate(ids, max_new_tokens=self.max_new_tokens, do_sample=self.do_sample)
-        new = out[0, ids.shape[1] :]
-        return ChatReply(self.tokenizer.decode(new, skip_special_tokens=True), int(ids.shape[1]), int(new.shape[0]))
+        self.steps.append(step)
+        if not parsed.has_final:
+            self.messages.append({"role": "user", "content": observation_text(step)})
+        return step

@@ -51,10 +51,12 @@ def respond(inp: PolicyInput):
 
 
 def test_get_policy_lists_valid_names():
-    assert set(POLICIES) == {"none", "rule"}
+    assert {"none", "rule", "windowed", "llm", "llm-hf", "freeform", "freeform-hf"} == set(POLICIES)
     assert get_policy("none").active is False and get_policy("rule").active is True
-    with pytest.raises(ValueError, match="unknown manager policy 'llm'; valid names: none, rule"):
-        get_policy("llm")
+    with pytest.raises(
+        ValueError, match=r"unknown manager policy 'oracle' \(spec 'oracle'\); valid names: none, rule"
+    ):
+        get_policy("oracle")
 
 
 def test_open_uses_the_declared_relations_and_the_public_constraints():

@@ -113,7 +113,8 @@ def test_rule_detects_repairs_light_and_every_turn_is_right(sandbox, happiness):
     assert (s1["source_step_start"], s1["source_step_end"]) == (0, 1)  # the faulty run and the repaired re-run
     assert {v["name"] for v in s1["used_variables"]} == {"df", "happy"}
     assert all(v["version"] >= 1 and v["value"] for v in s1["used_variables"])
-    assert [c["state_id"] for c in record.checkpoints] == ["S1", "S2", "S3", "S4"]
+    assert [c["state_id"] for c in record.checkpoints if c["op"] == "take"] == ["S1", "S2", "S3", "S4"]
+    assert [c["turn_id"] for c in record.checkpoints if c["op"] == "turn_start"] == ["1", "2", "3", "4"]
     # state hints went to the dependent turns' prompts and name the related committed states
     state_hints = {h["turn_id"]: h["text"] for h in record.hints if h["kind"] == "state"}
     assert set(state_hints) == {"2", "3", "4"} and '"id": "S1"' in state_hints["2"]

@@ -1,20 +1,11 @@
-import json
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from harness.import_utils import is_available
+from harness.llm import ChatReply
 from harness.sandbox import Sandbox, SandboxConfig
-from harness.worker.react import (
-    ChatReply,
-    HFChatBackend,
-    OpenAIChatBackend,
-    ReActConfig,
-    ReActWorker,
-    parse_worker_reply,
-)
+from harness.worker.base import Worker
+from harness.worker.react import ReActConfig, ReActWorker, parse_worker_reply
 
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 
@@ -80,46 +71,28 @@ def test_bad_config_is_rejected():
         ReActConfig(max_steps=0)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append((self.path, body, self.headers.get("Authorization")))
-        reply = {"choices": [{"message": {"role": "assistant", "content": "Final Answer: 42"}}],
-                 "usage": {"prompt_tokens": 7, "completion_tokens": 3}}  # fmt: skip
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-def test_openai_backend_speaks_the_chat_completions_protocol():
-    _Handler.requests = []
-    server = HTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        backend = OpenAIChatBackend(f"http://127.0.0.1:{server.server_port}/v1", "tiny", api_key="k")
-        reply = backend.chat([{"role": "user", "content": "hi"}])
-    finally:
-        server.shutdown()
-    assert reply == ChatReply("Final Answer: 42", 7, 3)
-    path, body, auth = _Handler.requests[0]
-    assert path == "/v1/chat/completions" and auth == "Bearer k"
-    assert body["model"] == "tiny" and body["messages"] == [{"role": "user", "content": "hi"}]
-
-
-def test_openai_backend_names_the_url_when_the_server_is_down():
-    backend = OpenAIChatBackend("http://127.0.0.1:9/v1", "m", timeout_s=2)
-    with pytest.raises(ConnectionError, match=r"127.0.0.1:9/v1/chat/completions failed"):
-        backend.chat([{"role": "user", "content": "hi"}])
-
-
-@pytest.mark.skipif(is_available("transformers"), reason="transformers is installed")
-def test_hf_backend_without_transformers_names_the_extra():
-    with pytest.raises(ImportError, match=r"\.\[train\]"):
-        HFChatBackend("/nonexistent")
+def test_step_by_step_notes_and_a_repair_do_not_use_the_own_budget(kernel):
+    backend = ScriptedBackend([
+        "```python\nv = 1\n```",
+        "```python\nv = v + 1\n```",
+        "Fix.\n```python\nv = 10\n```",  # repair step
+        "```python\nprint_result({'v': v})\n```",
+        "Final Answer: see above",
+    ])  # fmt: skip
+    worker = ReActWorker(backend, kernel, ReActConfig(max_steps=4, repair_steps=1))
+    assert isinstance(worker, Worker)
+    worker.begin("main", "Compute v.")
+    first = worker.step()
+    worker.note("<window_hint>v starts at 1</window_hint>")
+    second = worker.step()
+    # the note rode along with the pending observation: no two user messages in a row
+    sent = backend.seen[1]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert "stdout" not in sent[-1]["content"] and sent[-1]["content"].endswith("v starts at 1</window_hint>")
+    (repair,) = worker.repair("main", "<error_hint>{}</error_hint>")
+    assert repair.meta == {"repair": "re-analysis", "final": False} and not worker.finished
+    rest = []
+    while (step := worker.step()) is not None:
+        rest.append(step)
+    assert [s.step_id for s in (first, second, repair, *rest)] == [0, 1, 2, 3, 4]
+    assert len(rest) == 2 and worker.finished and worker.answers["main"] == {"v": 10}

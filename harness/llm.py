@@ -1,0 +1,227 @@
+"""Chat backends shared by the workers and the manager: one ``chat(messages, tools=None) -> ChatReply`` interface.
+
+- :class:`OpenAIChatBackend` talks to any OpenAI-compatible ``/chat/completions`` endpoint (vLLM, ``transformers
+  serve``, a hosted API) over plain HTTP (no SDK needed). ``model=None`` asks the server (``GET /models``) and uses
+  the first id it lists. With ``tools`` the function-tool list is sent as is; a vLLM server returns structured
+  ``tool_calls`` only when started with ``--enable-auto-tool-choice --tool-call-parser hermes`` (it answers 400
+  otherwise, and the error names the flag).
+- :class:`HFChatBackend` runs an in-process transformers model (``train`` extra). The prompt is the tokenizer's chat
+  template with ``tools`` rendered by the template; the reply is decoded **with** special tokens (Qwen3 tokenizers
+  make ``<tool_call>``/``</tool_call>`` and ``<think>`` special tokens, and skipping them would erase the wire
+  format); only the trailing end-of-turn / end-of-text / pad tokens are stripped.
+
+Every reply carries its token counts. Errors: an unreachable endpoint raises ``ConnectionError`` naming the URL and
+the fix; an HTTP error status raises :class:`ChatEndpointError` with the status and the server's error message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.import_utils import require
+
+logger = logging.getLogger(__name__)
+
+Message = dict[str, Any]
+"""One chat message: ``{"role": "system" | "user" | "assistant" | "tool", "content": ...}``."""
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One model reply: its text, token counts and, from an OpenAI-compatible endpoint, the raw assistant message
+    (which holds structured ``tool_calls`` when the server parsed them). ``message`` is not part of equality."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    message: Message | None = field(default=None, compare=False)
+
+
+class ChatBackend(Protocol):
+    def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> ChatReply: ...
+
+
+class ChatEndpointError(RuntimeError):
+    """The endpoint answered, but with an HTTP error status or a body that is not a chat completion."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def _error_message(body: bytes) -> str:
+    """The server's error message from an error body (OpenAI ``{"error": {"message"}}``, vLLM ``{"message"}``)."""
+    text = body.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return text.strip()[:300] or "(empty body)"
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:300]
+        if isinstance(error, str) and error:
+            return error[:300]
+        if data.get("message"):
+            return str(data["message"])[:300]
+        if data.get("detail"):
+            return str(data["detail"])[:300]
+    return text.strip()[:300]
+
+
+class OpenAIChatBackend:
+    """``POST {base_url}/chat/completions`` of an OpenAI-compatible server; ``base_url`` ends with ``/v1``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        *,
+        api_key: str = "EMPTY",
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        timeout_s: float = 120.0,
+    ):
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"base_url={base_url!r} is not an HTTP URL; give the server's API root, e.g. http://localhost:8000/v1."
+            )
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
+        self._model = model
+        self.api_key, self.temperature, self.max_tokens, self.timeout_s = api_key, temperature, max_tokens, timeout_s
+
+    @property
+    def model(self) -> str:
+        """The model id sent with every request; ``None`` at construction -> the first id of ``GET /models``."""
+        if self._model is None:
+            ids = self.models()
+            if not ids:
+                raise ChatEndpointError(f"{self.base_url}/models lists no model; pass model= explicitly.")
+            self._model = ids[0]
+            logger.info("chat endpoint %s: using model %s", self.base_url, self._model)
+        return self._model
+
+    def models(self) -> list[str]:
+        """The model ids the server serves (``GET {base_url}/models``)."""
+        data = self._request(self.base_url + "/models", None)
+        entries = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            raise ChatEndpointError(f"{self.base_url}/models returned no model list: {str(data)[:300]}")
+        return [str(entry["id"]) for entry in entries if isinstance(entry, dict) and "id" in entry]
+
+    def chat(self, messages: Sequence[Message], tools: list[dict[str, Any]] | None = None) -> ChatReply:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if tools:
+            body["tools"] = tools
+        data = self._request(self.url, body)
+        try:
+            message = data["choices"][0]["message"]
+            text = message.get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise ChatEndpointError(f"chat endpoint {self.url} returned no choices: {str(data)[:300]}") from None
+        usage = data.get("usage") or {}
+        return ChatReply(
+            text,
+            int(usage.get("prompt_tokens") or 0),
+            int(usage.get("completion_tokens") or 0),
+            message=dict(message),
+        )
+
+    def _request(self, url: str, body: dict[str, Any] | None) -> Any:
+        """GET (``body`` None) or POST JSON to ``url``; the decoded JSON answer."""
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=data, headers=headers, method="GET" if body is None else "POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as error:
+            message = _error_message(error.read())
+            raise ChatEndpointError(
+                f"chat endpoint {url} answered HTTP {error.code}: {message}", status=error.code
+            ) from None
+        except OSError as error:  # URLError (refused, DNS), timeout, reset
+            reason = getattr(error, "reason", error)
+            raise ConnectionError(
+                f"chat endpoint {url} failed: {reason}. Check that the server is running and reachable and that "
+                "base_url is its API root (e.g. http://localhost:8000/v1)."
+            ) from error
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            raise ChatEndpointError(f"chat endpoint {url} returned a body that is not JSON: {raw[:200]!r}") from None
+
+
+class HFChatBackend:
+    """An in-process transformers chat model (greedy by default). Needs ``pip install -e '.[train]'``."""
+
+    def __init__(self, path: str, *, max_new_tokens: int = 512, do_sample: bool = False):
+        require("transformers")
+        require("torch")
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.path = path
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModelForCausalLM.from_pretrained(path)
+        self.model.eval()
+        self.max_new_tokens, self.do_sample = max_new_tokens, do_sample
+        self.stop_ids = self._stop_ids()
+
+    def _stop_ids(self) -> set[int]:
+        """End-of-turn, end-of-text and pad token ids: the only tokens stripped from a reply."""
+        ids: set[int] = set()
+        for source in (self.tokenizer, getattr(self.model, "generation_config", None)):
+            for name in ("eos_token_id", "pad_token_id"):
+                value = getattr(source, name, None)
+                if isinstance(value, int):
+                    ids.add(value)
+                elif isinstance(value, list | tuple):
+                    ids.update(int(v) for v in value)
+        for token in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
+            token_id = self.tokenizer.convert_tokens_to_ids(token)
+            if isinstance(token_id, int) and token_id != self.tokenizer.unk_token_id:
+                ids.add(token_id)
+        return ids
+
+    def decode(self, new_ids: Sequence[int]) -> str:
+        """The reply text of generated ids: trailing stop tokens dropped, every other special token kept."""
+        ids = [int(i) for i in new_ids]
+        while ids and ids[-1] in self.stop_ids:
+            ids.pop()
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def chat(self, messages: Sequence[Message], tools: list[dict[str, Any]] | None = None) -> ChatReply:
+        import torch
+
+        encoded = self.tokenizer.apply_chat_template(
+            list(messages), tools=tools, add_generation_prompt=True, return_dict=True, return_tensors="pt"
+        )
+        input_ids = encoded["input_ids"]
+        pad_id = self.tokenizer.pad_token_id
+        if pad_id is None:
+            pad_id = self.tokenizer.eos_token_id
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids,
+                attention_mask=encoded.get("attention_mask"),
+                max_new_tokens=self.max_new_tokens,
+                do_sample=self.do_sample,
+                pad_token_id=pad_id,
+            )
+        new = out[0, input_ids.shape[1] :].tolist()
+        return ChatReply(self.decode(new), int(input_ids.shape[1]), len(new))

@@ -1,0 +1,141 @@
+"""The manager's prompts: the system policy (../shared/DESIGN.md §3), the free-form ablation, and the activation text.
+
+- :data:`MANAGER_SYSTEM_POLICY`: role, information boundary, authority, the turn-end checklist, evidence-gated repair,
+  the response format (exactly one action), and the two flow templates (turn-aligned, segment-induced).
+- :data:`FREEFORM_SYSTEM`: the free-form memory ablation: the same actions and response format, no prescribed state
+  or verification policy.
+- :func:`render_activation`: the user message that opens one activation, built from a
+  :class:`~harness.manager.policies.PolicyInput` (the observation as the activation started, the public turn and the
+  legal actions). :func:`render_tool_response` wraps one action result for the continuation of the activation.
+
+The action list and its argument schemas are not repeated here: they reach the model as the function-tool list
+(:func:`harness.manager.actions.tool_schemas`), which the chat template renders.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.manager.policies import PolicyInput
+from harness.manager.records import ManagerObservation
+from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+
+_FORMAT = f"""\
+# Response format
+Every response holds exactly ONE action: optionally a short <think>...</think> block, then one
+{TOOL_CALL_OPEN}{{"name": <action name>, "arguments": {{...}}}}{TOOL_CALL_CLOSE}
+and nothing else. Never two calls, never a tool action together with a control action, no prose outside the tags.
+Tool actions (check_execution, inspect_python, compile_python, run_probe, load_state) are read-only: their result
+comes back to you and the activation continues. Control actions (RESUME_WORKER, OPEN_STATE, UPDATE_STATE,
+FINALIZE_RELATIONS, COMMIT_STATE, REPAIR, ABANDON_STATE, ABSTAIN) end the activation. Use only the actions listed as
+legal now; an activation allows at most 8 actions. A malformed or illegal response is refused and the reason is
+returned to you; it still uses up one action."""
+
+MANAGER_SYSTEM_POLICY = f"""\
+You are the state manager of a data-analysis session. A separate worker agent analyses data by running Python cells
+in a persistent interpreter. You watch its trace from outside and keep an explicit, checkable record of the analysis
+as analytical states: the issue a stretch of work settles, its constraints, the variables it relied on, its
+conclusions, and its relations to earlier committed states (init, progress, branch, invalidate, combine).
+
+# Information boundary
+You see only what the harness shows you: the observation, the public question of the turn, the worker's trace
+through your tools, and committed states. You never see private task data, graders or reference answers, and you
+must not guess them. Judge the work only by runtime evidence.
+
+# Authority
+You never edit or run the worker's code and you never solve the task. You record, verify and hint. A hint you give
+is reference material: the worker decides what to do with it. Never put replacement code or the answer in a hint.
+The harness does the bookkeeping: it assigns state ids, binds variable names to versions and values, sets source
+intervals, normalizes relations and takes checkpoints. You supply only the analytical meaning.
+
+# Checklist at the end of a turn or segment
+1. UPDATE_STATE: the issue as actually addressed, one inclusive interval of worker steps, the variables the
+   conclusions rely on (names only), and the conclusions with the numbers the trace shows.
+2. Check before you conclude: check_execution on the steps that produced the result; for each constraint with code,
+   compile_python and run_probe it; inspect_python a cell when its inputs or filters matter; load_state an upstream
+   state when the result depends on it.
+3. If a tool result shows a concrete error, REPAIR. Otherwise FINALIZE_RELATIONS (confirm the provisional relations,
+   or revise them with the evidence), then COMMIT_STATE.
+
+# Evidence-gated repair
+REPAIR only on concrete evidence from a tool result: a failed execution, a violated constraint, a probe whose output
+contradicts the state. Name the error variable and the faulty reasoning in words, and quote the evidence. A hunch, a
+style concern or a result that merely looks surprising is not evidence. A false repair costs more than a missed one:
+when in doubt, finalize. You have at most 3 repair attempts per state (the first is light: a hint only; later ones
+are heavy: the harness also deletes the named variable before the worker retries); when they are spent the state is
+abandoned or rolled back.
+
+# Flow: turn-aligned (multi-turn tasks; one state per turn)
+- turn_start: compare the new question with committed_state_index and OPEN_STATE with provisional relations (init
+  when no committed state fits). The harness shows the related committed states to the worker as reference hints.
+  If a state is already open, RESUME_WORKER.
+- turn_end: follow the checklist: UPDATE_STATE, checks, then REPAIR or FINALIZE_RELATIONS, then COMMIT_STATE. Each
+  control action ends one activation; the harness activates you again (current_draft shows the state so far) until
+  the state is committed or abandoned. terminal_pending_review=true means this is the task's last review.
+
+# Flow: segment-induced (long single tasks)
+- segment_pause: the harness paused the worker after some steps. A pause is not a state boundary: RESUME_WORKER until
+  the pending steps form a meaningful analytical unit (they fix a quantity later steps rely on, complete a sub-stage,
+  or move to another aspect).
+- Then OPEN_STATE, UPDATE_STATE with one inclusive source interval inside the pending steps, check, choose the
+  relations after the fact with FINALIZE_RELATIONS (or REPAIR on evidence), and COMMIT_STATE.
+- task_end: review the remaining pending steps the same way before the task closes.
+
+{_FORMAT}"""
+
+FREEFORM_SYSTEM = f"""\
+You assist a worker agent that analyses data by running Python cells in a persistent interpreter. You may keep notes
+about its work with the actions available to you, read its trace with the read-only tools, and send it hints; use
+them however you find useful. You never edit its code; it decides what to do with your hints.
+
+{_FORMAT}"""
+
+
+def _turn_view(inp: PolicyInput) -> dict[str, Any] | None:
+    """The public turn, its dependencies mapped to the ids of the committed states that cover them."""
+    turn = inp.turn
+    if turn is None:
+        return None
+    return {
+        "turn_id": turn.turn_id,
+        "question": turn.question,
+        "context": turn.context,
+        "depends_on_turns": list(turn.depends_on),
+        "declared_relation": turn.relation,
+        "committed_states_of_those_turns": {t: inp.turn_states[t] for t in turn.depends_on if t in inp.turn_states},
+        "constraints": [{"text": c.text, **({"code": c.code} if c.code else {})} for c in turn.constraints],
+    }
+
+
+def activation_observation(observation: str) -> str:
+    """The observation as it was when the activation started (``last_action_result`` reset to null).
+
+    Within one activation only tool actions and refused actions happen, and neither changes the record, so this is
+    the text the first response of the activation saw: the conversation prefix stays identical between calls."""
+    data = json.loads(observation)
+    if data.get("last_action_result") is None:
+        return observation
+    data["last_action_result"] = None
+    return ManagerObservation.from_dict(data).render()
+
+
+def render_activation(inp: PolicyInput) -> str:
+    """The user message that opens one activation: observation, public turn, legal actions."""
+    observation = activation_observation(inp.observation)
+    event = json.loads(observation).get("event_type")
+    parts = [f"# Activation: {event}", "## Observation", observation]
+    turn = _turn_view(inp)
+    if turn is not None:
+        parts += ["## Public turn", json.dumps(turn, ensure_ascii=False, indent=1)]
+    parts += [
+        "## Legal actions now",
+        ", ".join(inp.legal_actions) if inp.legal_actions else "(none listed)",
+        "Respond with exactly one action.",
+    ]
+    return "\n".join(parts)
+
+
+def render_tool_response(result: str) -> str:
+    """One action's result as the Qwen3 chat template renders a ``tool`` message: ``<tool_response>`` tags."""
+    return f"<tool_response>\n{result}\n</tool_response>"

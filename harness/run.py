@@ -1,0 +1,234 @@
+"""``stateguard run``: one episode of a task with a worker and a manager, shown live, recorded, graded.
+
+    stateguard run --task harness/builtin_tasks/retail-sales --worker scripted --manager rule \\
+        --faults runs/faults.jsonl --out runs/run
+
+Workers (``--worker``):
+
+- ``scripted``: replays the task's reference programs (SIMULATED, no LLM); ``--faults FILE`` replaces the code of
+  the faulted turns (the shared ``faults.jsonl`` format of :mod:`harness.worker.faults`).
+- ``openai:URL``: a ReAct code worker over any OpenAI-compatible endpoint (vLLM, ``transformers serve``, hosted).
+- ``hf:PATH``: the same worker over an in-process transformers checkpoint (needs the ``train`` extra).
+
+Managers (``--manager``): ``none | rule | windowed[:K] | llm:URL | llm-hf:PATH | freeform:URL | freeform-hf:PATH``
+(see :func:`harness.manager.policies.get_policy`). ``--flow turn|segment`` picks the review cadence (default: turn
+for multi-turn tasks, segment for single tasks).
+
+The episode record is appended to ``OUT/episodes.jsonl``; the grade is printed at the end (with the per-turn
+verdicts of a multi-turn task) and the last line printed is one JSON summary. Exit code 0 when the episode ran
+(whatever its grade), 2 for bad input (the message names the flag and the fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin_tasks"
+WORKER_KINDS = ("scripted", "openai:URL", "hf:PATH")
+
+
+class RunError(ValueError):
+    """Bad input to ``stateguard run``; the message names the flag and the fix."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run one episode (worker + manager) on a task with a live view; write the record, print the grade",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--task", required=True, help="a task folder, or the name of a built-in task (retail-sales)")
+    parser.add_argument("--worker", default="scripted", help="scripted | openai:URL | hf:PATH (default: scripted)")
+    parser.add_argument("--manager", default="rule", help="none | rule | windowed[:K] | llm:URL | llm-hf:PATH | ...")
+    parser.add_argument("--flow", choices=["turn", "segment"], default=None, help="review cadence (default: by kind)")
+    parser.add_argument("--faults", type=Path, default=None, help="faults.jsonl to replay (scripted worker only)")
+    parser.add_argument("--out", type=Path, default=Path("runs/run"), help="output folder (episodes.jsonl)")
+    parser.add_argument("--isolation", choices=["bwrap", "none"], default="bwrap", help="sandbox isolation")
+    parser.add_argument(
+        "--view",
+        choices=["auto", "live", "log", "quiet"],
+        default="auto",
+        help="live: rich live view; log: one line per event; quiet: summary only (auto: live on a terminal)",
+    )
+    parser.add_argument("--max-turn-end-activations", type=int, default=None, help="override RuntimeConfig")
+    parser.add_argument(
+        "--manager-max-tokens", type=int, default=None, help="cap on the tokens of one manager reply (llm policies)"
+    )
+    parser.set_defaults(func=run_command)
+
+
+def resolve_task_path(spec: str) -> Path:
+    """A task folder path, or a built-in task name; raises :class:`RunError` listing the built-ins."""
+    path = Path(spec)
+    if path.is_dir():
+        return path
+    builtin = BUILTIN_DIR / spec
+    if builtin.is_dir():
+        return builtin
+    names = sorted(p.name for p in BUILTIN_DIR.iterdir() if p.is_dir())
+    raise RunError(f"--task {spec!r}: no such folder and no built-in task of that name; built-ins: {names}.")
+
+
+def build_worker(spec: str, kernel: Any, task: Any, faults_path: Path | None) -> Any:
+    """The worker named by ``--worker`` (see the module docstring)."""
+    from harness.worker import ScriptedWorker, faults_for_task, load_faults
+
+    kind, _, arg = spec.partition(":")
+    if kind == "scripted" and not arg:
+        faults = faults_for_task(load_faults(faults_path), task.id) if faults_path is not None else {}
+        if faults_path is not None and not faults:
+            logger.warning("%s holds no fault for task %s; the episode runs clean", faults_path, task.id)
+        return ScriptedWorker.for_task(task, kernel, faults) if hasattr(ScriptedWorker, "for_task") else (
+            ScriptedWorker(kernel, {t: ref.code for t, ref in task.load_answers().items()}, faults)
+        )  # fmt: skip
+    if faults_path is not None:
+        raise RunError(f"--faults replays faulty code through the scripted worker; drop it or use --worker scripted "
+                       f"(got --worker {spec}).")  # fmt: skip
+    if kind == "openai" and arg:
+        from harness.llm import OpenAIChatBackend
+        from harness.worker.react import ReActWorker
+
+        return ReActWorker(OpenAIChatBackend(arg), kernel)
+    if kind == "hf" and arg:
+        if not Path(arg).is_dir():
+            raise RunError(
+                f"--worker {spec}: {arg} is not a checkpoint folder; build one with `stateguard model tiny`."
+            )
+        from harness.llm import HFChatBackend
+        from harness.worker.react import ReActWorker
+
+        return ReActWorker(HFChatBackend(arg), kernel)
+    raise RunError(f"--worker {spec!r} is not understood; use one of {', '.join(WORKER_KINDS)}.")
+
+
+def limit_reply_tokens(policy: Any, n: int) -> None:
+    """Cap the reply length of a model-backed policy (``max_new_tokens`` in process, ``max_tokens`` on an endpoint)."""
+    if n < 1:
+        raise RunError(f"--manager-max-tokens {n}: use a positive number of tokens.")
+    backend = getattr(policy, "backend", None)
+    for attr in ("max_new_tokens", "max_tokens"):
+        if backend is not None and hasattr(backend, attr):
+            setattr(backend, attr, n)
+            return
+    raise RunError(f"--manager-max-tokens applies to model-backed managers (llm, freeform); not to {policy.name}.")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    try:
+        return run_episode(args)
+    except RunError as exc:
+        print(f"stateguard run: {exc}", file=sys.stderr)
+        return 2
+
+
+def run_episode(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+
+    from harness.live import EpisodeView, grade_rows
+    from harness.manager import ManagerRuntime, RuntimeConfig, append_episode, get_policy
+    from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
+    from harness.tasks import TaskConfigError, load_task
+    from harness.worker.faults import FaultFileError
+
+    console = Console()
+    try:
+        task = load_task(resolve_task_path(args.task))
+    except (TaskConfigError, FileNotFoundError) as exc:
+        raise RunError(f"--task {args.task}: {exc}") from exc
+    try:
+        policy = get_policy(args.manager)
+    except ValueError as exc:
+        raise RunError(f"--manager: {exc}") from exc
+    if args.manager_max_tokens is not None:
+        limit_reply_tokens(policy, args.manager_max_tokens)
+    overrides: dict[str, Any] = {}
+    if args.max_turn_end_activations is not None:
+        overrides["max_turn_end_activations"] = args.max_turn_end_activations
+    if args.flow is not None:
+        overrides["flow"] = args.flow
+    try:
+        config = RuntimeConfig(**overrides)
+    except (TypeError, ValueError) as exc:
+        raise RunError(f"runtime options: {exc}") from exc
+
+    view_mode = args.view
+    if view_mode == "auto":
+        view_mode = "live" if console.is_terminal else "log"
+    try:
+        sandbox = Sandbox(SandboxConfig(isolation=args.isolation))
+    except SandboxUnavailableError as exc:
+        raise RunError(f"--isolation {args.isolation}: {exc}") from exc
+
+    t0 = time.perf_counter()
+    with sandbox:
+        kernel = sandbox.new_kernel(public_dir=task.public_dir)
+        try:
+            worker = build_worker(args.worker, kernel, task, args.faults)
+        except (FaultFileError, ValueError) as exc:
+            raise RunError(f"--worker/--faults: {exc}") from exc
+        simulated = bool(getattr(worker, "simulated", False))
+        title = f"{task.id} · worker {args.worker} · manager {policy.name}"
+        view = EpisodeView(title, simulated=simulated)
+
+        def on_event(name: str, payload: dict[str, Any]) -> None:
+            view.on_event(name, payload)
+            if view_mode == "log":
+                line = view.line(name, payload)
+                if line is not None:
+                    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+        try:
+            runtime = ManagerRuntime(task, kernel, worker, policy, config, on_event=on_event)
+        except ValueError as exc:
+            raise RunError(str(exc)) from exc
+        if view_mode == "live":
+            with Live(view.render(), console=console, refresh_per_second=6, transient=False) as live:
+
+                def on_event_live(name: str, payload: dict[str, Any]) -> None:
+                    view.on_event(name, payload)
+                    live.update(view.render())
+
+                runtime.on_event = on_event_live
+                record = runtime.run()
+        else:
+            record = runtime.run()
+        kernel.close()
+    episodes = args.out / "episodes.jsonl"
+    append_episode(episodes, record)
+
+    grade = record.grade or {}
+    table = Table(title=f"grade{' (SIMULATED worker)' if simulated else ''}", title_justify="left", min_width=40)
+    table.add_column("turn")
+    table.add_column("correct")
+    for turn_id, correct in grade_rows(grade):
+        table.add_row(turn_id, correct)
+    console.print(table)
+    illegal = sum(1 for a in record.activations for x in a["actions"] if not x.get("legal"))
+    summary = {
+        "task_id": task.id,
+        "episode_id": record.episode_id,
+        "worker": args.worker,
+        "manager": policy.name,
+        "simulated": simulated,
+        "valid": grade.get("valid"),
+        "score": grade.get("score"),
+        "states": len(record.states),
+        "repairs": len(record.repairs),
+        "activations": len(record.activations),
+        "illegal_actions": illegal,
+        "duration_s": round(time.perf_counter() - t0, 3),
+        "record": str(episodes),
+    }
+    print(json.dumps(summary))
+    return 0
