@@ -87,9 +87,7 @@ def build_worker(spec: str, kernel: Any, task: Any, faults_path: Path | None) ->
         faults = faults_for_task(load_faults(faults_path), task.id) if faults_path is not None else {}
         if faults_path is not None and not faults:
             logger.warning("%s holds no fault for task %s; the episode runs clean", faults_path, task.id)
-        return ScriptedWorker.for_task(task, kernel, faults) if hasattr(ScriptedWorker, "for_task") else (
-            ScriptedWorker(kernel, {t: ref.code for t, ref in task.load_answers().items()}, faults)
-        )  # fmt: skip
+        return ScriptedWorker.for_task(task, kernel, faults)
     if faults_path is not None:
         raise RunError(f"--faults replays faulty code through the scripted worker; drop it or use --worker scripted "
                        f"(got --worker {spec}).")  # fmt: skip
@@ -97,7 +95,7 @@ def build_worker(spec: str, kernel: Any, task: Any, faults_path: Path | None) ->
         from harness.llm import OpenAIChatBackend
         from harness.worker.react import ReActWorker
 
-        return ReActWorker(OpenAIChatBackend(arg), kernel)
+        return ReActWorker(OpenAIChatBackend(arg), kernel, contract=task_contract(task))
     if kind == "hf" and arg:
         if not Path(arg).is_dir():
             raise RunError(
@@ -106,8 +104,16 @@ def build_worker(spec: str, kernel: Any, task: Any, faults_path: Path | None) ->
         from harness.llm import HFChatBackend
         from harness.worker.react import ReActWorker
 
-        return ReActWorker(HFChatBackend(arg), kernel)
+        return ReActWorker(HFChatBackend(arg), kernel, contract=task_contract(task))
     raise RunError(f"--worker {spec!r} is not understood; use one of {', '.join(WORKER_KINDS)}.")
+
+
+def task_contract(task: Any) -> str:
+    """The worker's first prompt: the task contract (objective, sandbox, data profile, question, output rules)."""
+    from harness.tasks.contract import render_contract
+    from harness.tasks.profile import profile_directory
+
+    return render_contract(task, profile_directory(task.public_dir))
 
 
 def limit_reply_tokens(policy: Any, n: int) -> None:

@@ -95,8 +95,11 @@ class ReActWorker:
 
     simulated = False
 
-    def __init__(self, backend: ChatBackend, kernel: Kernel, config: ReActConfig | None = None):
+    def __init__(
+        self, backend: ChatBackend, kernel: Kernel, config: ReActConfig | None = None, *, contract: str | None = None
+    ):
         self.backend = backend
+        self._contract = contract.strip() if contract else None  # replaces the first question's prompt once
         self.kernel = kernel
         self.config = config or ReActConfig()
         self.messages: list[dict[str, str]] = [{"role": "system", "content": SYSTEM_PROMPT}]
@@ -117,6 +120,8 @@ class ReActWorker:
 
     def begin(self, turn_id: str, prompt: str, hint: str | None = None) -> None:
         self._turn, self._left, self._done, self._structured = turn_id, self.config.max_steps, False, False
+        if self._contract is not None:  # the task contract already holds the first question, data and output rules
+            prompt, self._contract = self._contract, None
         self._user(prompt if not hint else f"{prompt}\n\n{hint}")
 
     def step(self) -> WorkerStep | None:

@@ -132,3 +132,13 @@ def test_short_and_grade_rows():
     ]
     assert grade_rows({"score": 0.5, "details": {}}) == [("score", "0.5")]
     assert grade_rows(None) == []
+
+
+def test_a_model_worker_starts_from_the_task_contract():
+    from harness.run import task_contract
+
+    task = load_task(RETAIL)
+    text = task_contract(task)
+    assert text.startswith(f"# Task {task.id}")
+    assert "## Data" in text and task.turns[0].question.strip() in text
+    assert "private" not in text.lower()

@@ -96,3 +96,14 @@ def test_step_by_step_notes_and_a_repair_do_not_use_the_own_budget(kernel):
         rest.append(step)
     assert [s.step_id for s in (first, second, repair, *rest)] == [0, 1, 2, 3, 4]
     assert len(rest) == 2 and worker.finished and worker.answers["main"] == {"v": 10}
+
+
+def test_the_task_contract_replaces_the_first_prompt_only(kernel):
+    backend = ScriptedBackend(["Final Answer: 1", "Final Answer: 2"])
+    worker = ReActWorker(backend, kernel, contract="# Task t\n\nQuestion: first?\n")
+    worker.run_turn("1", "Question: first?", hint="<analytical_state_hint>[]</analytical_state_hint>")
+    worker.run_turn("2", "Question: second?")
+    users = [m["content"] for m in worker.messages if m["role"] == "user"]
+    assert users[0] == "# Task t\n\nQuestion: first?\n\n<analytical_state_hint>[]</analytical_state_hint>"
+    assert users[1] == "Question: second?"
+    assert worker.answers == {"1": 1, "2": 2}
