@@ -6,7 +6,8 @@
 Workers (``--worker``):
 
 - ``scripted``: replays the task's reference programs (SIMULATED, no LLM); ``--faults FILE`` replaces the code of
-  the faulted turns (the shared ``faults.jsonl`` format of :mod:`harness.worker.faults`).
+  the faulted turns (the shared ``faults.jsonl`` format of :mod:`harness.worker.faults`); ``--fault-line N``
+  replays only line N, for files with several faults per turn such as a synthesis run's.
 - ``openai:URL``: a ReAct code worker over any OpenAI-compatible endpoint (vLLM, ``transformers serve``, hosted).
 - ``hf:PATH``: the same worker over an in-process transformers checkpoint (needs the ``train`` extra).
 
@@ -51,6 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--manager", default="rule", help="none | rule | windowed[:K] | llm:URL | llm-hf:PATH | ...")
     parser.add_argument("--flow", choices=["turn", "segment"], default=None, help="review cadence (default: by kind)")
     parser.add_argument("--faults", type=Path, default=None, help="faults.jsonl to replay (scripted worker only)")
+    parser.add_argument(
+        "--fault-line",
+        type=int,
+        default=None,
+        help="replay only this fault line (1-based) of --faults, e.g. of a synthesis run's faults.jsonl",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/run"), help="output folder (episodes.jsonl)")
     parser.add_argument("--isolation", choices=["bwrap", "none"], default="bwrap", help="sandbox isolation")
     parser.add_argument(
@@ -78,13 +85,13 @@ def resolve_task_path(spec: str) -> Path:
     raise RunError(f"--task {spec!r}: no such folder and no built-in task of that name; built-ins: {names}.")
 
 
-def build_worker(spec: str, kernel: Any, task: Any, faults_path: Path | None) -> Any:
+def build_worker(spec: str, kernel: Any, task: Any, faults_path: Path | None, fault_line: int | None = None) -> Any:
     """The worker named by ``--worker`` (see the module docstring)."""
     from harness.worker import ScriptedWorker, faults_for_task, load_faults
 
     kind, _, arg = spec.partition(":")
     if kind == "scripted" and not arg:
-        faults = faults_for_task(load_faults(faults_path), task.id) if faults_path is not None else {}
+        faults = faults_for_task(load_faults(faults_path, line=fault_line), task.id) if faults_path is not None else {}
         if faults_path is not None and not faults:
             logger.warning("%s holds no fault for task %s; the episode runs clean", faults_path, task.id)
         return ScriptedWorker.for_task(task, kernel, faults)
@@ -180,7 +187,9 @@ def run_episode(args: argparse.Namespace) -> int:
     with sandbox:
         kernel = sandbox.new_kernel(public_dir=task.public_dir)
         try:
-            worker = build_worker(args.worker, kernel, task, args.faults)
+            if args.fault_line is not None and args.faults is None:
+                raise RunError("--fault-line picks a line of --faults FILE; pass --faults too.")
+            worker = build_worker(args.worker, kernel, task, args.faults, args.fault_line)
         except (FaultFileError, ValueError) as exc:
             raise RunError(f"--worker/--faults: {exc}") from exc
         simulated = bool(getattr(worker, "simulated", False))

@@ -20,6 +20,7 @@ Errors name the argument path (``arguments.relations[0].type``) and what was exp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -321,8 +322,12 @@ ACTION_NAMES: tuple[str, ...] = tuple(ACTIONS)
 
 def tool_schemas() -> list[dict[str, Any]]:
     """The function-tool list given to the model: ``[{"type": "function", "function": {name, description,
-    parameters}}]``, one per action, in declaration order (control actions first)."""
-    return [spec.tool() for spec in ACTION_SPECS]
+    parameters}}]``, one per action, in declaration order (control actions first).
+
+    Every dict's keys are sorted: a dataset's ``tools`` column (``datasets.Json`` sorts keys when it stores them)
+    then reads back equal to this list, so the tools block the SFT trainer renders is token for token the one the
+    model sees at inference."""
+    return [json.loads(json.dumps(spec.tool(), sort_keys=True)) for spec in ACTION_SPECS]
 
 
 def get_spec(name: str) -> ActionSpec:

@@ -89,7 +89,8 @@ def infer_corrupted_variables(reference_code: str, faulty_code: str) -> tuple[st
     return tuple(sorted(names))
 
 
-def _fault_from_row(row: Any, where: str) -> Fault:
+def fault_from_row(row: Any, where: str) -> Fault:
+    """One validated :class:`Fault` from a decoded line; ``where`` (``file:line``) prefixes any error."""
     if not isinstance(row, dict):
         raise FaultFileError(
             f"{where}: expected a JSON object with keys {list(REQUIRED_KEYS)}, got {type(row).__name__}."
@@ -112,21 +113,34 @@ def _fault_from_row(row: Any, where: str) -> Fault:
     return Fault(*(str(row[k]) for k in REQUIRED_KEYS), variables=tuple(variables))
 
 
-def load_faults(path: str | Path) -> dict[tuple[str, str], Fault]:
-    """Read ``faults.jsonl`` into ``{(task_id, turn_id): Fault}``; one fault per turn (a duplicate is an error)."""
+def read_faults(path: str | Path) -> list[Fault]:
+    """Every fault line of ``path`` in order (several per turn allowed: a synthesis run writes one line per
+    counterfactual). A bad line raises :class:`FaultFileError` naming the file, the line and the field."""
     path = Path(path)
     if not path.is_file():
         raise FaultFileError(f"{path}: no such faults file. Fix: pass a JSON-lines file (one fault per line).")
-    faults: dict[tuple[str, str], Fault] = {}
-    for where, row in iter_jsonl(path, error=FaultFileError):
-        fault = _fault_from_row(row, where)
-        if fault.key in faults:
+    return [fault_from_row(row, where) for where, row in iter_jsonl(path, error=FaultFileError)]
+
+
+def load_faults(path: str | Path, *, line: int | None = None) -> dict[tuple[str, str], Fault]:
+    """The faults of ONE episode set: ``{(task_id, turn_id): Fault}``, one fault per turn (a duplicate is an error).
+
+    ``line`` (1-based, counting fault lines) picks a single line of a file that holds several counterfactuals, such
+    as the ``faults.jsonl`` a synthesis run writes."""
+    faults = read_faults(path)
+    if line is not None:
+        if not 1 <= line <= len(faults):
+            raise FaultFileError(f"{path}: fault line {line} does not exist; the file holds {len(faults)} faults.")
+        faults = [faults[line - 1]]
+    chosen: dict[tuple[str, str], Fault] = {}
+    for number, fault in enumerate(faults, start=1):
+        if fault.key in chosen:
             raise FaultFileError(
-                f"{where}: a second fault for task {fault.task_id!r} turn {fault.turn_id!r}. "
-                "Fix: keep one fault per turn (write several files to compare faults)."
+                f"{path}: fault {number} is a second fault for task {fault.task_id!r} turn {fault.turn_id!r}. "
+                "Fix: keep one fault per turn, or replay one line of the file (stateguard run --fault-line N)."
             )
-        faults[fault.key] = fault
-    return faults
+        chosen[fault.key] = fault
+    return chosen
 
 
 def write_faults(path: str | Path, faults: Iterable[Fault]) -> None:

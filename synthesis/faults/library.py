@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.worker.faults import Fault, FaultFileError, _fault_from_row
+from harness.worker.faults import Fault, FaultFileError, fault_from_row
 from synthesis.faults.code import code_writes, dependent_writes
 from synthesis.faults.model import AstFaultType, Edit, FaultType, InjectedFault, build_fault, turn_index
 from synthesis.faults.rows import ROW_PROPOSALS
@@ -110,13 +110,13 @@ def faults_from_file(path: str | Path, tasks: Mapping[str, TaskSpec]) -> tuple[l
         raise FaultFileError(f"{path}: no such faults file. Fix: pass a JSON-lines file (one fault per line).")
     faults: list[InjectedFault] = []
     skipped: list[str] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()  # (task, turn, code): several faults per turn are fine
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
         try:
-            fault = _fault_from_row(json.loads(line), where)
+            fault = fault_from_row(json.loads(line), where)
         except json.JSONDecodeError as exc:
             skipped.append(f"{where}: not JSON ({exc.msg} at column {exc.colno}); skipped")
             continue
@@ -137,15 +137,17 @@ def faults_from_file(path: str | Path, tasks: Mapping[str, TaskSpec]) -> tuple[l
                 f"(turns: {', '.join(turn_ids)}); skipped"
             )
             continue
-        if fault.key in seen:
-            skipped.append(f"{where}: a second fault for task {fault.task_id!r} turn {fault.turn_id!r}; skipped")
+        if (*fault.key, fault.code) in seen:
+            skipped.append(
+                f"{where}: repeats an earlier fault of task {fault.task_id!r} turn {fault.turn_id!r}; skipped"
+            )
             continue
         try:
             faults.append(replayed_fault(fault, task))
         except (ValueError, SyntaxError) as exc:
             skipped.append(f"{where}: task {fault.task_id!r} turn {fault.turn_id!r}: {exc}; skipped")
             continue
-        seen.add(fault.key)
+        seen.add((*fault.key, fault.code))
     for reason in skipped:
         logger.warning("faults file: %s", reason)
     return faults, skipped

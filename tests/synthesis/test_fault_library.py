@@ -339,7 +339,7 @@ def test_faults_from_file_replays_good_lines_and_names_the_bad_ones(tmp_path, sa
     assert ":4: task 'nope' (turn '1') is not among" in skipped[1]
     assert f":5: task '{spec.task_id}' has no turn '99' (turns: 1, 2, 3, 4, 5, 6, 7)" in skipped[2]
     assert ":6:" in skipped[3] and "missing field 'code'" in skipped[3]
-    assert ":7: a second fault" in skipped[4]
+    assert ":7: repeats an earlier fault" in skipped[4]
     replay_verdicts = verify_faults(replayed, spec, sandbox.new_kernel)
     assert [v.ok for v in replay_verdicts] == [True, True], [v.reasons for v in replay_verdicts]
     assert [f.evidence_tool for f in replayed] == [f.evidence_tool for f in good]

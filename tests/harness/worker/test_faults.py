@@ -3,7 +3,7 @@ import json
 import pytest
 
 from harness.worker import Fault, FaultFileError, infer_corrupted_variables, load_faults
-from harness.worker.faults import faults_for_task, write_faults
+from harness.worker.faults import faults_for_task, read_faults, write_faults
 
 LOAD = "import pandas as pd\nsales = pd.read_csv('x.csv')\n"
 REFERENCE = LOAD + "sales['revenue'] = sales['q'] * sales['p']\nresult = 1\n"
@@ -40,7 +40,10 @@ def test_round_trip_through_jsonl(tmp_path):
         ('{"task_id": "a", "turn_id": "1", "fault_type": "x", "code": "", "why": 1}', r"unknown field 'why'"),
         ('{"task_id": 3, "turn_id": "1", "fault_type": "x", "code": ""}', r"field 'task_id' must be a string"),
         ('{"task_id": "a", "turn_id": "1", "fault_type": "x", "code": "", "variables": "v"}', r"'variables' must"),
-        ('{"task_id": "a", "turn_id": 1, "fault_type": "x", "code": "y"}', r"f.jsonl:2: a second fault"),
+        (
+            '{"task_id": "a", "turn_id": 1, "fault_type": "x", "code": "y"}',
+            r"f.jsonl: fault 2 is a second fault for task 'a' turn '1'.*--fault-line N",
+        ),
     ],
 )
 def test_bad_lines_name_the_file_line_and_field(tmp_path, line, message):
@@ -53,3 +56,13 @@ def test_bad_lines_name_the_file_line_and_field(tmp_path, line, message):
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(FaultFileError, match="no such faults file"):
         load_faults(tmp_path / "missing.jsonl")
+
+
+def test_read_faults_keeps_every_line_and_load_faults_can_pick_one(tmp_path):
+    rows = [{"task_id": "a", "turn_id": "1", "fault_type": t, "code": c} for t, c in (("x", "p = 1"), ("y", "p = 2"))]
+    path = tmp_path / "f.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [f.fault_type for f in read_faults(path)] == ["x", "y"]
+    assert load_faults(path, line=2)[("a", "1")].code == "p = 2"
+    with pytest.raises(FaultFileError, match="fault line 3 does not exist; the file holds 2 faults"):
+        load_faults(path, line=3)

@@ -1,0 +1,21 @@
+"""Counterfactual synthesis of the manager's SFT data (thin wrapper of ``stateguard synthesize``).
+
+python scripts/synthesize.py --config configs/synthesis/default.yaml --out runs/synth
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from synthesis.cli import add_arguments, main  # noqa: E402
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    sys.exit(main(parser.parse_args()))

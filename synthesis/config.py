@@ -1,0 +1,148 @@
+"""``SynthesisConfig``: what ``stateguard synthesize`` builds (YAML keys = field names; configs/synthesis/*.yaml)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from synthesis.samples import KINDS, LABELS
+
+
+def _domain_names() -> list[str]:
+    from synthesis.domains import DOMAINS
+
+    return sorted(DOMAINS)
+
+
+def _fault_type_names() -> list[str]:
+    from synthesis.faults import FAULT_TYPES
+
+    return sorted(FAULT_TYPES)
+
+
+@dataclass
+class SynthesisConfig:
+    domains: list[str] = field(
+        default_factory=_domain_names, metadata={"help": "Built-in domains to generate tasks in (synthesis.domains)."}
+    )
+    tasks_per_domain: int = field(default=2, metadata={"help": "Generated tasks per domain (0: none)."})
+    n_turns: list[int] = field(
+        default_factory=lambda: [6, 10],
+        metadata={"help": "[min, max] turns of a generated task (6..30); each task draws one from its seed."},
+    )
+    seed: int = field(default=0, metadata={"help": "Base seed: task seeds, turn counts and fault sampling."})
+    task_dirs: list[str] = field(
+        default_factory=list, metadata={"help": "Imported multi_turn task folders (run like generated ones)."}
+    )
+    tables: list[str] = field(
+        default_factory=list,
+        metadata={"help": "CSV files (e.g. DABench tables) to build generated question chains over."},
+    )
+    table_turns: int = field(default=6, metadata={"help": "Turns of a question chain over one table (6..30)."})
+    fault_types: list[str] | None = field(
+        default=None, metadata={"help": "Fault types to inject (synthesis.faults.FAULT_TYPES); null: all."}
+    )
+    generate_faults: bool = field(default=True, metadata={"help": "Generate faults with the fault library."})
+    faults_files: list[str] = field(
+        default_factory=list, metadata={"help": "faults.jsonl files (the shared format) to replay as well."}
+    )
+    max_faults_per_task: int | None = field(
+        default=None,
+        metadata={"help": "Keep at most this many generated faults per task, spread over fault types (null: all)."},
+    )
+    kinds: list[str] = field(
+        default_factory=lambda: ["atomic", "full"], metadata={"help": f"Sample kinds to build: {list(KINDS)}."}
+    )
+    faulted_atomic_labels: list[str] = field(
+        default_factory=lambda: ["repair", "post_repair", "benign"],
+        metadata={
+            "help": "Labels of the atomic samples taken from faulted runs (their clean activations repeat the clean "
+            f"run's); any of {list(LABELS)}."
+        },
+    )
+    max_tokens: int = field(
+        default=40960,
+        metadata={"help": "Context budget: drop samples whose chat-template rendering has more Qwen3 tokens."},
+    )
+    count_tokens: bool = field(
+        default=True, metadata={"help": "Count tokens with the real Qwen3 tokenizer (false: no length filter)."}
+    )
+    validation_fraction: float = field(
+        default=0.1, metadata={"help": "Fraction of TASKS (never samples) in the validation split."}
+    )
+    workers: int | None = field(default=None, metadata={"help": "Worker processes (null: the number of cores)."})
+    isolation: str | None = field(
+        default=None, metadata={"help": "Sandbox isolation: bwrap | none; null: bwrap when usable, else none."}
+    )
+    teacher_url: str | None = field(
+        default=None,
+        metadata={"help": "Optional OpenAI-compatible API root that paraphrases the natural-language fields."},
+    )
+
+    def __post_init__(self) -> None:
+        valid_domains = _domain_names()
+        unknown = [d for d in self.domains if d not in valid_domains]
+        if unknown:
+            raise ValueError(f"domains: unknown domain(s) {unknown}; valid domains: {valid_domains}.")
+        if self.fault_types is not None:
+            valid_types = _fault_type_names()
+            unknown = [t for t in self.fault_types if t not in valid_types]
+            if unknown:
+                raise ValueError(f"fault_types: unknown fault type(s) {unknown}; valid fault types: {valid_types}.")
+        if len(self.n_turns) != 2 or not 6 <= self.n_turns[0] <= self.n_turns[1] <= 30:
+            raise ValueError(f"n_turns={self.n_turns}: give [min, max] with 6 <= min <= max <= 30, e.g. [6, 10].")
+        if not 6 <= self.table_turns <= 30:
+            raise ValueError(f"table_turns={self.table_turns}: a chain has 6..30 turns; use e.g. 6.")
+        if self.tasks_per_domain < 0:
+            raise ValueError(f"tasks_per_domain={self.tasks_per_domain} is negative; use 0 or more.")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(
+                f"validation_fraction={self.validation_fraction}: use a fraction in [0, 1) of the tasks, e.g. 0.1."
+            )
+        bad_kinds = [k for k in self.kinds if k not in KINDS]
+        if bad_kinds or not self.kinds:
+            raise ValueError(f"kinds={self.kinds}: use a non-empty subset of {list(KINDS)}.")
+        bad_labels = [label for label in self.faulted_atomic_labels if label not in LABELS]
+        if bad_labels:
+            raise ValueError(f"faulted_atomic_labels: unknown label(s) {bad_labels}; valid labels: {list(LABELS)}.")
+        if self.max_tokens < 256:
+            raise ValueError(f"max_tokens={self.max_tokens} is too small for any sample; use e.g. 40960.")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers={self.workers}: use 1 or more, or null for the number of cores.")
+        if self.max_faults_per_task is not None and self.max_faults_per_task < 0:
+            raise ValueError(f"max_faults_per_task={self.max_faults_per_task} is negative; use 0+, or null for all.")
+        if self.isolation not in (None, "bwrap", "none"):
+            raise ValueError(f"isolation={self.isolation!r}: use 'bwrap', 'none' or null (auto).")
+        if self.teacher_url is not None and not self.teacher_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"teacher_url={self.teacher_url!r}: give an http(s) API root like http://localhost:8000/v1."
+            )
+
+    @property
+    def n_workers(self) -> int:
+        return self.workers or os.cpu_count() or 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> SynthesisConfig:
+        """Load ``path`` (keys = field names; unknown keys are an error naming them), then apply ``overrides``."""
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(
+                f"{path}: no such synthesis config; pass a YAML file such as configs/synthesis/smoke.yaml."
+            )
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping of field names to values, got {type(data).__name__}.")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"{path}: unknown key(s) {unknown}; valid keys: {sorted(names)}.")
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**data)

@@ -1,0 +1,224 @@
+"""Export the shards of a synthesis run (issue 4 §4): dataset, card, stats, replayable episodes, faults.
+
+Written under ``OUT/``:
+
+- ``dataset/``: a :class:`datasets.DatasetDict` (``train`` / ``validation``) saved with ``save_to_disk``. The split is
+  BY TASK (a task's samples all land in one split): tasks are ordered by ``sha256(seed|task_id)`` and the first
+  ``validation_fraction`` of them (at least one when the fraction is > 0 and there are two or more tasks) form
+  ``validation``. Columns: ``messages`` (``[{role, content}]``), ``tools`` (the function schemas, stored with the
+  ``datasets.Json`` feature so each row reads back as exactly :func:`harness.manager.actions.tool_schemas` — a plain
+  struct column would merge the schemas' keys and add nulls), ``kind``, ``label``, ``turn_id``, ``task_id``,
+  ``domain``, ``fault_type``, ``fault_id``, ``source``, ``n_tokens`` (Qwen3 chat-template tokens; 0 when not counted)
+  and ``content_hash``. Samples are deduplicated across tasks by ``content_hash`` (first in task order wins).
+- ``README.md`` (dataset card: counts by domain, fault type, relation, kind, label; the token-length histogram as text
+  and as ``token_lengths.png``), ``stats.json``;
+- ``episodes/clean.jsonl``, ``episodes/faulty.jsonl`` (the unmanaged faulted continuation), ``episodes/gold.jsonl``
+  (the gold-repaired branch): EpisodeRecords linked by ``task_id`` and ``config.fault_id``; ``tasks/<task_id>/``
+  holds the task folders they replay on;
+- ``faults.jsonl``: the kept faults in the shared format (:mod:`harness.worker.faults`).
+
+Deterministic: no timestamps or random ids; every duration is zeroed (see :mod:`synthesis.runs`); the dataset's
+fingerprint is the hash of its rows.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from synthesis.config import SynthesisConfig
+
+COLUMNS = ("kind", "label", "turn_id", "task_id", "domain", "fault_type", "fault_id", "source", "content_hash")
+HISTOGRAM_BINS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+
+
+def read_shards(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    shards = [json.loads(gzip.decompress(Path(p).read_bytes())) for p in paths]
+    return sorted(shards, key=lambda s: s["index"])
+
+
+def split_tasks(task_ids: Sequence[str], fraction: float, seed: int) -> set[str]:
+    """The validation task ids (see the module docstring)."""
+    if fraction <= 0 or len(task_ids) < 2:
+        return set()
+    ordered = sorted(task_ids, key=lambda t: hashlib.sha256(f"{seed}|{t}".encode()).hexdigest())
+    n = min(max(1, round(fraction * len(ordered))), len(ordered) - 1)
+    return set(ordered[:n])
+
+
+def _features() -> Any:
+    from datasets import Features, Json, List, Value
+
+    return Features(
+        {
+            "messages": List({"role": Value("string"), "content": Value("string")}),
+            "tools": Json(),
+            **{name: Value("string") for name in COLUMNS},
+            "n_tokens": Value("int64"),
+        }
+    )
+
+
+def _dataset(rows: list[dict[str, Any]]) -> Any:
+    from datasets import Dataset
+
+    features = _features()
+    if rows:
+        table = Dataset.from_list(rows, features=features)
+    else:  # from_list([]) drops the schema; an empty split keeps its columns
+        table = Dataset.from_dict({name: [] for name in features}, features=features)
+    digest = hashlib.sha256("\n".join(r["content_hash"] for r in rows).encode()).hexdigest()[:16]
+    return Dataset(table.data, info=table.info, fingerprint=digest)
+
+
+def histogram(lengths: Sequence[int]) -> list[tuple[str, int]]:
+    """Counts of token lengths per bin ``(<= 512, <= 1024, ...)``."""
+    bins: list[tuple[str, int]] = []
+    low = 0
+    for high in HISTOGRAM_BINS:
+        bins.append((f"{low + 1}-{high}", sum(low < n <= high for n in lengths)))
+        low = high
+    bins.append((f">{low}", sum(n > low for n in lengths)))
+    return bins
+
+
+def _text_histogram(lengths: Sequence[int]) -> str:
+    bins = [(label, n) for label, n in histogram(lengths) if n]
+    top = max((n for _, n in bins), default=1)
+    return "\n".join(f"{label:>13} | {'#' * max(1, round(40 * n / top)):<40} {n}" for label, n in bins)
+
+
+def _table(title: str, counts: dict[str, int]) -> str:
+    rows = "\n".join(f"| {k} | {v} |" for k, v in sorted(counts.items()))
+    return f"### {title}\n\n| value | count |\n|---|---|\n{rows}\n"
+
+
+def _count(items: Sequence[Any]) -> dict[str, int]:
+    return dict(sorted(Counter(str(i) for i in items).items()))
+
+
+def export(out: Path, shard_paths: Sequence[Path], config: SynthesisConfig, skipped: Sequence[str]) -> dict[str, Any]:
+    """Write every output of ``out`` from its shards; returns the stats (also written to ``stats.json``)."""
+    from datasets import DatasetDict
+    from datasets.utils.logging import disable_progress_bar
+
+    disable_progress_bar()  # the pipeline has its own progress bar
+    shards = read_shards(shard_paths)
+    good = [s for s in shards if s["error"] is None]
+    errors = [s["error"] for s in shards if s["error"] is not None]
+    validation = split_tasks([s["task_id"] for s in good], config.validation_fraction, config.seed)
+    seen: set[str] = set()
+    rows: dict[str, list[dict[str, Any]]] = {"train": [], "validation": []}
+    drops = Counter()
+    for shard in good:
+        drops.update(shard["sample_drops"])
+        for sample in shard["samples"]:
+            if sample["content_hash"] in seen:
+                drops["duplicate"] += 1
+                continue
+            seen.add(sample["content_hash"])
+            split = "validation" if shard["task_id"] in validation else "train"
+            rows[split].append({k: sample[k] for k in ("messages", "tools", "n_tokens", *COLUMNS)})
+    dataset = DatasetDict({name: _dataset(split_rows) for name, split_rows in rows.items()})
+    dataset.save_to_disk(str(out / "dataset"))
+
+    episodes = out / "episodes"
+    episodes.mkdir(parents=True, exist_ok=True)
+    for branch in ("clean", "faulty", "gold"):
+        lines = [line for s in good for line in s["episodes"][branch]]
+        (episodes / f"{branch}.jsonl").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    outcomes = [{**o, "task_id": s["task_id"], "domain": s["task"]["domain"]} for s in good for o in s["outcomes"]]
+    kept = [o for o in outcomes if o["kept"]]
+    (out / "faults.jsonl").write_text(
+        "".join(json.dumps(o["fault"], ensure_ascii=False) + "\n" for o in kept), encoding="utf-8"
+    )
+    samples = [r for split in rows.values() for r in split]
+    trajectories = len(good) + len(kept)
+    stats = {
+        "trajectories": trajectories,
+        "tasks": {"ok": len(good), "failed": len(errors), "validation": sorted(validation)},
+        "trajectories_by_fault_type": _count(["none"] * len(good) + [o["fault_type"] for o in kept]),
+        "trajectories_by_domain": _count([s["task"]["domain"] for s in good] + [o["domain"] for o in kept]),
+        "faults": {
+            "candidates": len(outcomes),
+            "by_outcome": _count(["kept" if o["kept"] else f"dropped: {o['reason']}" for o in outcomes]),
+            "kept_by_type": _count([o["fault_type"] for o in kept]),
+            "kept_by_relation": _count([o["relation"] for o in kept]),
+            "dropped_by_type_and_reason": _count(
+                [f"{o['fault_type']}: {o['reason']}" for o in outcomes if not o["kept"]]
+            ),
+        },
+        "turn_relations": _count([r for s in good for r in s["task"]["relations"]]),
+        "samples": {
+            "total": len(samples),
+            "train": len(rows["train"]),
+            "validation": len(rows["validation"]),
+            "by_kind": _count([r["kind"] for r in samples]),
+            "by_label": _count([r["label"] for r in samples]),
+            "by_domain": _count([r["domain"] for r in samples]),
+            "by_fault_type": _count([r["fault_type"] for r in samples]),
+            "dropped": dict(sorted(drops.items())),
+            "token_histogram": [list(pair) for pair in histogram([r["n_tokens"] for r in samples])],
+            "max_tokens": max((r["n_tokens"] for r in samples), default=0),
+        },
+        "errors": errors,
+        "skipped_inputs": list(skipped),
+        "config": {k: v for k, v in config.to_dict().items() if k != "workers"},
+    }
+    (out / "stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    plot_token_lengths([r["n_tokens"] for r in samples], out / "token_lengths.png")
+    (out / "README.md").write_text(_card(stats, samples), encoding="utf-8")
+    return stats
+
+
+def plot_token_lengths(lengths: Sequence[int], path: Path) -> None:
+    """A bar chart of the token-length histogram (deterministic PNG: no timestamp metadata)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bins = histogram(lengths)
+    fig, ax = plt.subplots(figsize=(7, 3.2), dpi=100)
+    ax.bar(range(len(bins)), [n for _, n in bins], color="#4c72b0")
+    ax.set_xticks(range(len(bins)), [label for label, _ in bins], rotation=30, ha="right", fontsize=8)
+    ax.set_xlabel("Qwen3 tokens per sample (chat template with tools)")
+    ax.set_ylabel("samples")
+    ax.set_title(f"Token lengths of {len(lengths)} samples")
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _card(stats: dict[str, Any], samples: list[dict[str, Any]]) -> str:
+    s = stats["samples"]
+    parts = [
+        "# StateGuard manager SFT data (counterfactual synthesis)\n",
+        "Gold state-manager decisions over scripted (SIMULATED) worker runs with injected faults, in TRL's "
+        "conversational format (`messages` + `tools`). Built by `stateguard synthesize`; see stats.json.\n",
+        f"- trajectories (gold-managed episodes, clean or faulted): {stats['trajectories']}",
+        f"- tasks: {stats['tasks']['ok']} ({len(stats['tasks']['validation'])} in validation; split by task)",
+        f"- samples: {s['total']} (train {s['train']}, validation {s['validation']})",
+        f"- samples dropped: {s['dropped'] or 'none'}\n",
+        _table("Trajectories by domain", stats["trajectories_by_domain"]),
+        _table("Trajectories by fault type", stats["trajectories_by_fault_type"]),
+        _table("Kept faults by turn relation", stats["faults"]["kept_by_relation"]),
+        _table("Turn relations in the tasks", stats["turn_relations"]),
+        _table("Samples by kind", s["by_kind"]),
+        _table("Samples by label", s["by_label"]),
+        _table("Samples by domain", s["by_domain"]),
+        _table("Fault outcomes", stats["faults"]["by_outcome"]),
+        "### Token lengths (Qwen3 chat template with tools)\n",
+        "![token lengths](token_lengths.png)\n",
+        "```\n" + (_text_histogram([r["n_tokens"] for r in samples]) or "(no samples)") + "\n```\n",
+        "Files: `dataset/` (load with `datasets.load_from_disk`), `episodes/{clean,faulty,gold}.jsonl` "
+        "(EpisodeRecords linked by `task_id` and `config.fault_id`), `tasks/` (their task folders), `faults.jsonl` "
+        "(kept faults, shared format). Durations in the episodes are zeroed for byte-identical outputs.\n",
+    ]
+    return "\n".join(parts)

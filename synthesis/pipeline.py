@@ -1,0 +1,384 @@
+"""The ``synthesize`` pipeline: tasks -> faults -> counterfactual runs -> samples, in resumable shards, then export.
+
+:func:`synthesize` (config, out):
+
+1. **plan** (:func:`plan_jobs`, main process): the generated tasks (each domain x ``tasks_per_domain`` seeds, the turn
+   count drawn from ``n_turns`` by the seed), the imported task folders and the chains over ``tables``; the faults
+   read from ``faults_files`` are attached to their tasks (bad lines are skipped and reported). One job per task.
+2. **run** (:func:`run_job`, ``workers`` processes, one :class:`~harness.sandbox.Sandbox` and one tokenizer each):
+   write the task folder under ``OUT/tasks/`` (running its reference code), generate its faults, play the clean run
+   and each fault's two runs (:mod:`synthesis.runs`), build and filter the samples (:mod:`synthesis.samples`) and
+   write everything as ONE shard ``OUT/shards/<task_id>.json`` atomically (temp file + rename). A task that fails
+   (its reference code raises, say) writes a shard with its ``error``: reported, and the run goes on.
+3. **export** (:func:`synthesis.export.export`): reads all shards in task order, dedupes samples across tasks and
+   writes the dataset, card, stats, episodes and ``faults.jsonl``.
+
+Resume: a re-run with the same config skips tasks whose shard exists, so a killed run continues where it stopped and
+ends with byte-identical outputs (``OUT/shards/config.json`` holds the config; another config in the same folder is an
+error naming the fix). Progress: a tqdm bar with trajectories/s; at the end a summary table.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import random
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.tasks import load_task
+from synthesis.config import SynthesisConfig
+
+logger = logging.getLogger(__name__)
+
+SHARDS = "shards"
+
+
+@dataclass
+class Job:
+    """One task to synthesize: where it comes from and the faults read for it from files."""
+
+    index: int
+    task_id: str
+    source: str  # generated | folder | table
+    params: dict[str, Any]
+    file_faults: list[Any] = field(default_factory=list)
+
+
+def _seeded_turns(seed: int, lo: int, hi: int) -> int:
+    return random.Random(seed).randint(lo, hi)
+
+
+def _spec_of(job: Job) -> Any:
+    """The TaskSpec of a job."""
+    from synthesis.domains import generate_chain_over_table, generate_task
+    from synthesis.faults import task_spec_from_folder
+
+    if job.source == "generated":
+        return generate_task(job.params["domain"], job.params["seed"], job.params["n_turns"])
+    if job.source == "table":
+        return generate_chain_over_table(job.params["path"], job.params["seed"], job.params["n_turns"])
+    return task_spec_from_folder(job.params["path"])
+
+
+def plan_jobs(config: SynthesisConfig) -> tuple[list[Job], list[str]]:
+    """The jobs of ``config`` in a fixed order, and the skipped inputs with their reasons."""
+    from synthesis.faults import faults_from_file
+
+    jobs: list[Job] = []
+    skipped: list[str] = []
+    specs: dict[str, Any] = {}
+    lo, hi = config.n_turns
+    for domain in config.domains:
+        for k in range(config.tasks_per_domain):
+            seed = config.seed + k
+            params = {"domain": domain, "seed": seed, "n_turns": _seeded_turns(seed * 7919 + len(domain), lo, hi)}
+            jobs.append(Job(len(jobs), "", "generated", params))
+    for path in config.task_dirs:
+        jobs.append(Job(len(jobs), "", "folder", {"path": str(path)}))
+    for k, path in enumerate(config.tables):
+        jobs.append(
+            Job(len(jobs), "", "table", {"path": str(path), "seed": config.seed + k, "n_turns": config.table_turns})
+        )
+    planned = []
+    for job in jobs:
+        try:
+            spec = _spec_of(job)
+        except Exception as exc:  # a bad folder or table is reported; the others go on
+            skipped.append(f"task source {job.source} {job.params}: {type(exc).__name__}: {exc}; skipped")
+            continue
+        if spec.task_id in specs:
+            skipped.append(f"task {spec.task_id} ({job.source} {job.params}) is listed twice; the second is skipped")
+            continue
+        job.task_id = spec.task_id
+        specs[spec.task_id] = spec
+        planned.append(job)
+    by_task: dict[str, Job] = {job.task_id: job for job in planned}
+    for path in config.faults_files:
+        try:
+            faults, bad = faults_from_file(path, specs)
+        except ValueError as exc:
+            skipped.append(f"faults file {path}: {exc}")
+            continue
+        skipped += bad
+        for fault in faults:
+            by_task[fault.task_id].file_faults.append(fault)
+    for index, job in enumerate(planned):
+        job.index = index
+    return planned, skipped
+
+
+# ---------------------------------------------------------------- worker side
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(config: SynthesisConfig) -> None:
+    """Per process: one sandbox, the tokenizer (when counting tokens) and the teacher (when configured)."""
+    from synthesis.gold import Teacher
+
+    _WORKER["sandbox"] = open_sandbox(config.isolation)
+    _WORKER["count"] = None
+    if config.count_tokens:
+        from synthesis.samples import token_counter
+        from training.tokenizer import build_qwen3_tokenizer
+
+        _WORKER["count"] = token_counter(build_qwen3_tokenizer())
+    _WORKER["teacher"] = None
+    if config.teacher_url:
+        from harness.llm import OpenAIChatBackend
+
+        _WORKER["teacher"] = Teacher(OpenAIChatBackend(config.teacher_url))
+
+
+MAX_CHECKPOINTS = 128
+"""Kernel checkpoints a synthesis kernel may hold (the clean runs' snapshots before every faulted turn)."""
+
+
+def open_sandbox(isolation: str | None) -> Any:
+    """The worker's sandbox: ``isolation`` if given, else bwrap when usable, else 'none' (logged)."""
+    from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
+
+    if isolation is not None:
+        return Sandbox(SandboxConfig(isolation=isolation, max_checkpoints=MAX_CHECKPOINTS))
+    try:
+        return Sandbox(SandboxConfig(isolation="bwrap", max_checkpoints=MAX_CHECKPOINTS))
+    except SandboxUnavailableError as exc:
+        logger.warning("bwrap is unusable (%s); synthesis runs with isolation none", exc)
+        return Sandbox(SandboxConfig(isolation="none", max_checkpoints=MAX_CHECKPOINTS))
+
+
+def _close_worker() -> None:
+    sandbox = _WORKER.pop("sandbox", None)
+    if sandbox is not None:
+        sandbox.close()
+
+
+def select_faults(faults: list[Any], limit: int | None, rng: random.Random) -> list[Any]:
+    """At most ``limit`` faults, round-robin over fault types (each type's order shuffled by ``rng``)."""
+    if limit is None or len(faults) <= limit:
+        return list(faults)
+    by_type: dict[str, list[Any]] = {}
+    for fault in faults:
+        by_type.setdefault(fault.fault_type, []).append(fault)
+    for group in by_type.values():
+        rng.shuffle(group)
+    types = sorted(by_type)
+    rng.shuffle(types)
+    chosen: list[Any] = []
+    while len(chosen) < limit:
+        for name in types:
+            if by_type[name] and len(chosen) < limit:
+                chosen.append(by_type[name].pop(0))
+    return chosen
+
+
+def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
+    """Synthesize one task; returns the shard (also written to ``out/shards``). Never raises for a bad task."""
+    from synthesis.domains import write_task_folder
+    from synthesis.faults import candidate_faults
+    from synthesis.runs import fault_id, run_task
+    from synthesis.samples import build_samples, filter_samples
+
+    shard: dict[str, Any] = {"index": job.index, "task_id": job.task_id, "source": job.source, "error": None}
+    try:
+        spec = _spec_of(job)
+        folder = write_task_folder(spec, out / "tasks" / job.task_id, _WORKER["sandbox"])
+        task = load_task(folder)
+        references = {t: r.answer for t, r in task.load_answers().items()}  # type: ignore[union-attr]
+        rng = random.Random(f"{config.seed}|{job.task_id}")
+        faults: list[Any] = []
+        if config.generate_faults:
+            faults = candidate_faults(spec, rng, config.fault_types, answers=references)
+            faults = select_faults(faults, config.max_faults_per_task, rng)
+        taken = {(f.turn_id, f.fault_type, f.code) for f in faults}
+        faults += [f for f in job.file_faults if (f.turn_id, f.fault_type, f.code) not in taken]
+        runs = run_task(task, faults, _WORKER["sandbox"], teacher=_WORKER["teacher"])
+    except Exception as exc:  # a task that cannot be synthesized is reported; the run goes on
+        shard["error"] = f"task {job.task_id} ({job.source} {job.params}): {type(exc).__name__}: {exc}"
+        logger.warning("%s", shard["error"])
+        return _write_shard(out, shard)
+    if runs.clean is None:
+        shard["error"] = f"task {job.task_id}: {runs.reason}"
+        return _write_shard(out, shard)
+    base = {"task_id": task.id, "domain": spec.domain, "relations": [t.relation for t in task.turns]}
+    samples: list[dict[str, Any]] = []
+    meta = {"task_id": task.id, "domain": spec.domain, "fault_type": "none", "fault_id": "", "source": job.source}
+    samples += build_samples(runs.clean.log, meta, fault_turn=None, benign=False, kinds=config.kinds)
+    outcomes = []
+    episodes = {"clean": [runs.clean.record.to_json()], "faulty": [], "gold": []}
+    for outcome in runs.outcomes:
+        fid = fault_id(outcome.fault)
+        outcomes.append(
+            {
+                "fault_id": fid,
+                "fault_type": outcome.fault.fault_type,
+                "turn_id": outcome.fault.turn_id,
+                "benign": outcome.fault.benign,
+                "relation": next(t.relation for t in task.turns if t.turn_id == outcome.fault.turn_id),
+                "kept": outcome.kept,
+                "reason": outcome.reason,
+                "fault": outcome.fault.to_fault().to_dict(),
+            }
+        )
+        if not outcome.kept:
+            continue
+        assert outcome.gold is not None and outcome.faulty is not None
+        episodes["faulty"].append(outcome.faulty.record.to_json())
+        episodes["gold"].append(outcome.gold.record.to_json())
+        meta = {**meta, "fault_type": outcome.fault.fault_type, "fault_id": fid}
+        samples += build_samples(
+            outcome.gold.log,
+            meta,
+            fault_turn=outcome.fault.turn_id,
+            benign=outcome.fault.benign,
+            kinds=config.kinds,
+            atomic_labels=config.faulted_atomic_labels,
+        )
+    kept, dropped = filter_samples(samples, _WORKER["count"], config.max_tokens)
+    shard.update(task=base, outcomes=outcomes, samples=kept, sample_drops=dict(dropped), episodes=episodes)
+    shard["trajectories"] = 1 + sum(o["kept"] for o in outcomes)
+    return _write_shard(out, shard)
+
+
+def shard_path(out: Path, task_id: str) -> Path:
+    return out / SHARDS / f"{task_id}.json.gz"
+
+
+def _write_shard(out: Path, shard: dict[str, Any]) -> dict[str, Any]:
+    """Write ``shard`` atomically: a temp file in the same folder, then ``os.replace``."""
+    path = shard_path(out, shard["task_id"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json.gz")
+    data = json.dumps(shard, ensure_ascii=False, sort_keys=True).encode()
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(gzip.compress(data, compresslevel=3, mtime=0))
+    os.replace(tmp, path)
+    return shard
+
+
+def _job_in_worker(args: tuple[Job, SynthesisConfig, Path]) -> dict[str, Any]:
+    job, config, out = args
+    shard = run_job(job, config, out)
+    return {"task_id": shard["task_id"], "trajectories": shard.get("trajectories", 0), "error": shard["error"]}
+
+
+# ---------------------------------------------------------------- driver
+def config_fingerprint(config: SynthesisConfig) -> str:
+    data = {k: v for k, v in config.to_dict().items() if k not in ("workers", "teacher_url")}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _check_resume(out: Path, config: SynthesisConfig) -> None:
+    marker = out / SHARDS / "config.json"
+    fingerprint = config_fingerprint(config)
+    if marker.is_file():
+        found = json.loads(marker.read_text(encoding="utf-8")).get("fingerprint")
+        if found != fingerprint:
+            raise ValueError(
+                f"{out} holds shards of another synthesis config (fingerprint {found}, this one {fingerprint}); "
+                "use another --out folder or delete that one to start over."
+            )
+        return
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"fingerprint": fingerprint, "config": config.to_dict()}, sort_keys=True, indent=1))
+
+
+@dataclass
+class SynthesisResult:
+    out: Path
+    trajectories: int
+    wall_s: float
+    stats: dict[str, Any]
+    skipped: list[str]
+
+
+def synthesize(
+    config: SynthesisConfig,
+    out: str | Path,
+    *,
+    max_jobs: int | None = None,
+    progress: bool = True,
+    on_shard: Callable[[dict[str, Any]], None] | None = None,
+) -> SynthesisResult:
+    """Run the pipeline into ``out`` (see the module docstring). ``max_jobs``: stop after that many new shards
+    (for tests of resume: the outputs are then exported from the shards written so far)."""
+    from tqdm import tqdm
+
+    from synthesis.export import export
+
+    out = Path(out)
+    start = time.perf_counter()
+    _check_resume(out, config)
+    jobs, skipped = plan_jobs(config)
+    for reason in skipped:
+        logger.warning("skipped: %s", reason)
+    todo = [job for job in jobs if not shard_path(out, job.task_id).is_file()]
+    if max_jobs is not None:
+        todo = todo[:max_jobs]
+    logger.info("%d tasks planned, %d already done, %d to run", len(jobs), len(jobs) - len(todo), len(todo))
+    bar = tqdm(total=len(todo), unit="task", disable=not progress, desc="synthesize")
+    done_trajectories = 0
+    args = [(job, config, out) for job in todo]
+    workers = min(config.n_workers, max(len(todo), 1))
+
+    def record(summary: dict[str, Any]) -> None:
+        nonlocal done_trajectories
+        done_trajectories += summary["trajectories"]
+        elapsed = max(time.perf_counter() - start, 1e-9)
+        bar.set_postfix(trajectories=done_trajectories, per_s=f"{done_trajectories / elapsed:.2f}")
+        bar.update(1)
+        if on_shard is not None:
+            on_shard(summary)
+
+    if workers <= 1:
+        _init_worker(config)
+        try:
+            for item in args:
+                record(_job_in_worker(item))
+        finally:
+            _close_worker()
+    else:
+        context = multiprocessing.get_context("fork")
+        with context.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
+            for summary in pool.imap_unordered(_job_in_worker, args):
+                record(summary)
+    bar.close()
+    done = [job for job in jobs if shard_path(out, job.task_id).is_file()]
+    stats = export(out, [shard_path(out, job.task_id) for job in done], config, skipped)
+    wall = time.perf_counter() - start
+    return SynthesisResult(out, stats["trajectories"], wall, stats, skipped)
+
+
+def summary_table(result: SynthesisResult) -> str:
+    """The closing summary: kept/dropped by reason, counts by fault type, domain and label, wall time."""
+    stats = result.stats
+    lines = [f"synthesis into {result.out}: {stats['trajectories']} trajectories in {result.wall_s:.1f} s"]
+
+    def block(title: str, counts: dict[str, int]) -> None:
+        lines.append(f"{title}:")
+        width = max((len(str(k)) for k in counts), default=0)
+        lines.extend(f"  {str(k):<{width}}  {v:>6}" for k, v in sorted(counts.items()))
+
+    block("faults kept/dropped", stats["faults"]["by_outcome"])
+    block("kept trajectories by fault type", stats["trajectories_by_fault_type"])
+    block("kept trajectories by domain", stats["trajectories_by_domain"])
+    block("samples by label", stats["samples"]["by_label"])
+    block("samples by kind", stats["samples"]["by_kind"])
+    block("samples dropped", stats["samples"]["dropped"] or {"(none)": 0})
+    if stats["errors"] or result.skipped:
+        lines.append(f"skipped inputs and failed tasks: {len(result.skipped) + len(stats['errors'])}")
+        lines.extend(f"  - {reason}" for reason in [*result.skipped, *stats["errors"]])
+    return "\n".join(lines)
+
+
+def count_by(rows: list[dict[str, Any]], key: str) -> dict[str, int]:
+    return dict(sorted(Counter(str(r[key]) for r in rows).items()))

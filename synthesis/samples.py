@@ -1,0 +1,239 @@
+"""SFT samples from gold-managed runs, in TRL's conversational format (issue 4 §3).
+
+The text is exactly what the ``llm`` policy sends at inference: for every activation the runtime's last
+:class:`~harness.manager.policies.PolicyInput` to the gold policy goes through
+:meth:`harness.manager.llm_policy.LLMPolicy.messages` (system, the activation's user message, then each earlier
+response and its ``<tool_response>``), followed by ``{"role": "assistant", "content": <the gold response>}``.
+
+Kinds:
+
+- ``atomic``: one activation (observation -> tool calls -> one control action);
+- ``full``: a whole episode: one system message, then each activation's user message and exchanges in order.
+
+Labels (per activation): ``repair`` (ends in REPAIR), ``post_repair`` (the faulted state after its repair),
+``benign`` (the turn-end activations of a benign fault's turn), else ``clean``. A full sample's label is the
+episode's: ``repair`` when it holds a repair, ``benign`` for a benign fault, else ``clean``.
+
+Filtering (:func:`filter_samples`): every sample's action sequence is replayed on a
+:class:`~harness.manager.lifecycle.Lifecycle` from the phase its first activation started in (illegal -> dropped),
+duplicates by a normalized content hash are dropped, and samples whose chat-template rendering (with the tools) is
+longer than the context budget in Qwen3 tokens are dropped. Every drop is counted by reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.llm import ChatReply
+from harness.manager.actions import tool_schemas
+from harness.manager.lifecycle import CONTROL_ACTIONS, Lifecycle, Phase
+from harness.manager.llm_policy import LLMPolicy
+from harness.manager.wire import parse_response
+from synthesis.gold import LoggedResponse
+
+KINDS = ("atomic", "full")
+LABELS = ("clean", "repair", "post_repair", "benign")
+
+
+class _NoModel:
+    """A backend that is never called: :meth:`LLMPolicy.messages` needs a policy object, not a model."""
+
+    def chat(self, messages: Any, tools: Any = None) -> ChatReply:  # pragma: no cover - never called
+        raise RuntimeError("the sample builder never calls a model")
+
+
+MESSAGE_BUILDER = LLMPolicy(_NoModel())
+"""The exact message builder of the ``llm`` policy."""
+
+
+@dataclass(frozen=True)
+class Activation:
+    """One gold activation: its responses in order (the last is the control action) and what the samples need."""
+
+    turn_id: str
+    event_type: str
+    entries: tuple[LoggedResponse, ...]
+    start_phase: str
+    start_repairs: int
+    label: str
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        last = self.entries[-1]
+        return [*MESSAGE_BUILDER.messages(last.inp), {"role": "assistant", "content": last.response}]
+
+    @property
+    def actions(self) -> list[str]:
+        return [e.response for e in self.entries]
+
+
+def _action_name(response: str) -> str | None:
+    parsed = parse_response(response)
+    return parsed.action.name if parsed.ok and parsed.action is not None else None
+
+
+def split_activations(log: Sequence[LoggedResponse], fault_turn: str | None, benign: bool) -> list[Activation]:
+    """Group a gold policy's log into activations (a new one starts where ``previous`` is empty) and label them."""
+    groups: list[list[LoggedResponse]] = []
+    for entry in log:
+        if not entry.inp.previous or not groups:
+            groups.append([])
+        groups[-1].append(entry)
+    activations = []
+    lifecycle = Lifecycle()
+    repaired_turns: set[str] = set()
+    for group in groups:
+        first = group[0].inp
+        obs = json.loads(first.observation)
+        turn_id = first.turn.turn_id if first.turn is not None else ""
+        start_phase, start_repairs = lifecycle.phase.value, lifecycle.repair_attempts
+        lifecycle.begin_activation()
+        names = [_action_name(e.response) for e in group]
+        for name in names:
+            lifecycle.apply(name or "(unparseable response)")
+        if names[-1] == "REPAIR":
+            label = "repair"
+            repaired_turns.add(turn_id)
+        elif turn_id in repaired_turns and turn_id == fault_turn:
+            label = "post_repair"
+        elif benign and turn_id == fault_turn and obs["event_type"] != "turn_start":
+            label = "benign"
+        else:
+            label = "clean"
+        activations.append(Activation(turn_id, obs["event_type"], tuple(group), start_phase, start_repairs, label))
+    return activations
+
+
+def legal_sequence(activations: Sequence[Activation]) -> str | None:
+    """None when the activations' actions are a legal lifecycle path from the first one's start phase, else why."""
+    if not activations:
+        return "no activations"
+    lifecycle = Lifecycle(phase=Phase(activations[0].start_phase), repair_attempts=activations[0].start_repairs)
+    for activation in activations:
+        lifecycle.begin_activation()
+        for index, response in enumerate(activation.actions):
+            name = _action_name(response)
+            if name is None:
+                return f"turn {activation.turn_id}: unparseable response"
+            transition = lifecycle.apply(name)
+            if not transition.legal:
+                return f"turn {activation.turn_id}: {transition.message}"
+            is_last = index == len(activation.actions) - 1
+            if (name in CONTROL_ACTIONS) != is_last:
+                return f"turn {activation.turn_id}: a control action must end the activation, and only it"
+    return None
+
+
+def _sample(messages: list[dict[str, str]], kind: str, label: str, turn_id: str, meta: dict[str, Any]) -> dict:
+    return {"messages": messages, "tools": tool_schemas(), "kind": kind, "label": label, "turn_id": turn_id, **meta}
+
+
+def build_samples(
+    log: Sequence[LoggedResponse],
+    meta: dict[str, Any],
+    *,
+    fault_turn: str | None,
+    benign: bool,
+    kinds: Iterable[str],
+    atomic_labels: Iterable[str] = LABELS,
+) -> list[dict[str, Any]]:
+    """Samples of one gold run. ``meta``: the metadata columns (task_id, domain, fault_type, fault_id, ...).
+
+    ``kinds``: which of :data:`KINDS` to build; ``atomic_labels``: the labels of the activations kept as atomic
+    samples (e.g. leave ``clean`` out of the faulted runs: their clean activations repeat the clean run's)."""
+    activations = split_activations(log, fault_turn, benign)
+    samples = []
+    keep = set(atomic_labels)
+    kinds = set(kinds)
+    if "atomic" in kinds:
+        for activation in activations:
+            if activation.label in keep:
+                sample = _sample(activation.messages, "atomic", activation.label, activation.turn_id, meta)
+                sample["_activations"] = [activation]
+                samples.append(sample)
+    if "full" in kinds and activations:
+        messages = activations[0].messages[:1]
+        for activation in activations:
+            messages += activation.messages[1:]
+        labels = {a.label for a in activations}
+        label = "repair" if "repair" in labels else "benign" if benign else "clean"
+        sample = _sample(messages, "full", label, fault_turn or "", meta)
+        sample["_activations"] = activations
+        samples.append(sample)
+    return samples
+
+
+def content_hash(sample: dict[str, Any]) -> str:
+    """The dedupe key: sha256 of the messages with whitespace collapsed and case folded."""
+    text = json.dumps(sample["messages"], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(re.sub(r"\s+", " ", text).strip().lower().encode()).hexdigest()
+
+
+def filter_samples(
+    samples: Iterable[dict[str, Any]],
+    count_tokens: Callable[[dict[str, Any]], int] | None,
+    max_tokens: int,
+    seen: set[str] | None = None,
+) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """Drop illegal sequences, duplicates (``seen`` carries hashes across calls) and samples over ``max_tokens``
+    (``count_tokens`` None: no length filter). Returns the kept samples (with ``n_tokens`` and ``content_hash`` set,
+    the private ``_activations`` removed) and the drop counts by reason."""
+    seen = set() if seen is None else seen
+    kept, dropped = [], Counter()
+    for sample in samples:
+        activations = sample.pop("_activations", None)
+        if activations is not None and legal_sequence(activations) is not None:
+            dropped["illegal sequence"] += 1
+            continue
+        key = content_hash(sample)
+        if key in seen:
+            dropped["duplicate"] += 1
+            continue
+        n_tokens = count_tokens(sample) if count_tokens is not None else 0
+        if count_tokens is not None and n_tokens > max_tokens:
+            dropped["over context budget"] += 1
+            continue
+        seen.add(key)
+        kept.append({**sample, "n_tokens": n_tokens, "content_hash": key})
+    return kept, dropped
+
+
+SPLIT_TOKEN = "<|im_start|>"
+
+
+def token_counter(tokenizer: Any) -> Callable[[dict[str, Any]], int]:
+    """Count a sample as the SFT trainer sees it: the chat-template rendering of its messages with its tools, in the
+    tokenizer's tokens.
+
+    The rendering is split before every ``<|im_start|>`` (a special token, so the encoder never merges across it and
+    the count of the whole equals the sum of the chunks' counts — ``tests/synthesis/test_samples.py`` checks this
+    against encoding the whole text) and each distinct chunk is encoded once: the system prompt with the tool list
+    and the activations shared by atomic and full samples are then counted once per process."""
+    cache: dict[str, int] = {}
+
+    def count(sample: dict[str, Any]) -> int:
+        text = tokenizer.apply_chat_template(sample["messages"], tools=sample["tools"], tokenize=False)
+        chunks = text.split(SPLIT_TOKEN)
+        chunks = chunks[:1] + [SPLIT_TOKEN + chunk for chunk in chunks[1:]]
+        total = 0
+        for chunk in chunks:
+            if chunk not in cache:
+                cache[chunk] = len(tokenizer(chunk, add_special_tokens=False)["input_ids"])
+            total += cache[chunk]
+        if len(cache) > 50_000:
+            cache.clear()
+        return total
+
+    return count
+
+
+def exact_token_count(tokenizer: Any, sample: dict[str, Any]) -> int:
+    """The token count of the whole rendering encoded at once (the reference for :func:`token_counter`)."""
+    text = tokenizer.apply_chat_template(sample["messages"], tools=sample["tools"], tokenize=False)
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])

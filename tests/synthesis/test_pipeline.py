@@ -1,0 +1,193 @@
+"""The synthesis pipeline end to end: outputs, determinism, resume, bad input, the dataset and its rendering."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.manager.episode import read_episodes
+from harness.worker.faults import read_faults
+from synthesis.config import SynthesisConfig
+from synthesis.pipeline import summary_table, synthesize
+
+ROOT = Path(__file__).resolve().parents[2]
+RETAIL = ROOT / "harness" / "builtin_tasks" / "retail-sales"
+ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
+
+
+def small_config(**overrides) -> SynthesisConfig:
+    base = dict(
+        domains=["commerce", "energy"],
+        tasks_per_domain=1,
+        n_turns=[6, 6],
+        max_faults_per_task=3,
+        workers=1,
+        validation_fraction=0.5,
+        isolation=ISOLATION,
+    )
+    return SynthesisConfig(**{**base, **overrides})
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    """sha256 of every output file (the shards' config marker included)."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth") / "out"
+    result = synthesize(small_config(), out, progress=False)
+    return out, result
+
+
+def test_outputs_hold_the_dataset_episodes_faults_card_and_stats(run):
+    from datasets import load_from_disk
+
+    out, result = run
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["trajectories"] == result.trajectories == 2 + stats["faults"]["by_outcome"]["kept"]
+    assert stats["tasks"]["ok"] == 2 and len(stats["tasks"]["validation"]) == 1
+    dataset = load_from_disk(str(out / "dataset"))
+    assert set(dataset) == {"train", "validation"}
+    assert len(dataset["train"]) + len(dataset["validation"]) == stats["samples"]["total"]
+    # split by task: no task in both splits
+    assert not set(dataset["train"]["task_id"]) & set(dataset["validation"]["task_id"])
+    assert set(dataset["validation"]["task_id"]) == set(stats["tasks"]["validation"])
+    row = dataset["train"][0]
+    assert row["messages"][0]["role"] == "system" and row["messages"][-1]["role"] == "assistant"
+    assert [t["function"]["name"] for t in row["tools"]][:1] and row["n_tokens"] > 0
+    # episodes: one clean per task, one faulty and one gold per kept fault, linked by fault id
+    clean = list(read_episodes(out / "episodes" / "clean.jsonl"))
+    faulty = list(read_episodes(out / "episodes" / "faulty.jsonl"))
+    gold = list(read_episodes(out / "episodes" / "gold.jsonl"))
+    kept = stats["faults"]["by_outcome"]["kept"]
+    assert len(clean) == 2 and len(faulty) == len(gold) == kept
+    assert [e.config["fault_id"] for e in faulty] == [e.config["fault_id"] for e in gold]
+    assert all(e.simulated for e in clean + faulty + gold)
+    faults = read_faults(out / "faults.jsonl")
+    assert len(faults) == kept and {f.task_id for f in faults} <= {e.task_id for e in clean}
+    card = (out / "README.md").read_text()
+    assert f"trajectories (gold-managed episodes, clean or faulted): {result.trajectories}" in card
+    assert (out / "token_lengths.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "kept trajectories by fault type" in summary_table(result)
+
+
+def test_gold_repairs_make_every_faulted_turn_right_and_faulty_runs_do_not(run):
+    out, _ = run
+    gold = {e.config["fault_id"]: e for e in read_episodes(out / "episodes" / "gold.jsonl")}
+    faulty = {e.config["fault_id"]: e for e in read_episodes(out / "episodes" / "faulty.jsonl")}
+    clean = {e.task_id: e for e in read_episodes(out / "episodes" / "clean.jsonl")}
+    for fid, episode in gold.items():
+        assert episode.grade["score"] == clean[episode.task_id].grade["score"] == 1.0, fid
+        assert faulty[fid].final_answers != episode.final_answers, fid  # the fault changed some answer
+        assert any(r["state_id"] for r in episode.repairs) or "benign" in fid
+
+
+def test_same_config_gives_byte_identical_outputs(run, tmp_path):
+    out, _ = run
+    again = tmp_path / "again"
+    synthesize(small_config(), again, progress=False)
+    assert tree_digest(again) == tree_digest(out)
+
+
+def test_a_killed_run_resumes_to_the_same_result(run, tmp_path):
+    out, _ = run
+    resumed = tmp_path / "resumed"
+    partial = synthesize(small_config(), resumed, progress=False, max_jobs=1)  # "killed" after one task
+    assert partial.stats["tasks"]["ok"] == 1
+    seen = []
+    synthesize(small_config(), resumed, progress=False, on_shard=seen.append)
+    assert len(seen) == 1  # only the missing task ran
+    assert tree_digest(resumed) == tree_digest(out)
+
+
+def test_another_config_in_the_same_folder_is_refused(run):
+    out, _ = run
+    with pytest.raises(ValueError, match="holds shards of another synthesis config"):
+        synthesize(small_config(seed=1), out, progress=False)
+
+
+def test_bad_inputs_are_named_and_the_run_goes_on(tmp_path):
+    broken = tmp_path / "broken-task"
+    shutil.copytree(RETAIL, broken)
+    config_text = (broken / "config.yaml").read_text().replace("id: builtin-retail-sales", "id: broken-retail")
+    (broken / "config.yaml").write_text(config_text)
+    reference = json.loads((broken / "private" / "reference.json").read_text())
+    reference["1"]["code"] = "raise RuntimeError('reference code is broken')"
+    (broken / "private" / "reference.json").write_text(json.dumps(reference))
+    faults = tmp_path / "faults.jsonl"
+    lines = [
+        {"task_id": "no-such-task", "turn_id": "1", "fault_type": "wrong_column", "code": "x = 1"},
+        {"task_id": "builtin-retail-sales", "turn_id": "99", "fault_type": "wrong_column", "code": "x = 1"},
+    ]
+    faults.write_text("".join(json.dumps(line) + "\n" for line in lines) + "not json\n")
+    config = small_config(
+        domains=["commerce"], task_dirs=[str(RETAIL), str(broken)], faults_files=[str(faults)], max_faults_per_task=2
+    )
+    result = synthesize(config, tmp_path / "out", progress=False)
+    assert result.stats["tasks"]["ok"] == 2  # the generated task and retail-sales
+    assert len(result.stats["errors"]) == 1 and "broken-retail" in result.stats["errors"][0]
+    assert "reference code is broken" in result.stats["errors"][0]
+    skipped = "\n".join(result.skipped)
+    assert "task 'no-such-task' (turn '1') is not among" in skipped
+    assert "task 'builtin-retail-sales' has no turn '99'" in skipped
+    assert f"{faults}:3: not JSON" in skipped
+    assert "broken-retail" in summary_table(result)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"domains": ["commerce", "astrology"]}, r"domains: unknown domain\(s\) \['astrology'\]; valid domains: \["),
+        ({"fault_types": ["typo"]}, r"fault_types: unknown fault type\(s\) \['typo'\]"),
+        ({"n_turns": [3, 40]}, r"n_turns=\[3, 40\]"),
+        ({"kinds": ["poem"]}, r"kinds=\['poem'\]"),
+    ],
+)
+def test_a_bad_config_names_the_field(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        small_config(**overrides)
+
+
+def test_cli_refuses_a_config_with_an_unknown_key(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("domains: [commerce]\ntask_per_domain: 3\n")
+    assert main(["synthesize", "--config", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert "unknown key(s) ['task_per_domain']" in capsys.readouterr().out
+
+
+def test_one_sample_renders_through_the_qwen3_chat_template_with_assistant_masks(run):
+    from datasets import load_from_disk
+
+    from training.tokenizer import build_qwen3_tokenizer
+
+    out, _ = run
+    tokenizer = build_qwen3_tokenizer()
+    row = next(r for r in load_from_disk(str(out / "dataset"))["train"] if r["kind"] == "atomic")
+    encoded = tokenizer.apply_chat_template(
+        row["messages"], tools=row["tools"], return_dict=True, return_assistant_tokens_mask=True
+    )
+    ids, mask = encoded["input_ids"], encoded["assistant_masks"]
+    assert len(ids) == row["n_tokens"]
+    assistant = tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    assert assistant.startswith(row["messages"][-1]["content"])
+    assert "<tool_call>" in assistant
+
+
+def test_the_stored_tools_equal_the_inference_tools_key_for_key(run):
+    from datasets import load_from_disk
+
+    from harness.manager.actions import tool_schemas
+
+    out, _ = run
+    row = load_from_disk(str(out / "dataset"))["train"][0]
+    assert json.dumps(row["tools"]) == json.dumps(tool_schemas())
