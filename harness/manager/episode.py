@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,12 @@ from harness.sandbox import ExecutionResult
 
 SCHEMA_VERSION = "1.0"
 STDOUT_TAIL_CHARS = 2000
+
+
+def _json_default(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return str(value)
 
 
 class EpisodeRecordError(ValueError):
@@ -89,7 +95,10 @@ class EpisodeRecord:
     schema_version: str = SCHEMA_VERSION
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, default=str)
+        # Shallow: the sections are plain JSON values already; a nested dataclass (if any) is converted on the way
+        # (``asdict`` of the whole record deep-copies every dict first, ~5x slower on large records).
+        top = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps(top, ensure_ascii=False, default=_json_default)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "record") -> EpisodeRecord:

@@ -53,8 +53,10 @@ class _Channel:
             self.sock.close()
 
 
-@dataclass
+@dataclass(eq=False)
 class _Checkpoint:
+    """A checkpoint process. Several checkpoint ids may share one (see :meth:`Kernel.checkpoint`)."""
+
     channel: _Channel
     variables: dict[str, VariableInfo]
 
@@ -178,6 +180,11 @@ class Kernel:
         self._k: _Channel | None = None
         self._checkpoints: dict[str, _Checkpoint] = {}
         self._cp_counter = itertools.count(1)
+        # The namespace's generation: +1 on every cell, restore and restart (probes never change it). ``_same_as``
+        # is the checkpoint process whose namespace equals the kernel's at that generation, so a checkpoint taken
+        # again before anything ran shares it instead of forking another process.
+        self._generation = 0
+        self._same_as: tuple[int, _Checkpoint] | None = None
         self._vars: dict[str, VariableInfo] = {}
         self._hwm: dict[str, int] = {}
         self._files: dict[str, tuple[int, ...]] = {}
@@ -208,13 +215,22 @@ class Kernel:
 
     def checkpoint(self) -> str:
         """Snapshot the kernel (fork, copy-on-write); returns an id for :meth:`restore`/:meth:`release`.
-        The workspace files are *not* part of the snapshot."""
+        The workspace files are *not* part of the snapshot.
+
+        When no cell has run since the last checkpoint was taken or restored, the new id shares that checkpoint's
+        process (no fork): the namespaces are identical. Ids stay distinct, and each is released on its own (the
+        process goes when its last id is released)."""
         self._check_open()
         if len(self._checkpoints) >= self.config.max_checkpoints:
             raise SandboxError(
                 f"kernel {self.kernel_id} already holds {len(self._checkpoints)} checkpoints "
                 f"(max_checkpoints={self.config.max_checkpoints}); release() some or raise max_checkpoints."
             )
+        same = self._same_as
+        if same is not None and same[0] == self._generation and self._holds(same[1]):
+            cid = f"cp{next(self._cp_counter)}"
+            self._checkpoints[cid] = same[1]
+            return cid
         try:
             chan = spawn_via(self._kernel(), "checkpoint", "checkpoint")
             self._track_host_pid(chan)
@@ -223,6 +239,7 @@ class Kernel:
             raise KernelDiedError(f"checkpoint failed: {reason}; the kernel was restarted") from exc
         cid = f"cp{next(self._cp_counter)}"
         self._checkpoints[cid] = _Checkpoint(chan, dict(self._vars))
+        self._same_as = (self._generation, self._checkpoints[cid])
         return cid
 
     def restore(self, checkpoint_id: str) -> None:
@@ -233,7 +250,8 @@ class Kernel:
             new_kernel = spawn_via(cp.channel, "restore", "kernel")
         except (ProtocolError, SandboxError) as exc:
             cp.channel.close()
-            del self._checkpoints[checkpoint_id]
+            for cid in [cid for cid, other in self._checkpoints.items() if other is cp]:
+                del self._checkpoints[cid]
             raise SandboxError(f"checkpoint {checkpoint_id} is no longer usable ({exc}); it was dropped") from exc
         old = self._k
         self._k = new_kernel
@@ -243,14 +261,18 @@ class Kernel:
         self._sweep()  # kills the previous kernel and anything it left running
         self._vars = dict(cp.variables)
         self._files = self._scan_files()
+        self._generation += 1
+        self._same_as = (self._generation, cp)
 
     def release(self, checkpoint_id: str) -> None:
         """Free a checkpoint's process."""
         cp = self._get_checkpoint(checkpoint_id)
+        del self._checkpoints[checkpoint_id]
+        if self._holds(cp):  # another id shares this process
+            return
         with contextlib.suppress(OSError):
             send_msg(cp.channel.sock, {"op": "release"})
         cp.channel.close()
-        del self._checkpoints[checkpoint_id]
 
     @property
     def checkpoints(self) -> list[str]:
@@ -267,6 +289,7 @@ class Kernel:
         for cp in self._checkpoints.values():
             cp.channel.close()
         self._checkpoints.clear()
+        self._same_as = None
         self._teardown_episode()
         if self._owns_workspace:
             shutil.rmtree(self.workspace, ignore_errors=True)
@@ -288,6 +311,8 @@ class Kernel:
             raise ValueError(f"timeout={timeout} must be a positive number of seconds")
         wait = timeout + self.config.grace_s * (2 if op == "probe" else 1)
         msg = {"op": op, "code": code, "timeout": timeout, "keep": self._keep_pids()}
+        if op == "execute":
+            self._generation += 1
         started = time.perf_counter()
         try:
             raw = request(self._kernel(), msg, timeout=wait, max_bytes=self._max_reply)
@@ -431,7 +456,10 @@ class Kernel:
             raise SandboxError(f"unknown checkpoint {checkpoint_id!r}; live checkpoints: {valid}") from None
 
     def _keep_pids(self) -> list[int]:
-        return [cp.channel.pid for cp in self._checkpoints.values()]
+        return sorted({cp.channel.pid for cp in self._checkpoints.values()})
+
+    def _holds(self, cp: _Checkpoint) -> bool:
+        return any(other is cp for other in self._checkpoints.values())
 
     def _track_host_pid(self, chan: _Channel) -> None:
         if self._episode is not None:
@@ -504,6 +532,7 @@ class Kernel:
         """Replace a dead or hung kernel by a fresh one; every tracked name is reported as deleted."""
         logger.warning("sandbox: restarting kernel %s: %s", self.kernel_id, reason)
         self.restarts += 1
+        self._generation += 1
         if self._k is not None:
             self._k.close()
             self._k = None

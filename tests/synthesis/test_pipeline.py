@@ -191,3 +191,29 @@ def test_the_stored_tools_equal_the_inference_tools_key_for_key(run):
     out, _ = run
     row = load_from_disk(str(out / "dataset"))["train"][0]
     assert json.dumps(row["tools"]) == json.dumps(tool_schemas())
+
+
+DABENCH = ROOT.parent / "shared" / "benchmarks" / "dabench-dev"
+
+
+@pytest.mark.skipif(not (DABENCH / "tables").is_dir(), reason=f"DABench dev set not found at {DABENCH}")
+def test_dabench_table_chains_and_an_imported_folder_run_through_the_same_pipeline(tmp_path):
+    config = small_config(
+        domains=[],
+        tasks_per_domain=0,
+        tables=[str(DABENCH / "tables" / "Credit.csv")],
+        table_turns=6,
+        task_dirs=[str(RETAIL)],
+    )
+    result = synthesize(config, tmp_path / "out", progress=False)
+    assert result.stats["errors"] == [] and result.stats["tasks"]["ok"] == 2
+    sources = {row["source"] for row in _all_rows(tmp_path / "out")}
+    assert sources == {"table", "folder"}
+    assert result.stats["faults"]["by_outcome"]["kept"] >= 2
+
+
+def _all_rows(out):
+    from datasets import load_from_disk
+
+    dataset = load_from_disk(str(out / "dataset"))
+    return [row for split in dataset.values() for row in split]

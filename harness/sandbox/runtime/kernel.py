@@ -312,13 +312,15 @@ class KernelRuntime:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        try:
-            _, status = os.waitpid(pid, 0)
-            if result.get("error_type") == "ProbeFailed" and not result["timed_out"]:
+        if result.get("error_type") == "ProbeFailed" and not result["timed_out"]:
+            try:
+                _, status = os.waitpid(pid, 0)
                 result["error_message"] = f"probe process {procs.describe_status(status)}"
-        except ChildProcessError:
-            pass
-        procs.kill_strays(self.init_pid, keep | {self.pid})
+            except ChildProcessError:
+                pass
+        # A probe that answered is not waited for: its exit (unmapping a large copy-on-write heap) overlaps the
+        # next request, and it is reaped with the other exited children. Its own strays are killed as usual.
+        procs.kill_strays(self.init_pid, keep | {self.pid}, exiting={pid})
         result["changes"] = []
         result["duration_s"] = time.perf_counter() - start
         return result

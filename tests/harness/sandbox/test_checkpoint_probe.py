@@ -76,3 +76,29 @@ def test_probe_timeout_leaves_the_kernel_alive(kernel):
     p = kernel.probe("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True: pass", timeout=0.5)
     assert not p.ok and p.timed_out and not p.restarted
     assert kernel.execute("k").display == "5"
+
+
+def test_a_checkpoint_with_nothing_run_since_shares_the_process_and_ids_release_independently(kernel):
+    kernel.execute("s = [1]")
+    a = kernel.checkpoint()
+    kernel.probe("s.append(99)")  # a probe never changes the namespace
+    b = kernel.checkpoint()
+    assert a != b
+    assert kernel._checkpoints[a] is kernel._checkpoints[b]  # no second fork
+    kernel.execute("s.append(2)")
+    c = kernel.checkpoint()
+    assert kernel._checkpoints[c] is not kernel._checkpoints[a]  # a cell ran: a new snapshot
+    kernel.release(a)
+    kernel.restore(b)  # still usable after its twin was released
+    d = kernel.checkpoint()  # right after a restore: the restored snapshot is shared
+    assert kernel._checkpoints[d] is kernel._checkpoints[b]
+    assert kernel.execute("s").display == "[1]"
+    kernel.execute("s.append(3)")
+    kernel.release(b)
+    kernel.restore(d)
+    assert kernel.execute("s").display == "[1]"
+    kernel.restore(c)
+    assert kernel.execute("s").display == "[1, 2]"
+    for cp in (c, d):
+        kernel.release(cp)
+    assert a not in kernel.checkpoints and kernel.checkpoints == []

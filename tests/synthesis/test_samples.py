@@ -1,0 +1,100 @@
+"""SFT samples from gold runs: labels, legality filter, dedupe, the context budget and the fast token counter."""
+
+import random
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness.sandbox import Sandbox, SandboxConfig
+from harness.tasks import load_task
+from synthesis.faults import candidate_faults, task_spec_from_folder
+from synthesis.gold import GoldPolicy
+from synthesis.runs import play
+from synthesis.samples import (
+    build_samples,
+    content_hash,
+    exact_token_count,
+    filter_samples,
+    legal_sequence,
+    split_activations,
+    token_counter,
+)
+
+RETAIL = Path(__file__).resolve().parents[2] / "harness" / "builtin_tasks" / "retail-sales"
+ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
+META = {"task_id": "builtin-retail-sales", "domain": "retail", "fault_type": "x", "fault_id": "f", "source": "t"}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    task = load_task(RETAIL)
+    spec = task_spec_from_folder(RETAIL)
+    answers = {t: r.answer for t, r in task.load_answers().items()}
+    faults = candidate_faults(spec, random.Random(0), answers=answers)
+    fault = next(f for f in faults if f.turn_id == "1" and not f.benign)
+    with Sandbox(SandboxConfig(isolation=ISOLATION)) as sandbox:
+        clean = play(task, sandbox, GoldPolicy(None), None, "clean")
+        gold = play(task, sandbox, GoldPolicy(fault), fault, "gold")
+    return clean, gold, fault
+
+
+def test_activations_are_labelled_and_legal(runs):
+    clean, gold, fault = runs
+    clean_acts = split_activations(clean.log, None, benign=False)
+    assert {a.label for a in clean_acts} == {"clean"}
+    gold_acts = split_activations(gold.log, fault.turn_id, benign=False)
+    labels = [(a.turn_id, a.label) for a in gold_acts if a.label != "clean"]
+    assert labels[0] == (fault.turn_id, "repair")
+    assert all(turn == fault.turn_id for turn, _ in labels) and ("1", "post_repair") in labels
+    assert legal_sequence(clean_acts) is None and legal_sequence(gold_acts) is None
+
+
+def test_atomic_and_full_samples_end_in_the_gold_control_action(runs):
+    _, gold, fault = runs
+    samples = build_samples(gold.log, META, fault_turn=fault.turn_id, benign=False, kinds=["atomic", "full"])
+    atomic = [s for s in samples if s["kind"] == "atomic"]
+    full = [s for s in samples if s["kind"] == "full"]
+    assert len(full) == 1 and full[0]["label"] == "repair"
+    assert len(atomic) == len(split_activations(gold.log, fault.turn_id, benign=False))
+    repair = next(s for s in atomic if s["label"] == "repair")
+    assert repair["messages"][-1]["role"] == "assistant" and '"name": "REPAIR"' in repair["messages"][-1]["content"]
+    # a full sample has one system message and every atomic exchange in order
+    system = [m for m in full[0]["messages"] if m["role"] == "system"]
+    assert len(system) == 1
+    assistant_full = [m["content"] for m in full[0]["messages"] if m["role"] == "assistant"]
+    assistant_atomic = [m["content"] for s in atomic for m in s["messages"] if m["role"] == "assistant"]
+    assert assistant_full == assistant_atomic
+
+
+def test_filter_drops_illegal_duplicate_and_overlong_samples(runs):
+    clean, _, _ = runs
+    samples = build_samples(clean.log, META, fault_turn=None, benign=False, kinds=["atomic"])
+    first = samples[0]
+    activation = first["_activations"][0]
+    broken = dict(first, _activations=[replace(activation, entries=activation.entries * 2)])  # two control actions
+    twin = {**samples[1], "messages": [dict(m, content=m["content"].upper()) for m in samples[1]["messages"]]}
+    long_one = samples[2]
+    lengths = {content_hash(s): 10 for s in samples}
+    lengths[content_hash(long_one)] = 10_000
+
+    def count(sample):
+        return lengths.get(content_hash(sample), 10)
+
+    kept, dropped = filter_samples([broken, *samples[1:], twin], count, max_tokens=5_000)
+    assert dropped == {"illegal sequence": 1, "duplicate": 1, "over context budget": 1}
+    assert len(kept) == len(samples) - 2 and all("_activations" not in s for s in kept)
+    assert all(s["n_tokens"] == 10 and s["content_hash"] == content_hash(s) for s in kept)
+
+
+def test_the_chunked_token_counter_equals_encoding_the_whole_rendering(runs):
+    from training.tokenizer import build_qwen3_tokenizer
+
+    clean, gold, fault = runs
+    tokenizer = build_qwen3_tokenizer()
+    count = token_counter(tokenizer)
+    samples = build_samples(gold.log, META, fault_turn=fault.turn_id, benign=False, kinds=["atomic", "full"])
+    samples += build_samples(clean.log, META, fault_turn=None, benign=False, kinds=["full"])
+    for sample in samples:
+        assert count(sample) == exact_token_count(tokenizer, sample) > 500
