@@ -15,6 +15,7 @@ compared variable differs and the probe fails with an ``AssertionError``.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -36,8 +37,16 @@ def statements(code: str) -> list[ast.stmt]:
 
 def names_of(stmt: ast.stmt) -> tuple[set[str], set[str], set[str]]:
     """``(reads, inputs, writes)`` of one statement, as ``inspect_python`` reports them (module-level names)."""
-    info = Inspector(ast.unparse(stmt)).run(ast.Module(body=[stmt], type_ignores=[]))
-    return set(info["reads"]), set(info["inputs"]), set(info["writes"])
+    reads, inputs, writes = _inspect_statement(ast.unparse(stmt))
+    return set(reads), set(inputs), set(writes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _inspect_statement(source: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``inspect_python``'s reads, inputs and writes of one statement's source (cached: the same reference
+    statements are analysed once per fault candidate of a turn)."""
+    info = Inspector(source).run(ast.parse(source))
+    return tuple(info["reads"]), tuple(info["inputs"]), tuple(info["writes"])
 
 
 def code_writes(code: str) -> tuple[str, ...]:
@@ -134,8 +143,7 @@ def stmt_writes(stmt: ast.stmt) -> list[str]:
     """Names one statement assigns or mutates (``[]`` for an import)."""
     if isinstance(stmt, ast.Import | ast.ImportFrom):
         return []
-    info = Inspector(ast.unparse(stmt)).run(ast.Module(body=[stmt], type_ignores=[]))
-    return list(info["writes"])
+    return list(_inspect_statement(ast.unparse(stmt))[2])
 
 
 # ---- the recomputation probe ------------------------------------------------------------------------------------

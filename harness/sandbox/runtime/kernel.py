@@ -48,6 +48,7 @@ class KernelRuntime:
         self.spec = spec
         self.limits: dict[str, Any] = spec["limits"]
         self.init_pid = init_pid
+        self.exiting: set[int] = set()  # probes sent SIGKILL and not yet reaped (see probe())
         self.pid = os.getpid()
         self.cell_count = 0
         self.in_cell = False
@@ -248,9 +249,20 @@ class KernelRuntime:
         out["stderr"], t2 = join_capped([py_err, drain_fd_capture(2, cap)], cap)
         out["output_truncated"] = t1 or t2
         out["results"] = self.results
-        procs.kill_strays(self.init_pid, keep | {self.pid})
+        self._kill_strays(keep)
         out["duration_s"] = time.perf_counter() - start
         return out
+
+    def _kill_strays(self, keep: set[int]) -> None:
+        """Kill processes user code left behind; probes still exiting are not strays. Forget reaped probes."""
+        procs.kill_strays(self.init_pid, keep | {self.pid}, exiting=self.exiting)
+        for pid in list(self.exiting):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # already reaped (kill_strays reaps every exited child)
+                done = pid
+            if done:
+                self.exiting.discard(pid)
 
     # ---- forks ----------------------------------------------------------------------------------------------------
     def checkpoint(self, fd: int) -> int:
@@ -320,7 +332,8 @@ class KernelRuntime:
                 pass
         # A probe that answered is not waited for: its exit (unmapping a large copy-on-write heap) overlaps the
         # next request, and it is reaped with the other exited children. Its own strays are killed as usual.
-        procs.kill_strays(self.init_pid, keep | {self.pid}, exiting={pid})
+        self.exiting.add(pid)
+        self._kill_strays(keep)
         result["changes"] = []
         result["duration_s"] = time.perf_counter() - start
         return result
