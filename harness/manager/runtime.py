@@ -22,7 +22,8 @@ This module holds what both flows share:
 - the *fallback* when review activations run out: commit a finalized state, abandon any other open one (recorded as
   activations with ``actor="harness"``).
 - checkpoints: one at each turn start (``op: "turn_start"``; the previous turn-start checkpoint is released, ``op:
-  "release"``) and one at each commit (``op: "take"``).
+  "release"``) and one at each commit (``op: "take"``) — only for a reviewing policy: ``none`` and ``windowed`` never
+  roll back, so their episodes take none.
 - state hints: the related committed states; a state invalidated by a later one carries ``invalidated_by``.
 - live-view events: ``on_event(name, payload)`` with the names of :data:`EVENTS`; an exception raised by the callback
   is logged and never breaks the episode.
@@ -254,7 +255,7 @@ class ManagerRuntime:
         self.current_turn = turn.turn_id
         self.boundary = len(self.worker.steps)
         previous = self.turn_checkpoint
-        self.turn_checkpoint = self._checkpoint("turn_start", None, turn.turn_id)
+        self.turn_checkpoint = self._checkpoint("turn_start", None, turn.turn_id) if self.reviews else None
         if self.turn_checkpoint is not None:
             self.last_checkpoint = self.turn_checkpoint
         if previous is not None and previous in self.kernel.checkpoints and previous != self.last_checkpoint:

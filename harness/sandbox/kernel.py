@@ -258,7 +258,8 @@ class Kernel:
         self._track_host_pid(new_kernel)
         if old is not None:
             old.close()
-        self._sweep()  # kills the previous kernel and anything it left running
+        # kills the previous kernel (without waiting for its exit) and anything it left running
+        self._sweep(exiting=[old.pid] if old is not None else [])
         self._vars = dict(cp.variables)
         self._files = self._scan_files()
         self._generation += 1
@@ -497,12 +498,14 @@ class Kernel:
         self._k = spawn_via(self._episode.init, "spawn_kernel", "kernel")
         self._track_host_pid(self._k)
 
-    def _sweep(self) -> None:
-        """Kill every process of the episode except the init, the live kernel and the checkpoints."""
+    def _sweep(self, exiting: list[int] | None = None) -> None:
+        """Kill every process of the episode except the init, the live kernel and the checkpoints. ``exiting``:
+        processes to SIGKILL without waiting for them to finish exiting (a replaced kernel unmapping its heap)."""
         if self._episode is None:
             return
         keep = self._keep_pids() + ([self._k.pid] if self._k is not None else [])
-        request(self._episode.init, {"op": "sweep", "keep": keep}, timeout=_CONTROL_TIMEOUT_S, max_bytes=1 << 16)
+        msg = {"op": "sweep", "keep": keep, "exiting": list(exiting or [])}
+        request(self._episode.init, msg, timeout=_CONTROL_TIMEOUT_S, max_bytes=1 << 16)
         self._episode.prune()
 
     def _death_of_kernel(self) -> str | None:

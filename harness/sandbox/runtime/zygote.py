@@ -16,6 +16,7 @@ kills every process of the episode, because it is PID 1 of the episode's PID nam
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -110,7 +111,12 @@ class EpisodeInit:
             if op == "spawn_kernel":
                 reply = {"ok": True, "pid": self._spawn_kernel(fds[0])}
             elif op == "sweep":
-                reply = {"ok": True, "killed": procs.kill_strays(os.getpid(), set(msg.get("keep", [])))}
+                exiting = {int(pid) for pid in msg.get("exiting", [])}
+                for pid in exiting:  # killed now, reaped later: its exit need not finish before the reply
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                killed = procs.kill_strays(os.getpid(), set(msg.get("keep", [])), exiting=exiting)
+                reply = {"ok": True, "killed": killed}
             elif op == "status":
                 procs.reap_children(self.statuses)
                 status = self.statuses.get(int(msg.get("pid", -1)))
