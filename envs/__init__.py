@@ -1,1 +1,58 @@
-"""envs: see ../shared/DESIGN.md; filled in by its issue."""
+"""envs: Gymnasium environments over StateGuard tasks (../shared/DESIGN.md §6, issue 5 §1, STYLE.md rule 5).
+
+- :class:`~envs.manager.ManagerEnv` (``stateguard/Manager-v0``): the agent is the state manager; the worker inside
+  replays synthesized counterfactual episodes (``replay``, over a :class:`~envs.pool.ReplayPool`), plays a task's
+  reference programs (``scripted``) or is a model (``openai:URL``, ``hf:PATH``).
+- :class:`~envs.worker.WorkerEnv` (``stateguard/Worker-v0``): the agent is the ReAct worker.
+- :class:`~envs.batch.ManagerEnvBatch`: N manager envs stepped together, with the token ids a trainer needs.
+
+Both ids are registered on import with default kwargs that need no pool and no model: the built-in task
+``retail-sales`` with the scripted worker (``gymnasium.make("stateguard/Manager-v0")``). Pass ``pool=...`` (a
+synthesis output folder or a :class:`~envs.pool.ReplayPool`) to ``make`` for the replay worker.
+"""
+
+from harness.import_utils import require
+
+require("gymnasium")
+
+import gymnasium  # noqa: E402
+
+from envs.bridge import EnvUsageError, EpisodeError, StepAfterDoneError, StepBeforeResetError  # noqa: E402
+from envs.manager import ManagerEnv, ManagerEnvConfig  # noqa: E402
+from envs.pool import PoolEntry, PoolError, ReplayPool  # noqa: E402
+from envs.spaces import MAX_TEXT_CHARS, UnicodeText  # noqa: E402
+from envs.worker import WorkerEnv, WorkerEnvConfig  # noqa: E402
+
+ENV_IDS = {
+    "stateguard/Manager-v0": ("envs.manager:ManagerEnv", {"task": "retail-sales"}),
+    "stateguard/Worker-v0": ("envs.worker:WorkerEnv", {"task": "retail-sales"}),
+}
+"""Registered id -> (entry point, default kwargs)."""
+
+
+def register_envs() -> None:
+    """Register :data:`ENV_IDS` with Gymnasium (idempotent)."""
+    for env_id, (entry_point, kwargs) in ENV_IDS.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs), disable_env_checker=False)
+
+
+register_envs()
+
+__all__ = [
+    "ENV_IDS",
+    "MAX_TEXT_CHARS",
+    "EnvUsageError",
+    "EpisodeError",
+    "ManagerEnv",
+    "ManagerEnvConfig",
+    "PoolEntry",
+    "PoolError",
+    "ReplayPool",
+    "StepAfterDoneError",
+    "StepBeforeResetError",
+    "UnicodeText",
+    "WorkerEnv",
+    "WorkerEnvConfig",
+    "register_envs",
+]

@@ -20,6 +20,7 @@ OPTIONAL_DEPENDENCIES: dict[str, tuple[str, str]] = {
     "datasets": ("train", "dataset export"),
     "accelerate": ("train", "launching and distributed training"),
     "torch": ("train", "tensors and models"),
+    "gymnasium": ("train", "the Gymnasium environments (envs/)"),
     "jupyter_client": ("dev", "the ipykernel reference in scripts/bench_sandbox.py"),
 }
 

@@ -15,6 +15,13 @@ Written under ``OUT/``:
 - ``episodes/clean.jsonl``, ``episodes/faulty.jsonl`` (the unmanaged faulted continuation), ``episodes/gold.jsonl``
   (the gold-repaired branch): EpisodeRecords linked by ``task_id`` and ``config.fault_id``; ``tasks/<task_id>/``
   holds the task folders they replay on;
+- ``episodes/index.jsonl``: one line per clean task and per kept fault, in shard order, so the replay pool
+  (:class:`envs.pool.ReplayPool`) needs no shard parsing: ``id`` (the fault id; the clean record's episode id for a
+  clean line), ``kind`` (clean|fault), ``task_id``, ``task_dir`` (relative to the output folder), ``episodes``
+  (``{branch: episode_id}`` of the records: clean; or gold and faulty), ``fault`` (the shared faults-format dict, or
+  null), ``fault_info`` (``turn_id, fault_type, variables, error_variable, benign``; null for a clean line) and
+  ``injected`` (the full :class:`~synthesis.faults.model.InjectedFault` dict the gold policy needs, when the shard
+  holds it);
 - ``faults.jsonl``: the kept faults in the shared format (:mod:`harness.worker.faults`).
 
 Deterministic: no timestamps or random ids; every duration is zeroed (see :mod:`synthesis.runs`); the dataset's
@@ -133,6 +140,10 @@ def export(out: Path, shard_paths: Sequence[Path], config: SynthesisConfig, skip
     for branch in ("clean", "faulty", "gold"):
         lines = [line for s in good for line in s["episodes"][branch]]
         (episodes / f"{branch}.jsonl").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    (episodes / "index.jsonl").write_text(
+        "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in episode_index(good)),
+        encoding="utf-8",
+    )
     outcomes = [{**o, "task_id": s["task_id"], "domain": s["task"]["domain"]} for s in good for o in s["outcomes"]]
     kept = [o for o in outcomes if o["kept"]]
     (out / "faults.jsonl").write_text(
@@ -175,6 +186,37 @@ def export(out: Path, shard_paths: Sequence[Path], config: SynthesisConfig, skip
     plot_token_lengths([r["n_tokens"] for r in samples], out / "token_lengths.png")
     (out / "README.md").write_text(_card(stats, samples), encoding="utf-8")
     return stats
+
+
+def episode_index(shards: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines of ``episodes/index.jsonl`` (see the module docstring) from the good shards, in order."""
+    lines: list[dict[str, Any]] = []
+    for shard in shards:
+        task_id = shard["task_id"]
+        base = {"task_id": task_id, "task_dir": f"tasks/{task_id}"}
+        clean_id = json.loads(shard["episodes"]["clean"][0])["episode_id"]
+        lines.append({"id": clean_id, "kind": "clean", **base, "episodes": {"clean": clean_id}, "fault": None,
+                      "fault_info": None, "injected": None})  # fmt: skip
+        kept = [o for o in shard["outcomes"] if o["kept"]]
+        branches = zip(kept, shard["episodes"]["gold"], shard["episodes"]["faulty"], strict=True)
+        for outcome, gold_line, faulty_line in branches:
+            gold, faulty = json.loads(gold_line), json.loads(faulty_line)
+            injected = outcome.get("injected")
+            if injected is not None:
+                error_variable = injected["error_variable"]
+            else:  # an older shard: the variable the gold repair named
+                error_variable = next((r["variable"] for r in gold["repairs"]), None)
+            info = {
+                "turn_id": outcome["turn_id"],
+                "fault_type": outcome["fault_type"],
+                "variables": list(outcome["fault"].get("variables", [])),
+                "error_variable": error_variable,
+                "benign": outcome["benign"],
+            }
+            episodes = {"gold": gold["episode_id"], "faulty": faulty["episode_id"]}
+            lines.append({"id": outcome["fault_id"], "kind": "fault", **base, "episodes": episodes,
+                          "fault": outcome["fault"], "fault_info": info, "injected": injected})  # fmt: skip
+    return lines
 
 
 def plot_token_lengths(lengths: Sequence[int], path: Path) -> None:

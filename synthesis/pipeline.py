@@ -227,6 +227,7 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
                 "kept": outcome.kept,
                 "reason": outcome.reason,
                 "fault": outcome.fault.to_fault().to_dict(),
+                "injected": outcome.fault.to_dict(),
             }
         )
         if not outcome.kept:

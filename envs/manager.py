@@ -1,0 +1,356 @@
+"""``ManagerEnv``: a Gymnasium environment in which the agent is the state manager (issue 5 §1).
+
+The episode is a real :class:`~harness.manager.runtime.ManagerRuntime` run, played in a thread by
+:class:`~envs.bridge.EpisodeThread`: the runtime's policy is a bridge whose ``respond(PolicyInput)`` hands the input
+to the environment and waits for the agent's ``step(action)``. The runtime is not modified; everything it does
+(lifecycle, tools, repairs, checkpoints, the harness fallback, grading, the EpisodeRecord) happens as in
+``stateguard run``.
+
+Spaces: observation and action are :class:`~envs.spaces.UnicodeText` (any string of at most
+:data:`~envs.spaces.MAX_TEXT_CHARS` characters).
+
+- **Observation**: the newest message of the conversation the ``llm`` manager policy would send for the current
+  :class:`~harness.manager.policies.PolicyInput` (:meth:`harness.manager.llm_policy.LLMPolicy.messages`): at the
+  start of an activation the rendered activation (:func:`~harness.manager.prompts.render_activation`: observation,
+  public turn, legal actions); within an activation the result of the previous action wrapped in
+  ``<tool_response>`` (:func:`~harness.manager.prompts.render_tool_response`). An agent that wants the whole
+  conversation (system prompt, earlier actions of the activation) rebuilds it from ``info["policy_input"]`` with
+  ``LLMPolicy.messages`` (:class:`envs.batch.ManagerEnvBatch` does). After the last step the observation is ``""``.
+- **Action**: one model response in the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
+  optionally after a ``<think>`` block), parsed by the runtime like any policy's response; unparseable or illegal
+  responses are recorded and answered with their refusal, never raised.
+- **Reward**: ``0.0`` until the episode ends, then ``rewards.score_episode(record, fault_info, reward_config).total``
+  (the terms go to ``info["reward_terms"]``). A truncated episode has no record and gets ``0.0``.
+- **terminated**: the runtime finished the task (graded); **truncated**: ``max_env_steps`` agent steps were taken
+  first (the runtime's own budgets, actions per activation and review activations, end in the harness fallback,
+  so the task always finishes unless this cap cuts it).
+- **info**: ``episode_id``, ``task_id``, ``env_steps``; ``policy_input`` (the :class:`PolicyInput` the next action
+  answers, so scripted policies such as :class:`synthesis.gold.GoldPolicy` can drive the env:
+  ``env.step(policy.respond(info["policy_input"]))``); after a step ``legal`` and ``action_result`` of that action;
+  at the end ``record`` (the :class:`~harness.manager.episode.EpisodeRecord`), ``grade`` and ``reward_terms``.
+
+Workers (``worker``): ``replay`` (default when a :class:`~envs.pool.ReplayPool` is given: a synthesized
+counterfactual episode replayed with the scripted worker carrying its fault, so a REPAIR that names a corrupted
+variable leads to the recorded repaired branch and anything else to the recorded faulty continuation), ``scripted``
+(default without a pool: a task folder or built-in name and an optional faults file, as ``stateguard run``) and
+``openai:URL`` / ``hf:PATH`` (the ReAct worker over a model, built by :func:`harness.run.build_worker`).
+
+``reset(seed=None, options={"episode_id": ...})`` plays that episode; without one it draws an episode id with the
+env's ``np_random``. Each reset stops the previous episode's thread and closes its kernel before forking a new one
+from the env's one sandbox (:class:`~envs.common.SandboxHolder`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from envs.bridge import EpisodeError, EpisodeThread, StepAfterDoneError, StepBeforeResetError
+from envs.common import SandboxHolder
+from envs.pool import ReplayPool
+from envs.spaces import UnicodeText
+from harness.manager.episode import EpisodeRecord
+from harness.manager.llm_policy import LLMPolicy
+from harness.manager.policies import PolicyInput
+from harness.manager.runtime import ManagerRuntime, RuntimeConfig
+from harness.sandbox import Sandbox
+from harness.tasks import Task, load_task
+
+logger = logging.getLogger(__name__)
+
+WORKERS = ("replay", "scripted", "openai:URL", "hf:PATH")
+"""The worker specs :class:`ManagerEnvConfig` accepts."""
+
+CONVERSATION = LLMPolicy(backend=None)  # type: ignore[arg-type]
+"""Only its :meth:`~LLMPolicy.messages` is used: the conversation the ``llm`` policy would send (no backend)."""
+
+
+def observation_text(inp: PolicyInput) -> str:
+    """The newest message of the ``llm`` policy's conversation for ``inp`` (see the module docstring)."""
+    return CONVERSATION.messages(inp)[-1]["content"]
+
+
+@dataclass
+class ManagerEnvConfig:
+    worker: str | None = field(
+        default=None,
+        metadata={
+            "help": "replay | scripted | openai:URL | hf:PATH. None: replay when a pool is given, else scripted."
+        },
+    )
+    pool: str | None = field(
+        default=None, metadata={"help": "replay: a `stateguard synthesize` output folder (episodes/index.jsonl)."}
+    )
+    task: str = field(
+        default="retail-sales",
+        metadata={"help": "scripted and model workers: a task folder or the name of a built-in task."},
+    )
+    faults: str | None = field(
+        default=None, metadata={"help": "scripted worker: a faults.jsonl to replay (one fault for the task)."}
+    )
+    fault_line: int | None = field(
+        default=None, metadata={"help": "scripted worker: replay only this 1-based line of `faults`."}
+    )
+    isolation: str | None = field(
+        default=None, metadata={"help": "sandbox isolation: bwrap | none. None: bwrap when installed, else none."}
+    )
+    max_env_steps: int = field(
+        default=512, metadata={"help": "agent steps per episode before it is truncated (truncated=True)."}
+    )
+
+    def __post_init__(self) -> None:
+        kind, _, arg = (self.worker or "").partition(":")
+        valid = self.worker is None or self.worker in ("replay", "scripted") or (kind in ("openai", "hf") and arg)
+        if not valid:
+            raise ValueError(f"worker={self.worker!r} is not understood; use one of {', '.join(WORKERS)} or None.")
+        if self.max_env_steps < 1:
+            raise ValueError(f"max_env_steps={self.max_env_steps}: an episode needs at least one step; use >= 1.")
+        if self.faults is not None and self.worker not in (None, "scripted"):
+            raise ValueError(
+                f"faults={self.faults!r} replays faulty code through the scripted worker, not worker={self.worker!r}; "
+                "drop faults or use worker='scripted' (replay takes its faults from the pool)."
+            )
+        if self.fault_line is not None and self.faults is None:
+            raise ValueError(f"fault_line={self.fault_line} picks a line of `faults`; pass faults too.")
+
+
+class _BridgePolicy:
+    """The runtime's policy inside the env: every response comes from the agent's ``step`` (via ``ask``)."""
+
+    name = "env"
+    active = True
+    style = "stateful"
+
+    def __init__(self, ask: Callable[[PolicyInput], str]):
+        self.respond = ask
+
+
+@dataclass
+class _Episode:
+    """What one reset resolved: the task, how to build its worker, and the fault the rewards judge against."""
+
+    episode_id: str
+    task: Task
+    make_worker: Callable[[Any], Any]  # kernel -> worker
+    fault_info: Any
+
+
+class ManagerEnv(gym.Env[str, str]):
+    """The agent is the manager (see the module docstring).
+
+    Args:
+        config: :class:`ManagerEnvConfig`; keyword ``overrides`` set its fields (what ``gymnasium.make`` passes).
+        pool: a :class:`ReplayPool` or a synthesis output folder (else ``config.pool`` is opened when set).
+        runtime_config: the manager runtime's budgets (default :class:`RuntimeConfig`).
+        reward_config: ``rewards.RewardConfig`` (default: its defaults).
+        sandbox: a sandbox shared with other envs (not closed by this env); default: the env's own.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        config: ManagerEnvConfig | None = None,
+        *,
+        pool: ReplayPool | str | Path | None = None,
+        runtime_config: RuntimeConfig | None = None,
+        reward_config: Any = None,
+        sandbox: Sandbox | None = None,
+        render_mode: str | None = None,
+        **overrides: Any,
+    ):
+        base = vars(config) if config is not None else {}
+        self.config = ManagerEnvConfig(**{**base, **overrides})
+        if render_mode is not None:
+            raise ValueError(f"render_mode={render_mode!r}: ManagerEnv renders nothing; leave render_mode unset.")
+        self.render_mode = None
+        if pool is None and self.config.pool is not None:
+            pool = self.config.pool
+        if pool is not None and not isinstance(pool, ReplayPool):
+            pool = ReplayPool(pool)
+        self.pool = pool
+        worker = self.config.worker or ("replay" if pool is not None else "scripted")
+        if worker == "replay" and pool is None:
+            raise ValueError(
+                "worker='replay' plays a synthesis run's episodes: pass pool=ReplayPool(dir) or pool=dir."
+            )
+        self.worker = worker
+        self.runtime_config = runtime_config or RuntimeConfig()
+        self.reward_config = reward_config
+        self.observation_space = UnicodeText()
+        self.action_space = UnicodeText()
+        self.sandboxes = SandboxHolder(self.config.isolation, sandbox)
+        if worker == "replay":
+            assert pool is not None
+            self.episode_ids = pool.ids
+        else:
+            self._task = load_task(_task_path(self.config.task))
+            self._faults = self._load_faults() if worker == "scripted" else {}
+            self.episode_ids = [self._task.id]
+        self._thread: EpisodeThread | None = None
+        self._runtime: ManagerRuntime | None = None
+        self._episode: _Episode | None = None
+        self._done = False
+        self.env_steps = 0
+
+    # ---------------------------------------------------------------- episodes
+    def _load_faults(self) -> dict[str, Any]:
+        from harness.worker.faults import faults_for_task, load_faults
+
+        if self.config.faults is None:
+            return {}
+        faults = faults_for_task(load_faults(self.config.faults, line=self.config.fault_line), self._task.id)
+        if len(faults) > 1:
+            raise ValueError(
+                f"faults={self.config.faults!r} holds {len(faults)} faults for task {self._task.id} (turns "
+                f"{sorted(faults)}); the rewards judge one fault per episode: pick one with fault_line=N."
+            )
+        return faults
+
+    def _resolve(self, episode_id: str) -> _Episode:
+        from harness.worker.scripted import ScriptedWorker
+
+        if self.worker == "replay":
+            assert self.pool is not None
+            entry = self.pool.entry(episode_id)
+            task = self.pool.task(entry)
+            return _Episode(
+                entry.id,
+                task,
+                lambda kernel: ScriptedWorker.for_task(task, kernel, entry.faults),
+                self.pool.fault_info(entry) if entry.fault_info is not None else None,
+            )
+        if episode_id != self._task.id:
+            raise ValueError(f"episode_id={episode_id!r}: this env plays task {self._task.id!r} only.")
+        task, faults = self._task, self._faults
+        if self.worker == "scripted":
+            return _Episode(task.id, task, lambda kernel: ScriptedWorker.for_task(task, kernel, faults),
+                            _fault_info(task, faults))  # fmt: skip
+        from harness.run import build_worker
+
+        return _Episode(task.id, task, lambda kernel: build_worker(self.worker, kernel, task, None), None)
+
+    # ---------------------------------------------------------------- Gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._stop()
+        options = dict(options or {})
+        unknown = sorted(set(options) - {"episode_id"})
+        if unknown:
+            raise ValueError(f"reset options {unknown} are not understood; the only option is 'episode_id'.")
+        episode_id = options.get("episode_id")
+        if episode_id is None:
+            episode_id = self.episode_ids[int(self.np_random.integers(len(self.episode_ids)))]
+        episode = self._resolve(episode_id)
+        kernel = self.sandboxes.new_kernel(episode.task.public_dir)
+        thread = EpisodeThread(name=f"manager-env-{episode.episode_id}")
+        runtime = ManagerRuntime(
+            episode.task, kernel, episode.make_worker(kernel), _BridgePolicy(thread.ask), self.runtime_config
+        )
+        self._thread, self._runtime, self._episode = thread, runtime, episode
+        self._done, self.env_steps = False, 0
+        kind, value = self._receive(lambda: thread.start(runtime.run))
+        if kind != "ask":
+            raise EpisodeError(
+                f"episode {episode.episode_id} of task {episode.task.id} ended before the manager's first activation"
+            )
+        return observation_text(value), {**self._base_info(), "policy_input": value}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._thread is None or self._runtime is None:
+            raise StepBeforeResetError("ManagerEnv.step() was called before reset(); call env.reset() first.")
+        if self._done:
+            raise StepAfterDoneError(
+                "ManagerEnv.step() was called after the episode ended (terminated or truncated); call env.reset()."
+            )
+        if not isinstance(action, str):
+            raise TypeError(f"the action is one model response string (wire format), not {type(action).__name__}.")
+        self.env_steps += 1
+        history = len(self._runtime.lifecycle.history)
+        thread = self._thread
+        kind, value = self._receive(lambda: thread.answer(action))
+        legal, result = self._last_action(history, kind, value)
+        info = {**self._base_info(), "legal": legal, "action_result": result}
+        if kind == "done":
+            self._done = True
+            self.sandboxes.close_kernel()
+            reward, terms = self._score(value)
+            info.update(record=value, grade=dict(value.grade or {}), reward_terms=terms)
+            return "", reward, True, False, info
+        info["policy_input"] = value
+        truncated = self.env_steps >= self.config.max_env_steps
+        if truncated:
+            self._stop()
+        return observation_text(value), 0.0, False, truncated, info
+
+    def close(self) -> None:
+        self._stop()
+        self.sandboxes.close()
+        super().close()
+
+    # ---------------------------------------------------------------- helpers
+    def _receive(self, call: Callable[[], tuple[str, Any]]) -> tuple[str, Any]:
+        try:
+            return call()
+        except EpisodeError as exc:
+            self._done = True
+            self.sandboxes.close_kernel()
+            episode = self._episode
+            where = f"episode {episode.episode_id} of task {episode.task.id}" if episode else "the episode"
+            raise EpisodeError(f"{where}, env step {self.env_steps}: {exc}") from exc.__cause__
+
+    def _stop(self) -> None:
+        """Stop the running episode (if any) and close its kernel."""
+        if self._thread is not None:
+            self._thread.stop()
+        self._done = True
+        self.sandboxes.close_kernel()
+
+    def _base_info(self) -> dict[str, Any]:
+        assert self._episode is not None
+        return {"episode_id": self._episode.episode_id, "task_id": self._episode.task.id, "env_steps": self.env_steps}
+
+    def _last_action(self, history: int, kind: str, value: Any) -> tuple[bool, str | None]:
+        """(legal, result text) of the action just answered: from the next input when the activation goes on,
+        else from the recorded activation."""
+        assert self._runtime is not None
+        if kind == "ask" and value.previous:
+            transitions = self._runtime.lifecycle.history
+            legal = len(transitions) > history and transitions[history].legal
+            return legal, value.previous[-1][1]
+        for activation in reversed(self._runtime.record.activations):
+            if activation["actor"] == "policy" and activation["actions"]:
+                action = activation["actions"][-1]
+                return bool(action["legal"]), action["result"]
+        return False, None
+
+    def _score(self, record: EpisodeRecord) -> tuple[float, dict[str, Any]]:
+        from rewards import RewardConfig, score_episode
+
+        assert self._episode is not None
+        config = self.reward_config if self.reward_config is not None else RewardConfig()
+        breakdown = score_episode(record, self._episode.fault_info, config)
+        return float(breakdown.total), dict(breakdown.terms)
+
+
+def _task_path(spec: str) -> Path:
+    from harness.run import resolve_task_path
+
+    return resolve_task_path(spec)
+
+
+def _fault_info(task: Task, faults: dict[str, Any]) -> Any:
+    """``rewards.FaultInfo`` of a scripted episode's one fault (None without one); no gold hint is known."""
+    if not faults:
+        return None
+    from harness.worker.scripted import load_programs
+    from rewards import FaultInfo
+
+    ((turn_id, fault),) = faults.items()
+    variables = fault.corrupted_variables(load_programs(task)[turn_id])
+    return FaultInfo(turn_id=turn_id, fault_type=fault.fault_type, variables=tuple(variables))

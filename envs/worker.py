@@ -1,0 +1,166 @@
+"""``WorkerEnv``: a Gymnasium environment in which the agent is the data-science worker (issue 5 §1).
+
+The episode is a :class:`~harness.manager.runtime.ManagerRuntime` run with no manager (``none`` policy) and a
+:class:`~harness.worker.react.ReActWorker` whose chat backend is the agent: the backend's ``chat(messages)`` hands
+the conversation to the environment (:class:`~envs.bridge.EpisodeThread`) and returns the agent's ``step(action)``
+as the model's reply. So the ReAct worker's own formatting is what the agent sees and what it must write: nothing
+is duplicated here.
+
+- **Observation**: the newest user message of the worker's conversation: first the task contract
+  (:func:`harness.run.task_contract`: objective, sandbox, data profile, first question, output rules), then the
+  execution output of each cell (:func:`harness.worker.react.observation_text`), with the next question appended
+  when a turn ends. ``info["messages"]`` holds the whole conversation (system prompt included) for chat models.
+  After the last step the observation is ``""``.
+- **Action**: one reply: a short thought and one fenced ```python cell, or a line ``Final Answer: ...``
+  (:func:`harness.worker.react.parse_worker_reply`).
+- **Reward**: ``0.0`` until the end, then the task grade's score (:func:`harness.tasks.grade_task`); an invalid
+  submission (score ``None``) gets ``0.0`` and ``info["grade"]["valid"]`` is False.
+- **terminated**: every question was answered or its step budget (``max_steps_per_turn``) spent; **truncated**:
+  ``max_env_steps`` agent steps were taken first.
+
+Spaces: :class:`~envs.spaces.UnicodeText` for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from envs.bridge import EpisodeError, EpisodeThread, StepAfterDoneError, StepBeforeResetError
+from envs.common import SandboxHolder
+from envs.spaces import UnicodeText
+from harness.llm import ChatReply, Message
+from harness.manager.policies import NonePolicy
+from harness.manager.runtime import ManagerRuntime, RuntimeConfig
+from harness.run import resolve_task_path, task_contract
+from harness.tasks import load_task
+from harness.worker.react import ReActConfig, ReActWorker
+
+
+@dataclass
+class WorkerEnvConfig:
+    task: str = field(default="retail-sales", metadata={"help": "a task folder or the name of a built-in task."})
+    max_steps_per_turn: int = field(default=10, metadata={"help": "worker steps per question (ReActConfig)."})
+    max_env_steps: int = field(
+        default=256, metadata={"help": "agent steps per episode before it is truncated (truncated=True)."}
+    )
+    isolation: str | None = field(
+        default=None, metadata={"help": "sandbox isolation: bwrap | none. None: bwrap when installed, else none."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_steps_per_turn < 1 or self.max_env_steps < 1:
+            raise ValueError(
+                f"max_steps_per_turn={self.max_steps_per_turn}, max_env_steps={self.max_env_steps}: both must be >= 1."
+            )
+
+
+class _AgentBackend:
+    """The ReAct worker's chat backend inside the env: the reply is the agent's action (via ``ask``)."""
+
+    def __init__(self, ask: Callable[[list[Message]], str]):
+        self.ask = ask
+
+    def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> ChatReply:
+        return ChatReply(text=self.ask(messages))
+
+
+class WorkerEnv(gym.Env[str, str]):
+    """The agent is the worker (see the module docstring). Keyword ``overrides`` set :class:`WorkerEnvConfig`
+    fields (what ``gymnasium.make`` passes)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        config: WorkerEnvConfig | None = None,
+        *,
+        runtime_config: RuntimeConfig | None = None,
+        render_mode: str | None = None,
+        **overrides: Any,
+    ):
+        base = vars(config) if config is not None else {}
+        self.config = WorkerEnvConfig(**{**base, **overrides})
+        if render_mode is not None:
+            raise ValueError(f"render_mode={render_mode!r}: WorkerEnv renders nothing; leave render_mode unset.")
+        self.render_mode = None
+        self.task = load_task(resolve_task_path(self.config.task))
+        self.contract = task_contract(self.task)
+        self.runtime_config = runtime_config or RuntimeConfig()
+        self.observation_space = UnicodeText()
+        self.action_space = UnicodeText()
+        self.sandboxes = SandboxHolder(self.config.isolation)
+        self._thread: EpisodeThread | None = None
+        self._done = False
+        self.env_steps = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._stop()
+        if options:
+            raise ValueError(f"reset options {sorted(options)} are not understood; WorkerEnv takes none.")
+        kernel = self.sandboxes.new_kernel(self.task.public_dir)
+        thread = EpisodeThread(name=f"worker-env-{self.task.id}")
+        worker = ReActWorker(
+            _AgentBackend(thread.ask),
+            kernel,
+            ReActConfig(max_steps=self.config.max_steps_per_turn),
+            contract=self.contract,
+        )
+        runtime = ManagerRuntime(self.task, kernel, worker, NonePolicy(), self.runtime_config)
+        self._thread, self._done, self.env_steps = thread, False, 0
+        kind, messages = self._receive(lambda: thread.start(runtime.run))
+        if kind != "ask":
+            raise EpisodeError(f"task {self.task.id}: the episode ended before the worker's first step")
+        return messages[-1]["content"], self._info(messages)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._thread is None:
+            raise StepBeforeResetError("WorkerEnv.step() was called before reset(); call env.reset() first.")
+        if self._done:
+            raise StepAfterDoneError(
+                "WorkerEnv.step() was called after the episode ended (terminated or truncated); call env.reset()."
+            )
+        if not isinstance(action, str):
+            raise TypeError(f"the action is one reply string (thought + cell or Final Answer), not {type(action)}.")
+        self.env_steps += 1
+        thread = self._thread
+        kind, value = self._receive(lambda: thread.answer(action))
+        if kind == "done":
+            self._done = True
+            self.sandboxes.close_kernel()
+            grade = dict(value.grade or {})
+            info = {**self._info(None), "record": value, "grade": grade}
+            return "", float(grade.get("score") or 0.0), True, False, info
+        truncated = self.env_steps >= self.config.max_env_steps
+        if truncated:
+            self._stop()
+        return value[-1]["content"], 0.0, False, truncated, self._info(value)
+
+    def close(self) -> None:
+        self._stop()
+        self.sandboxes.close()
+        super().close()
+
+    def _info(self, messages: list[Message] | None) -> dict[str, Any]:
+        info: dict[str, Any] = {"task_id": self.task.id, "env_steps": self.env_steps}
+        if messages is not None:
+            info["messages"] = [dict(m) for m in messages]
+        return info
+
+    def _receive(self, call: Callable[[], tuple[str, Any]]) -> tuple[str, Any]:
+        try:
+            return call()
+        except EpisodeError as exc:
+            self._done = True
+            self.sandboxes.close_kernel()
+            raise EpisodeError(f"task {self.task.id}, env step {self.env_steps}: {exc}") from exc.__cause__
+
+    def _stop(self) -> None:
+        if self._thread is not None:
+            self._thread.stop()
+        self._done = True
+        self.sandboxes.close_kernel()
