@@ -1,8 +1,10 @@
 """What both environments share: the sandbox they recycle, the isolation default and the episode thread's life.
 
 :class:`SandboxHolder` keeps ONE :class:`~harness.sandbox.Sandbox` per environment (started on the first ``reset``,
-so constructing an environment is cheap) and one kernel per episode: each ``reset`` closes the previous episode's
-kernel before it forks a new one, and ``close`` shuts the sandbox down. Nothing is left running between episodes
+so constructing an environment is cheap) and one live kernel: each ``reset`` recycles the previous episode's kernel
+when the new episode reads the same public folder (:meth:`harness.sandbox.Kernel.reset`: a fresh kernel process and
+namespace without a new bubblewrap episode — the common case in RL, where a group of rollouts replays one episode),
+else closes it and starts a new one; ``close`` shuts the sandbox down. Nothing is left running between episodes
 but the sandbox's zygote, so process count and memory stay flat over any number of resets
 (``tests/envs/test_soak.py``).
 """
@@ -37,9 +39,16 @@ class SandboxHolder:
         self.owned = sandbox is None  # a shared sandbox (ManagerEnvBatch) is closed by its owner
         self.kernel: Kernel | None = None
         self.kernels_started = 0
+        self.kernels_recycled = 0
 
     def new_kernel(self, public_dir: str | Path) -> Kernel:
-        """Close the current kernel (if any) and start a fresh one on ``public_dir``."""
+        """A kernel in its start state on ``public_dir``: the current one reset when it reads the same folder, else a
+        new one (the current one closed)."""
+        if self.kernel is not None and not self.kernel.closed:
+            if Path(self.kernel.public_dir).resolve() == Path(public_dir).resolve():
+                self.kernel.reset()
+                self.kernels_recycled += 1
+                return self.kernel
         self.close_kernel()
         if self.sandbox is None:
             self.sandbox = Sandbox(SandboxConfig(isolation=self.isolation))

@@ -36,8 +36,8 @@ variable leads to the recorded repaired branch and anything else to the recorded
 ``openai:URL`` / ``hf:PATH`` (the ReAct worker over a model, built by :func:`harness.run.build_worker`).
 
 ``reset(seed=None, options={"episode_id": ...})`` plays that episode; without one it draws an episode id with the
-env's ``np_random``. Each reset stops the previous episode's thread and closes its kernel before forking a new one
-from the env's one sandbox (:class:`~envs.common.SandboxHolder`).
+env's ``np_random``. Each reset stops the previous episode's thread and recycles its kernel (same task) or replaces
+it, from the env's one sandbox (:class:`~envs.common.SandboxHolder`); ``close`` shuts everything down.
 """
 
 from __future__ import annotations
@@ -277,8 +277,7 @@ class ManagerEnv(gym.Env[str, str]):
         legal, result = self._last_action(history, kind, value)
         info = {**self._base_info(), "legal": legal, "action_result": result}
         if kind == "done":
-            self._done = True
-            self.sandboxes.close_kernel()
+            self._done = True  # the kernel stays up: the next reset recycles it
             reward, terms = self._score(value)
             info.update(record=value, grade=dict(value.grade or {}), reward_terms=terms)
             return "", reward, True, False, info
@@ -305,11 +304,10 @@ class ManagerEnv(gym.Env[str, str]):
             raise EpisodeError(f"{where}, env step {self.env_steps}: {exc}") from exc.__cause__
 
     def _stop(self) -> None:
-        """Stop the running episode (if any) and close its kernel."""
+        """Stop the running episode (if any); its kernel stays up for the next reset to recycle."""
         if self._thread is not None:
             self._thread.stop()
         self._done = True
-        self.sandboxes.close_kernel()
 
     def _base_info(self) -> dict[str, Any]:
         assert self._episode is not None

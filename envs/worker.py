@@ -130,8 +130,7 @@ class WorkerEnv(gym.Env[str, str]):
         thread = self._thread
         kind, value = self._receive(lambda: thread.answer(action))
         if kind == "done":
-            self._done = True
-            self.sandboxes.close_kernel()
+            self._done = True  # the kernel stays up: the next reset recycles it
             grade = dict(value.grade or {})
             info = {**self._info(None), "record": value, "grade": grade}
             return "", float(grade.get("score") or 0.0), True, False, info
@@ -163,4 +162,3 @@ class WorkerEnv(gym.Env[str, str]):
         if self._thread is not None:
             self._thread.stop()
         self._done = True
-        self.sandboxes.close_kernel()

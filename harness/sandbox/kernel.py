@@ -3,7 +3,8 @@
 Everything the kernel sends is parsed as untrusted input: a malformed, oversized or late reply is handled exactly
 like a crash — the kernel is killed, a fresh one is forked from the episode init (or, if that is gone too, from the
 zygote) and the result says ``restarted=True`` with the reason. Variable versions are assigned here, on the host,
-from a per-name high-water mark, so they stay strictly increasing across restores and restarts.
+from a per-name high-water mark, so they stay strictly increasing across restores and restarts (:meth:`Kernel.reset`
+starts a new episode on the same kernel: versions start again at 1).
 """
 
 from __future__ import annotations
@@ -274,6 +275,35 @@ class Kernel:
         with contextlib.suppress(OSError):
             send_msg(cp.channel.sock, {"op": "release"})
         cp.channel.close()
+
+    def reset(self) -> None:
+        """Start over on the same public folder, as a new kernel would: a fresh kernel process (forked from the
+        episode's init, which already holds the preloaded libraries), no variables, versions from 1, no checkpoints,
+        checkpoint ids from ``cp1``, an empty workspace. Cheaper than :meth:`close` plus ``Sandbox.new_kernel`` (no
+        new bubblewrap episode, no teardown): environments recycle their kernel this way between episodes."""
+        self._check_open()
+        old = [self._k.pid] if self._k is not None else []
+        old += sorted({cp.channel.pid for cp in self._checkpoints.values()})
+        for cp in self._checkpoints.values():
+            cp.channel.close()
+        self._checkpoints.clear()
+        if self._k is not None:
+            self._k.close()
+            self._k = None
+        if self._episode is None:
+            self._start_episode()
+        else:
+            self._sweep(exiting=old)  # the old kernel and checkpoints: killed, not waited for
+            self._spawn_kernel_process()
+        self._vars, self._hwm, self._same_as = {}, {}, None
+        self._cp_counter = itertools.count(1)
+        self._generation += 1
+        for entry in list(self.workspace.iterdir()) if self.workspace.is_dir() else []:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        self._files = self._scan_files()
 
     @property
     def checkpoints(self) -> list[str]:

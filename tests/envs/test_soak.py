@@ -61,13 +61,14 @@ def soak(pool, episodes: int) -> None:
             _, _, terminated, truncated, info = env.step(ABSTAIN)
             if terminated or truncated:
                 break
-        if n >= WARMUP - 1:
-            env.sandboxes.close_kernel()
+        if n >= WARMUP - 1:  # the kernel is live here (recycled by the next reset on the same task, else replaced)
             samples.append(settled(samples[0][0] if samples else None))
     env.close()
     processes = [p for p, _ in samples]
     rss = [m for _, m in samples]
-    assert env.sandboxes.kernels_started == WARMUP + episodes
+    holder = env.sandboxes
+    assert holder.kernels_started + holder.kernels_recycled == WARMUP + episodes
+    assert holder.kernels_recycled > 0
     assert max(processes) == min(processes), f"process count drifted: {processes[0]} -> {processes[-1]}"
     assert rss[-1] - rss[0] < RSS_SLACK_MB, f"RSS grew from {rss[0]:.0f} MB to {rss[-1]:.0f} MB"
 

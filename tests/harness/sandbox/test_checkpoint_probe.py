@@ -102,3 +102,18 @@ def test_a_checkpoint_with_nothing_run_since_shares_the_process_and_ids_release_
     for cp in (c, d):
         kernel.release(cp)
     assert a not in kernel.checkpoints and kernel.checkpoints == []
+
+
+def test_reset_starts_over_like_a_new_kernel(kernel):
+    kernel.execute("a = 1\nopen('out.txt', 'w').write('x')")
+    kernel.execute("a = 2")
+    kernel.checkpoint()
+    old_pids = set(kernel._keep_pids())
+    kernel.reset()
+    assert kernel.variables() == {} and kernel.checkpoints == []
+    assert not (kernel.workspace / "out.txt").exists()
+    result = kernel.execute("print('a' in dir())\na = 5")
+    assert result.stdout == "False\n" and result.variables[0].version == 1  # versions start again
+    assert kernel.checkpoint() == "cp1"
+    assert not old_pids & set(kernel._keep_pids())
+    assert kernel.execute("print(a)").stdout == "5\n"
