@@ -7,8 +7,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from harness.yaml_config import load_yaml_config
 from synthesis.samples import KINDS, LABELS
 
 
@@ -138,17 +137,4 @@ class SynthesisConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> SynthesisConfig:
         """Load ``path`` (keys = field names; unknown keys are an error naming them), then apply ``overrides``."""
-        path = Path(path)
-        if not path.is_file():
-            raise ValueError(
-                f"{path}: no such synthesis config; pass a YAML file such as configs/synthesis/smoke.yaml."
-            )
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping of field names to values, got {type(data).__name__}.")
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"{path}: unknown key(s) {unknown}; valid keys: {sorted(names)}.")
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**data)
+        return load_yaml_config(cls, path, "synthesis", "configs/synthesis/smoke.yaml", **overrides)
