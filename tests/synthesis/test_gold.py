@@ -3,40 +3,19 @@ FINALIZE then COMMIT; faulted: REPAIR citing a failed tool result, then COMMIT w
 repair), relations that follow the task graph, and no repair without evidence."""
 
 import json
-import random
-import shutil
-from pathlib import Path
 
 import pytest
 
 from harness.manager.policies import PolicyInput
 from harness.manager.wire import parse_response
-from harness.sandbox import Sandbox, SandboxConfig
-from harness.tasks import load_task
-from synthesis.faults import InjectedFault, candidate_faults, task_spec_from_folder
+from synthesis.faults import InjectedFault
 from synthesis.gold import GoldPolicy, Teacher
 from synthesis.runs import play
 
-RETAIL = Path(__file__).resolve().parents[2] / "harness" / "builtin_tasks" / "retail-sales"
-ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
-
 
 @pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(SandboxConfig(isolation=ISOLATION)) as sb:
-        yield sb
-
-
-@pytest.fixture(scope="module")
-def task():
-    return load_task(RETAIL)
-
-
-@pytest.fixture(scope="module")
-def faults(task):
-    spec = task_spec_from_folder(RETAIL)
-    answers = {t: r.answer for t, r in task.load_answers().items()}
-    return candidate_faults(spec, random.Random(0), answers=answers)
+def faults(candidates):
+    return candidates
 
 
 def _names(activation):

@@ -1,40 +1,18 @@
 """Counterfactual runs and their validation on the built-in retail task: a fault that changes nothing is dropped,
 kept faults reproduce the clean answers after repair, and checkpoint reuse gives the same episodes as a full replay."""
 
-import random
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 
-from harness.sandbox import Sandbox, SandboxConfig
-from harness.tasks import load_task
-from synthesis.faults import InjectedFault, candidate_faults, task_spec_from_folder
+from synthesis.faults import InjectedFault
 from synthesis.runs import episode_id, run_task
 
-RETAIL = Path(__file__).resolve().parents[2] / "harness" / "builtin_tasks" / "retail-sales"
-ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
-
 
 @pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(SandboxConfig(isolation=ISOLATION, max_checkpoints=128)) as sb:
-        yield sb
-
-
-@pytest.fixture(scope="module")
-def task():
-    return load_task(RETAIL)
-
-
-@pytest.fixture(scope="module")
-def faults(task):
-    spec = task_spec_from_folder(RETAIL)
-    answers = {t: r.answer for t, r in task.load_answers().items()}
-    found = candidate_faults(spec, random.Random(0), answers=answers)
+def faults(candidates):
     by_type = {}
-    for fault in found:
+    for fault in candidates:
         by_type.setdefault(fault.fault_type, fault)
     return list(by_type.values())
 

@@ -1,15 +1,9 @@
 """SFT samples from gold runs: labels, legality filter, dedupe, the context budget and the fast token counter."""
 
-import random
-import shutil
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from harness.sandbox import Sandbox, SandboxConfig
-from harness.tasks import load_task
-from synthesis.faults import candidate_faults, task_spec_from_folder
 from synthesis.gold import GoldPolicy
 from synthesis.runs import play
 from synthesis.samples import (
@@ -22,21 +16,14 @@ from synthesis.samples import (
     token_counter,
 )
 
-RETAIL = Path(__file__).resolve().parents[2] / "harness" / "builtin_tasks" / "retail-sales"
-ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 META = {"task_id": "builtin-retail-sales", "domain": "retail", "fault_type": "x", "fault_id": "f", "source": "t"}
 
 
 @pytest.fixture(scope="module")
-def runs():
-    task = load_task(RETAIL)
-    spec = task_spec_from_folder(RETAIL)
-    answers = {t: r.answer for t, r in task.load_answers().items()}
-    faults = candidate_faults(spec, random.Random(0), answers=answers)
-    fault = next(f for f in faults if f.turn_id == "1" and not f.benign)
-    with Sandbox(SandboxConfig(isolation=ISOLATION)) as sandbox:
-        clean = play(task, sandbox, GoldPolicy(None), None, "clean")
-        gold = play(task, sandbox, GoldPolicy(fault), fault, "gold")
+def runs(sandbox, task, candidates):
+    fault = next(f for f in candidates if f.turn_id == "1" and not f.benign)
+    clean = play(task, sandbox, GoldPolicy(None), None, "clean")
+    gold = play(task, sandbox, GoldPolicy(fault), fault, "gold")
     return clean, gold, fault
 
 
