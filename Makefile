@@ -1,13 +1,14 @@
 # The README's two commands:
 #   make demo   set up from nothing and run the main job on the embedded default
 #   make test   set up from nothing and run lint + the test suite
-# Every pip install uses constraints.txt, which pins the CPU build of torch.
+# Every pip install uses constraints.txt, which pins the CPU build of torch (PIP_CONSTRAINT carries it into build
+# environments too); DeepSpeed is installed without compiled ops (DS_BUILD_OPS=0: its CPU paths and config parser).
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
-EXTRAS ?= dev,train
+EXTRAS ?= dev,train,deepspeed
 STAMP  := $(VENV)/.stamp-$(EXTRAS)
 PYTEST_ARGS ?=
 DEMO_OUT ?= runs/demo
@@ -44,7 +45,7 @@ sysdeps:
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS)]"
+	DS_BUILD_OPS=0 PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(PIP) install -q -c constraints.txt -e ".[$(EXTRAS)]"
 	touch $@
 
 clean:

@@ -1,0 +1,47 @@
+"""Supervised fine-tuning of the manager: parse a config, call ``training.sft.run_sft``.
+
+CPU, the embedded tiny Qwen3 on the smoke synthesis run (the default)::
+
+    stateguard synthesize --config configs/synthesis/smoke.yaml --out runs/synth-smoke
+    accelerate launch --config_file configs/accelerate/cpu.yaml scripts/sft.py --config configs/sft/tiny-cpu.yaml
+
+Qwen3-8B, full fine-tune on 8x A100 80 GB with DeepSpeed ZeRO-3::
+
+    accelerate launch --config_file configs/accelerate/zero3.yaml scripts/sft.py --config configs/sft/qwen3-8b.yaml
+
+Qwen3-8B with LoRA adapters (ZeRO-2)::
+
+    accelerate launch --config_file configs/accelerate/zero2.yaml \
+        scripts/sft.py --config configs/sft/qwen3-8b-lora.yaml
+
+The YAML keys are the fields of ``training.sft.ModelArguments``, ``training.sft.DataArguments`` and TRL's
+``SFTConfig``; any of them can be overridden on the command line (``--max_steps 2``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def make_parser():
+    from trl import SFTConfig, TrlParser
+
+    from training.sft import DataArguments, ModelArguments
+
+    return TrlParser((ModelArguments, DataArguments, SFTConfig))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from training.sft import run_sft
+
+    model_args, data_args, sft_config = make_parser().parse_args_and_config(argv)
+    return run_sft(model_args, data_args, sft_config)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    main()

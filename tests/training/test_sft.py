@@ -1,0 +1,325 @@
+"""SFT (training.sft, scripts/sft.py, configs/sft, configs/accelerate): mask golden, configs, loss drop, length filter.
+
+One smoke synthesis run (2 tasks, workers=1, about 10 s) is shared by the module. Its samples are 3.5k-30k tokens,
+mostly the system prompt and the tools block; a CPU step on such a sample takes tens of seconds (the 151,936-row
+logits dominate). The golden mask test uses a full sample; the training tests use a "short" copy of the splits
+(each sample cut to its first user message and the assistant reply, no system prompt, no tools: 400-700 tokens),
+which keeps the module under a minute while exercising the same trainer path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SFT_CONFIGS = sorted((REPO / "configs" / "sft").glob("*.yaml"))
+ACCELERATE_CONFIGS = sorted((REPO / "configs" / "accelerate").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def smoke_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from synthesis.config import SynthesisConfig
+    from synthesis.pipeline import synthesize
+
+    out = tmp_path_factory.mktemp("synth")
+    iso = "bwrap" if shutil.which("bwrap") else "none"
+    config = SynthesisConfig(
+        domains=["commerce", "energy"],
+        tasks_per_domain=1,
+        n_turns=[6, 6],
+        max_faults_per_task=4,
+        workers=1,
+        isolation=iso,
+        count_tokens=True,
+        validation_fraction=0.5,
+    )
+    synthesize(config, out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def short_dataset_dir(smoke_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The smoke splits cut to (first user message, assistant reply); ``n_tokens`` 0 so the SFT code counts them."""
+    from datasets import DatasetDict, load_from_disk
+
+    def shorten(row):
+        turns = [m for m in row["messages"] if m["role"] != "system"][:2]
+        assert [m["role"] for m in turns] == ["user", "assistant"]
+        return {"messages": turns, "tools": [], "n_tokens": 0}
+
+    splits = load_from_disk(str(smoke_dir / "dataset"))
+    out = tmp_path_factory.mktemp("short") / "dataset"
+    DatasetDict({name: split.map(shorten) for name, split in splits.items()}).save_to_disk(str(out))
+    return out
+
+
+def _cpu_config(output_dir: Path, **overrides):
+    from trl import SFTConfig
+
+    settings = dict(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        max_length=1024,
+        per_device_train_batch_size=2,
+        per_device_eval_batch_size=2,
+        learning_rate=2e-3,
+        lr_scheduler_type="constant",
+        logging_steps=1,
+        eval_strategy="no",
+        save_strategy="no",
+        report_to="none",
+        seed=0,
+        disable_tqdm=True,
+    )
+    return SFTConfig(**{**settings, **overrides})
+
+
+def _script_parser():
+    """``scripts/sft.py``'s parser (scripts/ is not a package: load the file)."""
+    spec = importlib.util.spec_from_file_location("sft_script", REPO / "scripts" / "sft.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_parser()
+
+
+# --- golden assistant mask ----------------------------------------------------------------------------------------
+
+
+def test_labels_are_exactly_the_assistant_tokens(smoke_dir, tiny_model_dir, tmp_path):
+    from datasets import DatasetDict, load_from_disk
+
+    from training.sft import DataArguments, ModelArguments, build_trainer
+
+    train = load_from_disk(str(smoke_dir / "dataset"))["train"]
+    index = next(i for i, row in enumerate(train) if sum(m["role"] == "assistant" for m in row["messages"]) >= 2)
+    sample = train[index]
+    assert sample["tools"], "the golden sample must render the tools block"
+    short = tmp_path / "one"
+    one = train.select([index])
+    DatasetDict({"train": one, "validation": one}).save_to_disk(str(short))
+
+    trainer, drops = build_trainer(
+        ModelArguments(model_name_or_path=str(tiny_model_dir)),
+        DataArguments(dataset_path=str(short)),
+        _cpu_config(tmp_path / "out", max_length=40_960),
+    )
+    assert drops == {"train": 0, "validation": 0}
+    batch = trainer.data_collator([trainer.train_dataset[0]])
+    input_ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+    assert len(input_ids) == sample["n_tokens"]  # the synthesis counted exactly what the trainer trains on
+
+    # Contiguous runs of trained tokens, decoded: one per assistant message, its wire text plus <|im_end|>.
+    runs, current = [], []
+    for token, label in zip(input_ids, labels, strict=True):
+        if label != -100:
+            assert label == token
+            current.append(token)
+        elif current:
+            runs.append(current)
+            current = []
+    runs.append(current) if current else None
+    tokenizer = trainer.processing_class
+    decoded = [tokenizer.decode(run) for run in runs]
+    expected = [m["content"] + "<|im_end|>" for m in sample["messages"] if m["role"] == "assistant"]
+    assert decoded == expected
+    assert any("<tool_call>" in text for text in decoded)
+    # Nothing else has loss: the trained token count is exactly the assistant bodies' token count.
+    assert sum(len(run) for run in runs) == sum(len(tokenizer(text)["input_ids"]) for text in expected)
+
+
+# --- configs --------------------------------------------------------------------------------------------------------
+
+
+def test_config_folders_hold_the_expected_files():
+    assert [p.name for p in SFT_CONFIGS] == ["qwen3-8b-lora.yaml", "qwen3-8b.yaml", "tiny-cpu.yaml"]
+    assert [p.name for p in ACCELERATE_CONFIGS] == [
+        "cpu.yaml",
+        "multi-gpu.yaml",
+        "single-gpu.yaml",
+        "zero2.yaml",
+        "zero3.yaml",
+    ]
+
+
+@pytest.mark.parametrize("path", SFT_CONFIGS, ids=lambda p: p.name)
+def test_sft_config_parses_into_its_dataclasses(path):
+    import torch
+    from trl import SFTConfig
+
+    from training.sft import DataArguments, ModelArguments
+
+    # bf16 configs are for GPUs; TrainingArguments refuses bf16 without one unless use_cpu is set.
+    extra = [] if torch.cuda.is_available() else ["--use_cpu", "true"]
+    model_args, data_args, sft_config = _script_parser().parse_args_and_config(["--config", str(path), *extra])
+    assert isinstance(model_args, ModelArguments) and isinstance(data_args, DataArguments)
+    assert isinstance(sft_config, SFTConfig)
+    if path.name.startswith("qwen3-8b"):
+        assert model_args.model_name_or_path == "Qwen/Qwen3-8B"
+        assert sft_config.num_train_epochs == 3 and sft_config.max_length == 40_960
+        assert sft_config.bf16 and sft_config.gradient_checkpointing
+        assert sft_config.per_device_train_batch_size * sft_config.gradient_accumulation_steps * 8 == 32
+        assert model_args.use_peft == path.name.endswith("lora.yaml")
+    if path.name == "qwen3-8b.yaml":
+        assert sft_config.learning_rate == 5e-5
+    if path.name == "tiny-cpu.yaml":
+        assert model_args.model_name_or_path == "tiny"
+        assert sft_config.use_cpu and not sft_config.bf16 and not sft_config.gradient_checkpointing
+
+
+@pytest.mark.parametrize("path", ACCELERATE_CONFIGS, ids=lambda p: p.name)
+def test_accelerate_config_loads(path):
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    config = ClusterConfig.from_yaml_file(str(path))
+    expected = {
+        "cpu.yaml": ("NO", 1),
+        "single-gpu.yaml": ("NO", 1),
+        "multi-gpu.yaml": ("MULTI_GPU", 8),
+        "zero2.yaml": ("DEEPSPEED", 8),
+        "zero3.yaml": ("DEEPSPEED", 8),
+    }[path.name]
+    assert (str(config.distributed_type).rsplit(".", 1)[-1], config.num_processes) == expected
+    assert config.use_cpu == (path.name == "cpu.yaml")
+    if config.deepspeed_config:
+        assert (REPO / config.deepspeed_config["deepspeed_config_file"]).is_file()
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_zero_configs_pass_deepspeeds_parser(stage, tmp_path):
+    """The json as transformers fills it ("auto" <- the qwen3-8b settings, one process) passes DeepSpeedConfig."""
+    from accelerate.utils import DeepSpeedPlugin
+    from deepspeed.runtime.config import DeepSpeedConfig
+    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+
+    cluster = yaml.safe_load((REPO / "configs" / "accelerate" / f"zero{stage}.yaml").read_text())
+    path = REPO / cluster["deepspeed_config"]["deepspeed_config_file"]
+    assert DeepSpeedPlugin(hf_ds_config=str(path)).zero_stage == stage
+
+    args = _cpu_config(tmp_path, per_device_train_batch_size=1, gradient_accumulation_steps=4, max_grad_norm=1.0)
+    args.bf16 = True  # as in qwen3-8b.yaml; the CPU-only flags do not matter to DeepSpeed
+    hf_config = HfTrainerDeepSpeedConfig(json.loads(path.read_text()))
+    hf_config.trainer_config_process(args)
+    hf_config.fill_only("zero_optimization.reduce_bucket_size", 4096 * 4096)
+    hf_config.fill_only("zero_optimization.stage3_prefetch_bucket_size", int(0.9 * 4096 * 4096))
+    hf_config.fill_only("zero_optimization.stage3_param_persistence_threshold", 10 * 4096)
+    filled = hf_config.config
+    assert "auto" not in json.dumps(filled)
+    parsed = DeepSpeedConfig(filled)
+    assert parsed.zero_optimization_stage == stage
+    assert parsed.bfloat16_config.enabled
+    assert (parsed.train_micro_batch_size_per_gpu, parsed.gradient_accumulation_steps) == (1, 4)
+    assert parsed.gradient_clipping == 1.0
+
+
+# --- length filter --------------------------------------------------------------------------------------------------
+
+
+def test_overlong_samples_are_dropped_and_counted(smoke_dir, short_dataset_dir, qwen3_tokenizer):
+    from datasets import load_from_disk
+
+    from training.sft import DataArguments, drop_overlong, load_sft_splits
+
+    train = load_from_disk(str(smoke_dir / "dataset"))["train"]
+    lengths = sorted(train["n_tokens"])
+    limit = lengths[len(lengths) // 2]
+    kept, dropped = drop_overlong(train, limit)
+    assert dropped == sum(n > limit for n in lengths) > 0
+    assert len(kept) == len(train) - dropped and max(kept["n_tokens"]) <= limit
+    assert drop_overlong(train, None) == (train, 0)
+
+    # Uncounted rows (n_tokens 0) are tokenized; the split loader reports drops per split.
+    short = load_from_disk(str(short_dataset_dir))
+    counted = sorted(
+        len(qwen3_tokenizer.apply_chat_template(r["messages"], tokenize=True, return_dict=True)["input_ids"])
+        for r in short["train"]
+    )
+    limit = counted[len(counted) // 2]
+    splits, drops = load_sft_splits(DataArguments(dataset_path=str(short_dataset_dir)), limit, qwen3_tokenizer)
+    assert drops["train"] == sum(n > limit for n in counted) > 0
+    assert len(splits["train"]) == len(counted) - drops["train"]
+    assert splits["train"].column_names == ["messages", "tools"]
+    with pytest.raises(ValueError, match="pass the tokenizer"):
+        drop_overlong(short["train"], limit)
+    with pytest.raises(ValueError, match="raise max_length"):
+        load_sft_splits(DataArguments(dataset_path=str(short_dataset_dir)), 10, qwen3_tokenizer)
+
+
+def test_dataset_path_errors_name_the_fix(tmp_path):
+    from training.sft import DataArguments, resolve_dataset_dir
+
+    with pytest.raises(FileNotFoundError, match="stateguard synthesize"):
+        resolve_dataset_dir(tmp_path)
+    with pytest.raises(ValueError, match="max_train_samples=0"):
+        DataArguments(max_train_samples=0)
+
+
+# --- training -------------------------------------------------------------------------------------------------------
+
+
+def test_run_sft_lowers_train_and_validation_loss_and_saves(
+    short_dataset_dir, tiny_model_dir, qwen3_tokenizer, tmp_path
+):
+    from datasets import load_from_disk
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from training.sft import DataArguments, ModelArguments, count_tokens, run_sft
+
+    out = tmp_path / "out"
+    config = _cpu_config(
+        out,
+        max_steps=4,
+        learning_rate=5e-3,
+        per_device_train_batch_size=1,
+        eval_strategy="steps",
+        eval_steps=1000,
+        eval_on_start=True,
+    )
+    metrics = run_sft(
+        ModelArguments(model_name_or_path=str(tiny_model_dir)),
+        DataArguments(dataset_path=str(short_dataset_dir), max_train_samples=4, max_eval_samples=2),
+        config,
+    )
+    # Loss: the validation loss before training (eval_on_start) and after; the per-step training loss.
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    before = next(entry["eval_loss"] for entry in history if "eval_loss" in entry)
+    after = metrics["eval/loss"]
+    losses = [entry["loss"] for entry in history if "loss" in entry]
+    assert len(losses) == 4
+    assert before > 11.0  # random init over 151,936 ids: about ln(151936) = 11.9
+    assert after < before - 1.0, (before, after)
+    assert sum(losses[-2:]) / 2 < losses[0] - 1.0, losses
+
+    # Counts: 4 and 2 samples used; the drops are the short samples over max_length=1024.
+    assert metrics["data/train_samples"] == 4 and metrics["data/eval_samples"] == 2
+    short = load_from_disk(str(short_dataset_dir))
+    for split in ("train", "validation"):
+        lengths = [count_tokens(qwen3_tokenizer, row) for row in short[split]]
+        assert metrics[f"data/dropped_overlong_{split}"] == sum(n > 1024 for n in lengths) > 0
+
+    # Saved: the model, the tokenizer with the generation-marked template, the model card.
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert "{% generation %}" in tokenizer.chat_template
+    assert AutoModelForCausalLM.from_pretrained(out).config.model_type == "qwen3"
+    card = (out / "README.md").read_text()
+    assert str(short_dataset_dir) in card and f"| eval/loss | {after:.6g} |" in card
+
+
+def test_tiny_model_is_built_into_the_cache_folder(monkeypatch, tmp_path):
+    import training.models
+    from training.sft import ModelArguments, resolve_model
+
+    calls = []
+    monkeypatch.setenv("STATEGUARD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(training.models, "build_tiny_qwen3", lambda out, seed: calls.append((out, seed)) or out)
+    assert resolve_model(ModelArguments(tiny_seed=3)) == str(tmp_path / "tiny-qwen3-seed3")
+    assert calls == [(tmp_path / "tiny-qwen3-seed3", 3)]
+    assert resolve_model(ModelArguments(model_name_or_path="Qwen/Qwen3-8B")) == "Qwen/Qwen3-8B"
+    assert len(calls) == 1

@@ -1,0 +1,306 @@
+"""Supervised fine-tuning of the manager on the synthesized dataset (issue 6 §2, ../shared/DESIGN.md §7).
+
+One function, :func:`run_sft`, does the whole job; ``scripts/sft.py`` only parses a YAML config into the three
+dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
+
+- Data: the ``dataset/`` folder a synthesis run writes (``datasets.DatasetDict`` with ``train`` and ``validation``;
+  columns ``messages`` ``[{role, content}]`` and ``tools``, the function schemas). This is TRL's conversational
+  format with tools: ``SFTTrainer`` renders each row with the tokenizer's chat template, passing ``tools``, so the
+  system prompt carries the ``# Tools`` block exactly as at inference.
+- Loss on assistant tokens only (``assistant_only_loss=True``, forced): the project's chat template
+  (``training/chat_template.jinja``) wraps each assistant body, tool-call JSON and ``<|im_end|>`` included, in
+  ``{% generation %}`` markers, and TRL turns everything outside them into label -100.
+- Length: TRL *truncates* sequences longer than ``max_length``, which would silently cut assistant tokens (and
+  the end-of-turn the model must learn). :func:`drop_overlong` therefore removes every sample longer than
+  ``max_length`` before the trainer sees it, and logs how many it dropped per split. Lengths come from the
+  dataset's ``n_tokens`` column (the synthesis counts them with the same tokenizer and template); a row whose
+  ``n_tokens`` is 0 (not counted) is tokenized here.
+- Model: a path or hub id, or ``tiny`` for the embedded tiny Qwen3 (:mod:`training.models`), built once into the
+  cache folder. ``use_peft`` trains LoRA adapters instead of all weights.
+- Output (``output_dir``): the model (or adapter), the tokenizer with its chat template, ``README.md`` (a short
+  model card: data, drops, settings, metrics), ``all_results.json`` (the metrics of the final training and
+  evaluation) and ``trainer_state.json`` (the logged history: per-step loss, evaluations).
+
+Not yet here (later slices of issue 6): the bitwise resume test, the 2-process ZeRO-2 smoke test and
+``scripts/bench_sft.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.import_utils import require
+from training.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR
+
+if TYPE_CHECKING:
+    from datasets import Dataset, DatasetDict
+    from transformers import PreTrainedTokenizerBase
+    from trl import SFTConfig, SFTTrainer
+
+logger = logging.getLogger(__name__)
+
+TINY_MODEL = "tiny"
+
+
+@dataclass
+class ModelArguments:
+    """Which model to fine-tune, and whether to train LoRA adapters instead of all weights."""
+
+    model_name_or_path: str = field(
+        default=TINY_MODEL,
+        metadata={
+            "help": "Model folder or hub id (e.g. Qwen/Qwen3-8B), or 'tiny' for the embedded tiny Qwen3, built once "
+            "into $STATEGUARD_CACHE_DIR (default ~/.cache/stateguard)/tiny-qwen3-seed<tiny_seed>."
+        },
+    )
+    tiny_seed: int = field(default=0, metadata={"help": "Weight-init seed of the tiny model (model 'tiny' only)."})
+    dtype: str = field(
+        default="auto",
+        metadata={"help": "Weight dtype when loading: auto (as saved), bfloat16, float16 or float32."},
+    )
+    attn_implementation: str | None = field(
+        default=None, metadata={"help": "Attention kernel (sdpa, eager, flash_attention_2); default: transformers'."}
+    )
+    use_peft: bool = field(default=False, metadata={"help": "Train LoRA adapters (PEFT) instead of all weights."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA branch."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        metadata={"help": "Module names that get LoRA adapters (Qwen3: attention and MLP projections)."},
+    )
+
+    def __post_init__(self) -> None:
+        valid_dtypes = ("auto", "bfloat16", "float16", "float32")
+        if self.dtype not in valid_dtypes:
+            raise ValueError(f"dtype={self.dtype!r} is not one of {', '.join(valid_dtypes)}; pick one of them")
+        if self.use_peft and (self.lora_r <= 0 or self.lora_alpha <= 0):
+            raise ValueError(
+                f"use_peft needs lora_r > 0 and lora_alpha > 0 (got lora_r={self.lora_r}, "
+                f"lora_alpha={self.lora_alpha}); set positive values"
+            )
+
+
+@dataclass
+class DataArguments:
+    """Where the synthesized dataset is, and how much of it to use."""
+
+    dataset_path: str = field(
+        default="runs/synth-smoke",
+        metadata={
+            "help": "A synthesis output folder (stateguard synthesize --out DIR) or its dataset/ folder: a "
+            "datasets.DatasetDict with train and validation splits."
+        },
+    )
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "Use at most this many training samples (after the length filter)."}
+    )
+    max_eval_samples: int | None = field(
+        default=None, metadata={"help": "Use at most this many validation samples (after the length filter)."}
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("max_train_samples", "max_eval_samples"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name}={value} must be positive; leave it unset to use every sample")
+
+
+def resolve_dataset_dir(dataset_path: str | Path) -> Path:
+    """The ``DatasetDict`` folder: ``dataset_path`` itself, or its ``dataset/`` subfolder (a synthesis out dir)."""
+    path = Path(dataset_path).expanduser()
+    for candidate in (path, path / "dataset"):
+        if (candidate / "dataset_dict.json").is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"dataset_path={str(path)!r} holds no datasets.DatasetDict (no dataset_dict.json there or in dataset/); "
+        "point it at a `stateguard synthesize --out DIR` folder or its dataset/ subfolder"
+    )
+
+
+def resolve_model(model_args: ModelArguments) -> str:
+    """The model folder or hub id to load; ``tiny`` is built (once) into the cache folder."""
+    if model_args.model_name_or_path != TINY_MODEL:
+        return model_args.model_name_or_path
+    from training.models import build_tiny_qwen3
+
+    cache_root = Path(os.environ.get(CACHE_DIR_ENV) or DEFAULT_CACHE_DIR).expanduser()
+    return str(build_tiny_qwen3(cache_root / f"tiny-qwen3-seed{model_args.tiny_seed}", seed=model_args.tiny_seed))
+
+
+def count_tokens(tokenizer: PreTrainedTokenizerBase, row: dict[str, Any]) -> int:
+    """Tokens of one row rendered with the tokenizer's chat template and its tools, as ``SFTTrainer`` renders it."""
+    tools = row.get("tools")
+    tools = json.loads(tools) if isinstance(tools, str) else tools
+    ids = tokenizer.apply_chat_template(row["messages"], tools=tools, tokenize=True, return_dict=True)["input_ids"]
+    return len(ids)
+
+
+def drop_overlong(
+    dataset: Dataset, max_length: int | None, tokenizer: PreTrainedTokenizerBase | None = None
+) -> tuple[Dataset, int]:
+    """``dataset`` without the rows longer than ``max_length`` tokens, and how many were dropped.
+
+    Lengths come from ``n_tokens``; rows with ``n_tokens`` 0 (the synthesis did not count) are tokenized with
+    ``tokenizer``, which is then required. ``max_length`` None keeps everything.
+    """
+    if max_length is None:
+        return dataset, 0
+    lengths = list(dataset["n_tokens"]) if "n_tokens" in dataset.column_names else [0] * len(dataset)
+    uncounted = [i for i, n in enumerate(lengths) if n <= 0]
+    if uncounted:
+        if tokenizer is None:
+            raise ValueError(
+                f"{len(uncounted)} rows have no n_tokens count; pass the tokenizer so drop_overlong can count them"
+            )
+        for i in uncounted:
+            lengths[i] = count_tokens(tokenizer, dataset[i])
+    keep = [i for i, n in enumerate(lengths) if n <= max_length]
+    dropped = len(dataset) - len(keep)
+    return (dataset.select(keep) if dropped else dataset), dropped
+
+
+def load_sft_splits(
+    data_args: DataArguments, max_length: int | None, tokenizer: PreTrainedTokenizerBase | None = None
+) -> tuple[DatasetDict, dict[str, int]]:
+    """The train/validation splits ready for ``SFTTrainer``, and the over-length drops per split.
+
+    Only ``messages`` and ``tools`` are kept (the other columns are metadata TRL would ignore or trip over).
+    """
+    from datasets import DatasetDict, load_from_disk
+
+    directory = resolve_dataset_dir(data_args.dataset_path)
+    splits = load_from_disk(str(directory))
+    missing = [name for name in ("train", "validation") if name not in splits]
+    if missing:
+        raise ValueError(f"{directory} has no {' or '.join(missing)} split (found {list(splits)}); re-run synthesis")
+    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples}
+    out, drops = {}, {}
+    for name, limit in limits.items():
+        kept, drops[name] = drop_overlong(splits[name], max_length, tokenizer)
+        if drops[name]:
+            logger.warning(
+                "dropped %d of %d %s samples longer than max_length=%d tokens (never truncated)",
+                drops[name], len(splits[name]), name, max_length,
+            )  # fmt: skip
+        if limit is not None:
+            kept = kept.select(range(min(limit, len(kept))))
+        out[name] = kept.select_columns(["messages", "tools"])
+    if len(out["train"]) == 0:
+        raise ValueError(
+            f"no training sample of {directory} fits max_length={max_length} ({drops['train']} dropped); "
+            "raise max_length"
+        )
+    return DatasetDict(out), drops
+
+
+def build_trainer(
+    model_args: ModelArguments, data_args: DataArguments, sft_config: SFTConfig
+) -> tuple[SFTTrainer, dict[str, int]]:
+    """The ``SFTTrainer`` over the length-filtered splits, and the drops per split (see :func:`load_sft_splits`)."""
+    require("trl")
+    if model_args.use_peft:
+        require("peft")
+    from transformers import AutoTokenizer
+    from trl import SFTTrainer
+
+    if not sft_config.assistant_only_loss:
+        logger.info("assistant_only_loss forced to True: the manager is trained on its own turns only")
+        sft_config.assistant_only_loss = True
+    model_path = resolve_model(model_args)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    splits, drops = load_sft_splits(data_args, sft_config.max_length, tokenizer)
+    model_init_kwargs = {"dtype": model_args.dtype}
+    if model_args.attn_implementation is not None:
+        model_init_kwargs["attn_implementation"] = model_args.attn_implementation
+    sft_config.model_init_kwargs = {**model_init_kwargs, **(sft_config.model_init_kwargs or {})}
+    trainer = SFTTrainer(
+        model=model_path,
+        args=sft_config,
+        train_dataset=splits["train"],
+        eval_dataset=splits["validation"] if len(splits["validation"]) else None,
+        processing_class=tokenizer,
+        peft_config=_lora_config(model_args),
+    )
+    return trainer, drops
+
+
+def _lora_config(model_args: ModelArguments) -> Any:
+    if not model_args.use_peft:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=model_args.lora_r,
+        lora_alpha=model_args.lora_alpha,
+        lora_dropout=model_args.lora_dropout,
+        target_modules=model_args.lora_target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
+def run_sft(model_args: ModelArguments, data_args: DataArguments, sft_config: SFTConfig) -> dict[str, Any]:
+    """Train, evaluate on the validation split, save model + tokenizer + model card; return the metrics.
+
+    Metrics are namespaced: ``train/...`` (the final ``trainer.train`` output), ``eval/...`` (validation loss after
+    training) and ``data/...`` (sample counts and over-length drops).
+    """
+    trainer, drops = build_trainer(model_args, data_args, sft_config)
+    metrics: dict[str, Any] = {
+        "data/train_samples": len(trainer.train_dataset),
+        "data/eval_samples": len(trainer.eval_dataset) if trainer.eval_dataset is not None else 0,
+        **{f"data/dropped_overlong_{split}": n for split, n in drops.items()},
+    }
+    result = trainer.train(resume_from_checkpoint=sft_config.resume_from_checkpoint)
+    metrics.update({f"train/{k.removeprefix('train_')}": v for k, v in result.metrics.items()})
+    if trainer.eval_dataset is not None:
+        metrics.update({f"eval/{k.removeprefix('eval_')}": v for k, v in trainer.evaluate().items()})
+    trainer.log_metrics("all", metrics)
+    trainer.save_model(sft_config.output_dir)  # the tokenizer (with chat_template.jinja) is saved alongside
+    if trainer.accelerator.is_main_process:
+        trainer.save_metrics("all", metrics, combined=False)
+        trainer.state.save_to_json(str(Path(sft_config.output_dir) / "trainer_state.json"))  # the loss curve
+        write_model_card(Path(sft_config.output_dir), model_args, data_args, sft_config, metrics)
+    return metrics
+
+
+def write_model_card(
+    out_dir: Path, model_args: ModelArguments, data_args: DataArguments, sft_config: SFTConfig, metrics: dict
+) -> Path:
+    """``out_dir/README.md``: base model, data, drops, the main settings and the final metrics."""
+    settings = {
+        name: getattr(sft_config, name)
+        for name in (
+            "num_train_epochs", "max_steps", "learning_rate", "per_device_train_batch_size",
+            "gradient_accumulation_steps", "max_length", "bf16", "gradient_checkpointing", "seed",
+        )
+    }  # fmt: skip
+    lines = [
+        "# StateGuard manager (SFT)",
+        "",
+        f"- base model: `{model_args.model_name_or_path}`" + (" with LoRA adapters" if model_args.use_peft else ""),
+        f"- data: `{resolve_dataset_dir(data_args.dataset_path)}` (train / validation splits of a synthesis run)",
+        "- loss: assistant tokens only (tool-call JSON and `<|im_end|>` included); over-length samples dropped, "
+        "never truncated",
+        "- trained with TRL `SFTTrainer` via `scripts/sft.py`",
+        "",
+        "## Settings",
+        "",
+        *(f"- {name}: {value}" for name, value in settings.items()),
+        "",
+        "## Metrics",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        *(f"| {name} | {value:.6g} |" if isinstance(value, float) else f"| {name} | {value} |"
+          for name, value in metrics.items()),
+        "",
+    ]  # fmt: skip
+    path = out_dir / "README.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
