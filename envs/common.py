@@ -14,10 +14,22 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
+from typing import Any, TypeVar
 
 from harness.sandbox import Kernel, Sandbox, SandboxConfig
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def merged_config(cls: type[T], config: T | None, overrides: dict[str, Any], render_mode: str | None, env: str) -> T:
+    """``cls`` from ``config``'s fields updated by ``overrides`` (what ``gymnasium.make`` passes); the envs render
+    nothing, so a ``render_mode`` is refused with the fix."""
+    if render_mode is not None:
+        raise ValueError(f"render_mode={render_mode!r}: {env} renders nothing; leave render_mode unset.")
+    base = vars(config) if config is not None else {}
+    return cls(**{**base, **overrides})
 
 
 def default_isolation(isolation: str | None) -> str:

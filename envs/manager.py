@@ -51,7 +51,7 @@ from typing import Any
 import gymnasium as gym
 
 from envs.bridge import EpisodeError, EpisodeThread, StepAfterDoneError, StepBeforeResetError
-from envs.common import SandboxHolder
+from envs.common import SandboxHolder, merged_config
 from envs.pool import ReplayPool
 from envs.spaces import UnicodeText
 from harness.manager.episode import EpisodeRecord
@@ -164,10 +164,7 @@ class ManagerEnv(gym.Env[str, str]):
         render_mode: str | None = None,
         **overrides: Any,
     ):
-        base = vars(config) if config is not None else {}
-        self.config = ManagerEnvConfig(**{**base, **overrides})
-        if render_mode is not None:
-            raise ValueError(f"render_mode={render_mode!r}: ManagerEnv renders nothing; leave render_mode unset.")
+        self.config = merged_config(ManagerEnvConfig, config, overrides, render_mode, "ManagerEnv")
         self.render_mode = None
         if pool is None and self.config.pool is not None:
             pool = self.config.pool

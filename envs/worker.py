@@ -30,7 +30,7 @@ from typing import Any
 import gymnasium as gym
 
 from envs.bridge import EpisodeError, EpisodeThread, StepAfterDoneError, StepBeforeResetError
-from envs.common import SandboxHolder
+from envs.common import SandboxHolder, merged_config
 from envs.spaces import UnicodeText
 from harness.llm import ChatReply, Message
 from harness.manager.policies import NonePolicy
@@ -82,10 +82,7 @@ class WorkerEnv(gym.Env[str, str]):
         render_mode: str | None = None,
         **overrides: Any,
     ):
-        base = vars(config) if config is not None else {}
-        self.config = WorkerEnvConfig(**{**base, **overrides})
-        if render_mode is not None:
-            raise ValueError(f"render_mode={render_mode!r}: WorkerEnv renders nothing; leave render_mode unset.")
+        self.config = merged_config(WorkerEnvConfig, config, overrides, render_mode, "WorkerEnv")
         self.render_mode = None
         self.task = load_task(resolve_task_path(self.config.task))
         self.contract = task_contract(self.task)
