@@ -32,6 +32,21 @@ def merged_config(cls: type[T], config: T | None, overrides: dict[str, Any], ren
     return cls(**{**base, **overrides})
 
 
+def check_step(env: str, started: bool, done: bool, action: Any, what: str) -> None:
+    """The misuse checks every ``step`` starts with: before ``reset``, after the episode ended, a non-string action
+    (``what`` says what the action is)."""
+    from envs.bridge import StepAfterDoneError, StepBeforeResetError
+
+    if not started:
+        raise StepBeforeResetError(f"{env}.step() was called before reset(); call env.reset() first.")
+    if done:
+        raise StepAfterDoneError(
+            f"{env}.step() was called after the episode ended (terminated or truncated); call env.reset()."
+        )
+    if not isinstance(action, str):
+        raise TypeError(f"the action is {what}, not {type(action).__name__}.")
+
+
 def default_isolation(isolation: str | None) -> str:
     """``isolation`` as given, else ``bwrap`` when bubblewrap is installed, else ``none`` (logged)."""
     if isolation is not None:

@@ -50,8 +50,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from envs.bridge import EpisodeError, EpisodeThread, StepAfterDoneError, StepBeforeResetError
-from envs.common import SandboxHolder, merged_config
+from envs.bridge import EpisodeError, EpisodeThread
+from envs.common import SandboxHolder, check_step, merged_config
 from envs.pool import ReplayPool
 from envs.spaces import UnicodeText
 from harness.manager.episode import EpisodeRecord
@@ -259,14 +259,9 @@ class ManagerEnv(gym.Env[str, str]):
         return observation_text(value), {**self._base_info(), "policy_input": value}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._thread is None or self._runtime is None:
-            raise StepBeforeResetError("ManagerEnv.step() was called before reset(); call env.reset() first.")
-        if self._done:
-            raise StepAfterDoneError(
-                "ManagerEnv.step() was called after the episode ended (terminated or truncated); call env.reset()."
-            )
-        if not isinstance(action, str):
-            raise TypeError(f"the action is one model response string (wire format), not {type(action).__name__}.")
+        started = self._thread is not None and self._runtime is not None
+        check_step("ManagerEnv", started, self._done, action, "one model response string (wire format)")
+        assert self._runtime is not None
         self.env_steps += 1
         history = len(self._runtime.lifecycle.history)
         thread = self._thread

@@ -29,8 +29,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from envs.bridge import EpisodeError, EpisodeThread, StepAfterDoneError, StepBeforeResetError
-from envs.common import SandboxHolder, merged_config
+from envs.bridge import EpisodeError, EpisodeThread
+from envs.common import SandboxHolder, check_step, merged_config
 from envs.spaces import UnicodeText
 from harness.llm import ChatReply, Message
 from harness.manager.policies import NonePolicy
@@ -115,14 +115,13 @@ class WorkerEnv(gym.Env[str, str]):
         return messages[-1]["content"], self._info(messages)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._thread is None:
-            raise StepBeforeResetError("WorkerEnv.step() was called before reset(); call env.reset() first.")
-        if self._done:
-            raise StepAfterDoneError(
-                "WorkerEnv.step() was called after the episode ended (terminated or truncated); call env.reset()."
-            )
-        if not isinstance(action, str):
-            raise TypeError(f"the action is one reply string (thought + cell or Final Answer), not {type(action)}.")
+        check_step(
+            "WorkerEnv",
+            self._thread is not None,
+            self._done,
+            action,
+            "one reply string (thought + cell or Final Answer)",
+        )
         self.env_steps += 1
         thread = self._thread
         kind, value = self._receive(lambda: thread.answer(action))
