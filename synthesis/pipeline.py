@@ -129,9 +129,9 @@ def _init_worker(config: SynthesisConfig) -> None:
     _WORKER["count"] = None
     if config.count_tokens:
         from synthesis.samples import token_counter
-        from training.tokenizer import build_qwen3_tokenizer
+        from training.tokenizer import build_qwen3_tokenizer, qwen3_tiktoken_encoding
 
-        _WORKER["count"] = token_counter(build_qwen3_tokenizer())
+        _WORKER["count"] = token_counter(build_qwen3_tokenizer(), qwen3_tiktoken_encoding())
     _WORKER["teacher"] = None
     if config.teacher_url:
         from harness.llm import OpenAIChatBackend

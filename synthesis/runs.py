@@ -16,6 +16,9 @@ Validation (:func:`validate`), harmful faults:
 
 Benign faults: ``benign changes answers`` (the faulty continuation differs from clean) and ``benign repaired`` (the
 gold run repaired). The clean run itself must reproduce the task's reference answers, else the whole task is dropped.
+The unmanaged faulty run is played first; when it alone decides the drop (``changes nothing``, ``benign changes
+answers``; :func:`faulty_verdict`) the gold run is not played (``outcome.gold`` stays None): about one fault in seven
+on the default config, and a gold run costs more than a faulty one (the manager's probes).
 
 Checkpoint reuse (``reuse_checkpoints=True``, the default): the clean prefix of a faulted run is identical to the
 clean run up to the faulted turn, so it is not replayed. The clean gold run and a clean unmanaged run take, before
@@ -152,21 +155,27 @@ def same_answers(task: Task, a: dict[str, Any], b: dict[str, Any]) -> bool:
     return True
 
 
+def faulty_verdict(task: Task, clean: Run, faulty: Run, benign: bool) -> str | None:
+    """The reason to drop a fault that its unmanaged faulty run alone decides, else None: a harmful fault whose
+    continuation reproduces every clean answer, or a benign one that changes some. The gold run is then not played."""
+    same = same_answers(task, faulty.record.final_answers, clean.record.final_answers)
+    if benign:
+        return "benign changes answers" if not same else None
+    return "changes nothing" if same else None
+
+
 def validate(task: Task, clean: Run, outcome: FaultOutcome) -> str | None:
     """The reason to drop ``outcome`` (see the module docstring), or None to keep it."""
-    assert outcome.faulty is not None and outcome.gold is not None
-    clean_answers = clean.record.final_answers
-    faulty_same = same_answers(task, outcome.faulty.record.final_answers, clean_answers)
-    gold_same = same_answers(task, outcome.gold.record.final_answers, clean_answers)
+    assert outcome.faulty is not None
+    if reason := faulty_verdict(task, clean, outcome.faulty, outcome.fault.benign):
+        return reason
+    assert outcome.gold is not None
+    gold_same = same_answers(task, outcome.gold.record.final_answers, clean.record.final_answers)
     repaired = bool(outcome.gold.record.repairs)
     if outcome.fault.benign:
-        if not faulty_same:
-            return "benign changes answers"
         if repaired:
             return "benign repaired"
         return None if gold_same else "repair does not reproduce"
-    if faulty_same:
-        return "changes nothing"
     if outcome.gold.evidence_missing or not repaired:
         return "no evidence"
     if not gold_same:
@@ -309,7 +318,8 @@ def run_task(
         for fault in faults:
             outcome = FaultOutcome(fault)
             outcome.faulty = play(task, sandbox, NonePolicy(), fault, "faulty", runtime)
-            outcome.gold = play(task, sandbox, GoldPolicy(fault, teacher), fault, "gold", runtime)
+            if not faulty_verdict(task, clean, outcome.faulty, fault.benign):
+                outcome.gold = play(task, sandbox, GoldPolicy(fault, teacher), fault, "gold", runtime)
             runs.outcomes.append(_judged(task, clean, outcome))
         return runs
     turn_index = {turn.turn_id: index for index, turn in enumerate(task.turns)}
@@ -337,9 +347,10 @@ def run_task(
             outcome.faulty = play_from_snapshot(
                 task, kernel, none_snaps[index], NonePolicy(), fault, "faulty", runtime
             )
-            outcome.gold = play_from_snapshot(
-                task, kernel, gold_snaps[index], GoldPolicy(fault, teacher), fault, "gold", runtime
-            )
+            if not faulty_verdict(task, clean, outcome.faulty, fault.benign):
+                outcome.gold = play_from_snapshot(
+                    task, kernel, gold_snaps[index], GoldPolicy(fault, teacher), fault, "gold", runtime
+                )
             runs.outcomes.append(_judged(task, clean, outcome))
     return runs
 

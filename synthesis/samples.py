@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -207,15 +208,24 @@ def filter_samples(
 SPLIT_TOKEN = "<|im_start|>"
 
 
-def token_counter(tokenizer: Any) -> Callable[[dict[str, Any]], int]:
+def token_counter(tokenizer: Any, encoding: Any = None) -> Callable[[dict[str, Any]], int]:
     """Count a sample as the SFT trainer sees it: the chat-template rendering of its messages with its tools, in the
     tokenizer's tokens.
 
     The rendering is split before every ``<|im_start|>`` (a special token, so the encoder never merges across it and
     the count of the whole equals the sum of the chunks' counts — ``tests/synthesis/test_samples.py`` checks this
     against encoding the whole text) and each distinct chunk is encoded once: the system prompt with the tool list
-    and the activations shared by atomic and full samples are then counted once per process."""
+    and the activations shared by atomic and full samples are then counted once per process.
+
+    ``encoding``: a ``tiktoken.Encoding`` over the same vocabulary (for the embedded Qwen3 tokenizer,
+    :func:`training.tokenizer.qwen3_tiktoken_encoding`, whose ids equal the fast tokenizer's on NFC text) encodes
+    the chunks instead of the tokenizer: the same counts, about 2x faster on the synthesized samples."""
     cache: dict[str, int] = {}
+
+    def encode(chunk: str) -> int:
+        if encoding is not None:
+            return len(encoding.encode(unicodedata.normalize("NFC", chunk), allowed_special="all"))
+        return len(tokenizer(chunk, add_special_tokens=False)["input_ids"])
 
     def count(sample: dict[str, Any]) -> int:
         text = tokenizer.apply_chat_template(sample["messages"], tools=sample["tools"], tokenize=False)
@@ -224,7 +234,7 @@ def token_counter(tokenizer: Any) -> Callable[[dict[str, Any]], int]:
         total = 0
         for chunk in chunks:
             if chunk not in cache:
-                cache[chunk] = len(tokenizer(chunk, add_special_tokens=False)["input_ids"])
+                cache[chunk] = encode(chunk)
             total += cache[chunk]
         if len(cache) > 50_000:
             cache.clear()

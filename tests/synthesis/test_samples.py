@@ -76,12 +76,14 @@ def test_filter_drops_illegal_duplicate_and_overlong_samples(runs):
 
 
 def test_the_chunked_token_counter_equals_encoding_the_whole_rendering(runs):
-    from training.tokenizer import build_qwen3_tokenizer
+    from training.tokenizer import build_qwen3_tokenizer, qwen3_tiktoken_encoding
 
     clean, gold, fault = runs
     tokenizer = build_qwen3_tokenizer()
-    count = token_counter(tokenizer)
+    count, count_tiktoken = token_counter(tokenizer), token_counter(tokenizer, qwen3_tiktoken_encoding())
     samples = build_samples(gold.log, META, fault_turn=fault.turn_id, benign=False, kinds=["atomic", "full"])
     samples += build_samples(clean.log, META, fault_turn=None, benign=False, kinds=["full"])
+    unnormalized = "Cafe\u0301 \u00e9t\u00e9 \U0001f600 \u5206\u6790"  # a combining accent: NFC changes it
+    samples.append({"messages": [{"role": "user", "content": unnormalized}], "tools": []})
     for sample in samples:
-        assert count(sample) == exact_token_count(tokenizer, sample) > 500
+        assert count(sample) == count_tiktoken(sample) == exact_token_count(tokenizer, sample) > 10
