@@ -102,17 +102,25 @@ def _check_interval(record: str, start: int | None, end: int | None) -> None:
         )
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+"""Field names per record class (``dataclasses.fields`` is slow enough to show in synthesis profiles)."""
+
+
+def _convert(value: object) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()  # type: ignore[union-attr]
+    if isinstance(value, tuple | list):
+        return [_convert(item) for item in value]
+    return value
+
+
 def _to_dict(record: object) -> dict[str, Any]:
     """Fields in declaration order; nested records via their ``to_dict``; tuples as lists."""
-
-    def convert(value: object) -> Any:
-        if hasattr(value, "to_dict"):
-            return value.to_dict()  # type: ignore[union-attr]
-        if isinstance(value, tuple | list):
-            return [convert(item) for item in value]
-        return value
-
-    return {f.name: convert(getattr(record, f.name)) for f in fields(record)}  # type: ignore[arg-type]
+    cls = type(record)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(record))  # type: ignore[arg-type]
+    return {name: _convert(getattr(record, name)) for name in names}
 
 
 # ---------------------------------------------------------------- records
