@@ -9,6 +9,8 @@ Sub-commands are plugins: each package registers ``name = "module:register"`` un
     stateguard tasks import dabench --src ../shared/benchmarks/dabench-dev --out runs/tasks/dabench
     stateguard tasks grade TASK_DIR --answer "@mean_fare[34.65]"
     stateguard run --task retail-sales --worker scripted --manager rule --faults runs/faults.jsonl
+    stateguard evaluate --suite heldout-seeds --manager none,rule --out runs/eval
+    stateguard serve --checkpoint runs/sft-tiny-cpu --cpu
     stateguard demo --out runs/demo
 """
 
@@ -31,6 +33,8 @@ BUILTIN_COMMANDS: dict[str, str] = {
     "tasks": "harness.tasks.cli:register",
     "demo": "harness.demo:register",
     "run": "harness.run:register",
+    "evaluate": "harness.evaluation.cli:register",
+    "serve": "harness.serving:register",
 }
 
 

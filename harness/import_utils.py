@@ -22,6 +22,8 @@ OPTIONAL_DEPENDENCIES: dict[str, tuple[str, str]] = {
     "torch": ("train", "tensors and models"),
     "gymnasium": ("train", "the Gymnasium environments (envs/)"),
     "jupyter_client": ("dev", "the ipykernel reference in scripts/bench_sandbox.py"),
+    "fastapi": ("serving", "the CPU stand-in server (transformers serve)"),
+    "uvicorn": ("serving", "the CPU stand-in server (transformers serve)"),
 }
 
 

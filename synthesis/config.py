@@ -17,6 +17,12 @@ def _domain_names() -> list[str]:
     return sorted(DOMAINS)
 
 
+def _training_domains() -> list[str]:
+    from synthesis.domains.catalog import TRAINING_DOMAINS
+
+    return sorted(TRAINING_DOMAINS)
+
+
 def _fault_type_names() -> list[str]:
     from synthesis.faults import FAULT_TYPES
 
@@ -26,7 +32,11 @@ def _fault_type_names() -> list[str]:
 @dataclass
 class SynthesisConfig:
     domains: list[str] = field(
-        default_factory=_domain_names, metadata={"help": "Built-in domains to generate tasks in (synthesis.domains)."}
+        default_factory=_training_domains,
+        metadata={
+            "help": "Built-in domains to generate tasks in (synthesis.domains); default: the six training domains "
+            "(the held-out domain, logistics, is left to evaluation)."
+        },
     )
     tasks_per_domain: int = field(default=2, metadata={"help": "Generated tasks per domain (0: none)."})
     n_turns: list[int] = field(

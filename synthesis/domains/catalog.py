@@ -1,4 +1,6 @@
-"""The six built-in domains: commerce, energy, education, sports, finance, healthcare (:data:`DOMAIN_DEFS`)."""
+"""The built-in domains (:data:`DOMAIN_DEFS`): six used for training (commerce, energy, education, sports, finance,
+healthcare; :data:`TRAINING_DOMAINS`) and one held out from every training config (logistics;
+:data:`HELDOUT_DOMAINS`), so evaluation can measure transfer to a domain the manager never saw."""
 
 from __future__ import annotations
 
@@ -250,5 +252,51 @@ HEALTHCARE = DomainDef(
     exclude_reason="Ward {key}'s records were duplicated from another system.",
 )
 
-DOMAIN_DEFS: dict[str, DomainDef] = {d.name: d for d in (COMMERCE, ENERGY, EDUCATION, SPORTS, FINANCE, HEALTHCARE)}
+LOGISTICS = DomainDef(
+    name="logistics",
+    title="Parcel shipments across depots",
+    intro="A year of parcel shipments (`shipments.csv`: shipment_id, ship_date, depot_id, service, weight_kg, "
+    "distance_km, delivery_days) and the depot list (`depots.csv`: depot_id, depot_type, opened).",
+    fact="shipments",
+    fact_noun="shipments",
+    id_col="shipment_id",
+    date_col="ship_date",
+    category="service",
+    category_noun="service level",
+    categories={"Standard": 5, "Express": 3, "Freight": 2, "Economy": 2},
+    synonyms={"Std": "Standard", "Regular": "Standard", "Exp": "Express", "Next-Day": "Express", "Eco": "Economy"},
+    columns={"weight_kg": _floats(0.2, 40.0, 2), "distance_km": _floats(5.0, 900.0, 1)},
+    extra={"delivery_days": _ints(1, 8)},
+    measure="charge",
+    measure_noun="shipping charge",
+    derive="{f}['weight_kg'] * rate_per_kg + {f}['distance_km'] * 0.01",
+    derive_text="The shipping charge is weight_kg * rate_per_kg + distance_km * 0.01, with rate_per_kg = 1.9.",
+    param=("rate_per_kg", 1.9, 2.15, "the carrier's fuel surcharge raised the rate for the whole year"),
+    nan_column="weight_kg",
+    error_column="weight_kg",
+    error_factor=1000.0,
+    outlier_column="distance_km",
+    filters=(
+        FilterSpec("weight_kg", "weight in kg", (10.0, 25.0)),
+        FilterSpec("distance_km", "distance in km", (500.0,), op=">="),
+    ),
+    dim="depots",
+    dim_noun="depots",
+    dim_key="depot_id",
+    key_prefix="D",
+    n_dim=11,
+    dim_attr="depot_type",
+    dim_attr_noun="depot type",
+    attr_values=("Hub", "Local", "Cross-dock"),
+    exclude_reason="Depot {key} was a pilot site; its shipments were simulated.",
+)
+
+TRAINING_DOMAINS = ("commerce", "education", "energy", "finance", "healthcare", "sports")
+"""The domains of the training configs (``configs/synthesis/*.yaml``)."""
+HELDOUT_DOMAINS = ("logistics",)
+"""Domains no training config uses: the held-out-domain evaluation suite draws from them."""
+
+DOMAIN_DEFS: dict[str, DomainDef] = {
+    d.name: d for d in (COMMERCE, ENERGY, EDUCATION, SPORTS, FINANCE, HEALTHCARE, LOGISTICS)
+}
 """Domain name -> its definition."""

@@ -30,7 +30,7 @@ from synthesis.domains import (
 from synthesis.domains.catalog import DOMAIN_DEFS
 from synthesis.domains.writer import open_sandbox, rerun_task_folder, write_public
 
-EXPECTED_DOMAINS = {"commerce", "energy", "education", "sports", "finance", "healthcare"}
+EXPECTED_DOMAINS = {"commerce", "energy", "education", "sports", "finance", "healthcare", "logistics"}
 
 
 @pytest.fixture(scope="module")
@@ -151,8 +151,25 @@ def test_different_seeds_differ() -> None:
 # ---- every domain writes a loadable folder whose answers re-execute -------------------------------------------------
 
 
-def test_at_least_the_six_domains_are_registered() -> None:
+def test_at_least_the_seven_domains_are_registered() -> None:
     assert EXPECTED_DOMAINS <= set(DOMAINS)
+
+
+def test_no_training_config_uses_the_held_out_domain() -> None:
+    from synthesis.config import SynthesisConfig
+    from synthesis.domains.catalog import HELDOUT_DOMAINS, TRAINING_DOMAINS
+
+    assert set(TRAINING_DOMAINS) | set(HELDOUT_DOMAINS) == set(DOMAINS) and not set(TRAINING_DOMAINS) & set(
+        HELDOUT_DOMAINS
+    )
+    assert SynthesisConfig().domains == sorted(TRAINING_DOMAINS)
+    from harness.evaluation import suite  # the harness keeps its own copy (it does not import synthesis)
+
+    assert suite.TRAINING_DOMAINS == sorted(TRAINING_DOMAINS) and (suite.HELDOUT_DOMAIN,) == HELDOUT_DOMAINS
+    configs = sorted((Path(__file__).parents[2] / "configs" / "synthesis").glob("*.yaml"))
+    assert len(configs) >= 3
+    for path in configs:
+        assert not set(SynthesisConfig.from_yaml(path).domains) & set(HELDOUT_DOMAINS), path.name
 
 
 @pytest.mark.parametrize("domain", sorted(EXPECTED_DOMAINS))

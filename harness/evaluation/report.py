@@ -1,0 +1,208 @@
+"""``report.md`` of an evaluation: tables and plots (matplotlib, Agg backend) from ``results.json``.
+
+Sections: the suite and config; per variant task/turn accuracy with the turn-accuracy 95 % CI, DCR (``n/a`` when
+undefined) and repair precision/recall; the paired comparisons; manager statistics (states, relation mix, hints,
+tool calls, repairs, rollbacks, activations and latency) and worker steps/tokens. Plots (PNG next to the report):
+``accuracy.png`` (turn accuracy with CI per variant), ``dcr.png``, ``relation_mix.png``, ``repairs.png``.
+Simulated results (scripted worker) are labelled SIMULATED in the title, the tables and every plot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+PLOTS = ("accuracy.png", "dcr.png", "relation_mix.png", "repairs.png")
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _table(columns: list[tuple[str, Any]], rows: list[Any]) -> str:
+    """A markdown table: ``columns`` are ``(header, row -> value)``."""
+    lines = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_fmt(get(row)) for _, get in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _interval(ci: list[float] | None) -> str:
+    return "n/a" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+VARIANT_COLUMNS = [
+    ("variant", lambda r: r[0]),
+    ("simulated", lambda r: r[1]["simulated"]),
+    ("episodes", lambda r: r[1]["n_episodes"]),
+    ("task acc", lambda r: r[1]["task_accuracy"]),
+    ("turn acc", lambda r: r[1]["turn_accuracy"]),
+    ("turn acc 95% CI", lambda r: _interval(r[1]["turn_accuracy_ci95"])),
+    ("DCR", lambda r: r[1]["dcr"]),
+    ("repair precision", lambda r: r[1]["repair_precision"]),
+    ("repair recall", lambda r: r[1]["repair_recall"]),
+]
+COMPARISON_COLUMNS = [
+    ("a", lambda c: c["a"]),
+    ("b", lambda c: c["b"]),
+    ("turn acc diff", lambda c: c["turn_accuracy_diff"]),
+    ("95% CI", lambda c: _interval(c["ci95"])),
+    ("task acc diff", lambda c: c["task_accuracy_diff"]),
+    ("episodes", lambda c: c["n_episodes"]),
+    ("tasks", lambda c: c["n_tasks"]),
+]
+MANAGER_COLUMNS = [
+    ("variant", lambda r: r[0]),
+    ("states/episode", lambda r: r[1]["states_per_episode"]),
+    ("activations/episode", lambda r: r[1]["activations_per_episode"]),
+    ("latency mean s", lambda r: r[1]["latency_s"]["mean"]),
+    ("latency p95 s", lambda r: r[1]["latency_s"]["p95"]),
+    ("state hints", lambda r: r[1]["hints"]["state"]),
+    ("repair hints", lambda r: r[1]["hints"]["repair"]),
+    ("light repairs", lambda r: r[1]["repairs"]["light"]),
+    ("heavy repairs", lambda r: r[1]["repairs"]["heavy"]),
+    ("rollbacks", lambda r: r[1]["rollbacks"]),
+    ("abandoned", lambda r: r[1]["abandoned_states"]),
+    ("illegal actions", lambda r: r[1]["illegal_actions"]),
+]
+MIX_COLUMNS = [
+    ("variant", lambda r: r[0]),
+    ("relations", lambda r: _counts(r[1]["relation_mix"])),
+    ("tool calls", lambda r: _counts(r[1]["tool_calls"])),
+    ("manager tokens (prompt/completion)", lambda r: "{prompt}/{completion}".format(**r[1]["manager_tokens"])),
+]
+BENCHMARK_COLUMNS = [
+    ("variant", lambda r: r[0]),
+    ("DABench accuracy", lambda r: (r[1]["dabench"] or {}).get("accuracy")),
+    ("DABench sub-answer accuracy", lambda r: (r[1]["dabench"] or {}).get("sub_accuracy")),
+    ("DABench proportional", lambda r: (r[1]["dabench"] or {}).get("sub_accuracy_proportional")),
+    ("quantile score", lambda r: (r[1]["quantile"] or {}).get("overall")),
+]
+WORKER_COLUMNS = [
+    ("variant", lambda r: r[0]),
+    ("steps", lambda r: r[1]["steps"]),
+    ("steps/episode", lambda r: r[1]["steps_per_episode"]),
+    ("prompt tokens", lambda r: r[1]["prompt_tokens"]),
+    ("completion tokens", lambda r: r[1]["completion_tokens"]),
+]
+
+
+def render_report(results: dict[str, Any]) -> str:
+    variants: dict[str, dict[str, Any]] = results["variants"]
+    tag = " (SIMULATED: scripted worker)" if results.get("simulated") else ""
+    suite, config = results["suite"], results["config"]
+    managers = [(name, v["manager"]) for name, v in variants.items()]
+    comparisons = results["comparisons"]
+    parts = [
+        f"# Evaluation{tag}\n",
+        f"Suite **{suite['name']}**: {suite['source']}; {suite['tasks']} tasks, {suite['faults']} faults. "
+        f"Worker `{config['worker']}`, runs {config['runs']}, bootstrap {config['n_resamples']} resamples "
+        f"(seed {config['seed']}), clusters = tasks.\n",
+        "## Accuracy, DCR, repairs\n",
+        _table(VARIANT_COLUMNS, list(variants.items())),
+        "\nDCR = error rate of turns with at least one wrong declared upstream turn minus that of turns whose "
+        "upstream are all right; n/a when either group is empty.\n",
+        "![accuracy](accuracy.png) ![dcr](dcr.png)\n",
+        *(
+            ["Official benchmark scoring:\n", _table(BENCHMARK_COLUMNS, list(variants.items())) + "\n"]
+            if any(v["dabench"] or v["quantile"] for v in variants.values())
+            else []
+        ),
+        "## Paired comparisons (b - a)\n",
+        _table(COMPARISON_COLUMNS, comparisons) if comparisons else "(a single variant: nothing to compare)",
+        "\n## Manager statistics\n",
+        _table(MANAGER_COLUMNS, managers),
+        "\nRelation mix and tool calls:\n",
+        _table(MIX_COLUMNS, managers),
+        "\n![relation mix](relation_mix.png) ![repairs](repairs.png)\n",
+        "## Worker\n",
+        _table(WORKER_COLUMNS, [(name, v["worker"]) for name, v in variants.items()]),
+        "\nVersions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + "\n",
+    ]
+    return "\n".join(parts)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "-"
+
+
+def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
+    """The four plots of the report into ``out``; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants: dict[str, dict[str, Any]] = results["variants"]
+    names = list(variants)
+    tag = " (SIMULATED)" if results.get("simulated") else ""
+    x = list(range(len(names)))
+    paths = []
+
+    fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 3.2))
+    acc = [v["turn_accuracy"] or 0.0 for v in variants.values()]
+    err = [
+        [a - (v["turn_accuracy_ci95"] or [a, a])[0] for a, v in zip(acc, variants.values(), strict=True)],
+        [(v["turn_accuracy_ci95"] or [a, a])[1] - a for a, v in zip(acc, variants.values(), strict=True)],
+    ]
+    ax.bar(x, acc, yerr=err, capsize=4, color="tab:blue")
+    ax.set(xticks=x, xticklabels=names, ylim=(0, 1.05), ylabel="turn accuracy", title=f"turn accuracy, 95% CI{tag}")
+    paths.append(_save(fig, out / PLOTS[0]))
+
+    fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 3.2))
+    dcr = [v["dcr"] for v in variants.values()]
+    ax.bar(x, [d or 0.0 for d in dcr], color="tab:red")
+    for i, d in enumerate(dcr):
+        ax.annotate("n/a" if d is None else f"{d:.2f}", (i, d or 0.0), ha="center", va="bottom")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.margins(y=0.2)
+    ax.set(xticks=x, xticklabels=names, ylabel="DCR", title=f"Dependency Contamination Rate{tag}")
+    paths.append(_save(fig, out / PLOTS[1]))
+
+    fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 3.2))
+    kinds = sorted({k for v in variants.values() for k in v["manager"]["relation_mix"]})
+    bottom = [0.0] * len(names)
+    for kind in kinds:
+        counts = [v["manager"]["relation_mix"].get(kind, 0) for v in variants.values()]
+        ax.bar(x, counts, bottom=bottom, label=kind)
+        bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
+    if kinds:
+        ax.legend(fontsize=8)
+    ax.set(xticks=x, xticklabels=names, ylabel="relations of committed states", title=f"relation mix{tag}")
+    paths.append(_save(fig, out / PLOTS[2]))
+
+    fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 3.2))
+    light = [v["manager"]["repairs"]["light"] for v in variants.values()]
+    heavy = [v["manager"]["repairs"]["heavy"] for v in variants.values()]
+    ax.bar(x, light, label="light")
+    ax.bar(x, heavy, bottom=light, label="heavy")
+    for i, v in enumerate(variants.values()):
+        text = f"P {_fmt(v['repair_precision'], 2)} / R {_fmt(v['repair_recall'], 2)}"
+        ax.annotate(text, (i, light[i] + heavy[i]), ha="center", va="bottom", fontsize=8)
+    ax.legend(fontsize=8)
+    ax.margins(y=0.2)
+    ax.set(xticks=x, xticklabels=names, ylabel="repairs", title=f"repairs (precision / recall){tag}")
+    paths.append(_save(fig, out / PLOTS[3]))
+    return paths
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_report(out: str | Path, results: dict[str, Any]) -> Path:
+    """``out/report.md`` and its plots; returns the report's path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_plots(out, results)
+    path = out / "report.md"
+    path.write_text(render_report(results), encoding="utf-8")
+    return path

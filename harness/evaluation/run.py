@@ -1,0 +1,254 @@
+"""The evaluation runner: every manager variant on the same episodes of a suite; resumable; results and report.
+
+:func:`run_evaluation` (:class:`EvaluationConfig`):
+
+1. resolves the suite (:mod:`harness.evaluation.suite`) into episodes: one clean episode per task and, with the
+   scripted worker, one per fault; each repeated ``runs`` times;
+2. for each variant (a manager spec of :func:`harness.manager.get_policy`: ``none``, ``rule``, ``windowed:K``,
+   ``llm:URL``, ``llm-hf:PATH``, ``freeform:URL`` ...) runs the episodes missing from ``OUT/episodes/<variant>.jsonl``
+   in a fresh sandbox kernel each and appends their records (``config["eval"]`` holds the episode ``key``, ``run``,
+   ``variant``, ``fault_turn`` and the manager's tokens). A re-run with the same ``OUT`` skips finished episodes, so a
+   killed evaluation continues where it stopped; one policy object serves all episodes of a variant (an in-process
+   model is loaded once);
+3. summarizes (:mod:`harness.evaluation.summary`) and writes ``OUT/results.json``::
+
+       {"suite": {...}, "config": {...}, "versions": {...},
+        "variants": {NAME: {"task_accuracy", "turn_accuracy", "turn_accuracy_ci95", "dcr" (null when undefined),
+                            "repair_precision", "repair_recall", "simulated", "manager": {...}, "worker": {...}}},
+        "comparisons": [{"a", "b", "turn_accuracy_diff", "ci95": [lo, hi], "task_accuracy_diff", ...}]}
+
+   (``comparisons``: every pair of variants in the order given, ``b - a``, so list the baseline first), then
+   ``OUT/report.md`` with tables and plots (:mod:`harness.evaluation.report`).
+
+With the scripted worker every number is SIMULATED (``simulated: true``, and the report says so).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from harness import __version__
+from harness.evaluation.stats import N_RESAMPLES
+from harness.evaluation.suite import DEFAULT_CACHE, EpisodeSpec, Suite, resolve_suite
+from harness.evaluation.summary import TaskInfo, compare_variants, episode_id, summarize_variant
+from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
+
+logger = logging.getLogger(__name__)
+
+EPISODES_DIR = "episodes"
+RESULTS_FILE = "results.json"
+
+
+class EvaluationError(ValueError):
+    """Bad evaluation input; the message names the option and the fix."""
+
+
+@dataclass
+class EvaluationConfig:
+    suite: str = field(metadata={"help": "A suite folder or name (see harness.evaluation.suite.SUITES)."})
+    out: str = field(metadata={"help": "Output folder: results.json, report.md, episodes/<variant>.jsonl."})
+    worker: str = field(default="scripted", metadata={"help": "scripted | openai:URL | hf:PATH."})
+    managers: list[str] = field(
+        default_factory=lambda: ["none", "rule"],
+        metadata={"help": "Manager variants (specs of get_policy), run on the same episodes; baseline first."},
+    )
+    labels: list[str] | None = field(
+        default=None, metadata={"help": "Names of the variants in the results (default: the specs themselves)."}
+    )
+    faults: str | None = field(default=None, metadata={"help": "faults.jsonl replacing the suite's own faults."})
+    runs: int = field(default=1, metadata={"help": "Repetitions of every episode (for sampled workers/managers)."})
+    limit: int | None = field(default=None, metadata={"help": "Keep only the first N tasks of the suite."})
+    cache: str = field(default=str(DEFAULT_CACHE), metadata={"help": "Folder the named suites are built into."})
+    isolation: str = field(default="bwrap", metadata={"help": "Sandbox isolation: bwrap | none."})
+    flow: str | None = field(default=None, metadata={"help": "Review cadence turn | segment (default: by kind)."})
+    runtime: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "More RuntimeConfig fields (e.g. max_actions) for every episode."}
+    )
+    manager_max_tokens: int | None = field(default=None, metadata={"help": "Cap on one manager reply (llm)."})
+    seed: int = field(default=0, metadata={"help": "Seed of the bootstrap resampling."})
+    n_resamples: int = field(default=N_RESAMPLES, metadata={"help": "Bootstrap resamples."})
+    report: bool = field(default=True, metadata={"help": "Write report.md with plots."})
+
+    def __post_init__(self) -> None:
+        from harness.manager.policies import POLICIES, POLICY_GRAMMAR
+
+        if not self.managers:
+            raise EvaluationError("--manager: give at least one variant, e.g. --manager none,rule.")
+        unknown = [m for m in self.managers if m.partition(":")[0] not in POLICIES]
+        if unknown:
+            raise EvaluationError(f"--manager: unknown variant(s) {unknown}; grammar: {POLICY_GRAMMAR}.")
+        if len(set(self.variant_names)) != len(self.managers):
+            raise EvaluationError(f"--manager {','.join(self.managers)}: a variant is listed twice; list each once.")
+        if self.labels is not None and len(self.labels) != len(self.managers):
+            raise EvaluationError(
+                f"labels {self.labels} do not match the {len(self.managers)} managers {self.managers}; give one each."
+            )
+        from harness.manager import RuntimeConfig
+
+        try:
+            RuntimeConfig(**{"flow": self.flow, **self.runtime})
+        except (TypeError, ValueError) as exc:
+            raise EvaluationError(f"runtime options {self.runtime}: {exc}") from exc
+        kind, _, argument = self.worker.partition(":")
+        if not (self.worker == "scripted" or (kind in ("openai", "hf") and argument)):
+            raise EvaluationError(f"--worker {self.worker!r} is not understood; use scripted, openai:URL or hf:PATH.")
+        if self.runs < 1:
+            raise EvaluationError(f"--runs {self.runs}: run every episode at least once.")
+        if self.faults is not None and not self.scripted:
+            raise EvaluationError(
+                f"--faults replays faulty code through the scripted worker; drop it or use --worker scripted "
+                f"(got --worker {self.worker})."
+            )
+
+    @property
+    def scripted(self) -> bool:
+        return self.worker == "scripted"
+
+    @property
+    def variant_names(self) -> list[str]:
+        return list(self.labels) if self.labels is not None else list(self.managers)
+
+
+def variant_file(out: Path, name: str) -> Path:
+    """``OUT/episodes/<name>.jsonl`` with every character outside ``[A-Za-z0-9_.-]`` replaced by ``_``."""
+    return out / EPISODES_DIR / (re.sub(r"[^A-Za-z0-9_.-]+", "_", name) + ".jsonl")
+
+
+def read_variant(path: Path) -> list[EpisodeRecord]:
+    return list(read_episodes(path)) if path.is_file() else []
+
+
+def run_evaluation(config: EvaluationConfig) -> dict[str, Any]:
+    """Run (or resume) the evaluation and write its outputs; returns the results dict (see the module docstring)."""
+    from harness.sandbox import Sandbox, SandboxConfig
+    from harness.tasks import load_task
+
+    out = Path(config.out)
+    suite = resolve_suite(config.suite, cache=config.cache, faults=config.faults, limit=config.limit)
+    if suite.faults and not config.scripted:
+        logger.warning("suite %s has faults; they need the scripted worker, so it runs clean", suite.name)
+    episodes = suite.episodes(with_faults=config.scripted)
+    tasks = {spec.task_id: load_task(spec.task_dir) for spec in episodes}
+    todo = []
+    for name in config.variant_names:
+        done = {episode_id(r) for r in read_variant(variant_file(out, name))}
+        todo += [(name, s, k) for s in episodes for k in range(config.runs) if (s.key, k) not in done]
+    logger.info("suite %s: %d episodes x %d runs x %d variants; %d to run", suite.name, len(episodes), config.runs,
+                len(config.managers), len(todo))  # fmt: skip
+    if todo:
+        specs = dict(zip(config.variant_names, config.managers, strict=True))
+        policies = {name: make_policy(specs[name], config) for name in dict.fromkeys(n for n, _, _ in todo)}
+        with Sandbox(SandboxConfig(isolation=config.isolation)) as sandbox:
+            for name, spec, run in tqdm(todo, desc="evaluate", unit="episode", disable=None):
+                record = run_episode(sandbox, tasks[spec.task_id], spec, run, config, policies[name], name)
+                append_episode(variant_file(out, name), record)
+    results = collect_results(config, suite, {t: TaskInfo.of(task) for t, task in tasks.items()})
+    write_results(out, results, config)
+    return results
+
+
+def make_policy(spec: str, config: EvaluationConfig) -> Any:
+    """The policy of one variant, made only when it has episodes to run (an in-process model loads once)."""
+    from harness.manager import get_policy
+    from harness.run import RunError, limit_reply_tokens
+
+    try:
+        policy = get_policy(spec)
+        if config.manager_max_tokens is not None and getattr(policy, "backend", None) is not None:
+            limit_reply_tokens(policy, config.manager_max_tokens)  # model-backed variants only
+    except (RunError, ValueError) as exc:
+        raise EvaluationError(f"--manager {spec}: {exc}") from exc
+    return policy
+
+
+def run_episode(
+    sandbox: Any, task: Any, spec: EpisodeSpec, run: int, config: EvaluationConfig, policy: Any, variant: str
+) -> EpisodeRecord:
+    """One episode of ``spec`` with ``policy`` in a fresh kernel; its record carries ``config["eval"]``."""
+    from harness.manager import ManagerRuntime, RuntimeConfig
+    from harness.run import build_worker
+    from harness.worker import ScriptedWorker
+
+    tokens_before = (getattr(policy, "prompt_tokens", 0), getattr(policy, "completion_tokens", 0))
+    runtime_config = RuntimeConfig(**{"flow": config.flow, **config.runtime})
+    with sandbox.new_kernel(public_dir=task.public_dir) as kernel:
+        if config.scripted:
+            faults = {spec.fault.turn_id: spec.fault} if spec.fault is not None else {}
+            worker = ScriptedWorker.for_task(task, kernel, faults)
+        else:
+            worker = build_worker(config.worker, kernel, task, None)
+        record = ManagerRuntime(task, kernel, worker, policy, runtime_config).run()
+    record.config["eval"] = {
+        "key": spec.key,
+        "run": run,
+        "variant": variant,
+        "suite": config.suite,
+        "worker": config.worker,
+        "fault_turn": None if spec.fault is None else spec.fault.turn_id,
+        "fault_type": None if spec.fault is None else spec.fault.fault_type,
+        "manager_tokens": {
+            "prompt": getattr(policy, "prompt_tokens", 0) - tokens_before[0],
+            "completion": getattr(policy, "completion_tokens", 0) - tokens_before[1],
+        },
+    }
+    return record
+
+
+def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, TaskInfo]) -> dict[str, Any]:
+    """The results dict from the records in ``OUT`` (only the episodes of this suite and ``runs``)."""
+    out = Path(config.out)
+    wanted = {(s.key, k) for s in suite.episodes(with_faults=config.scripted) for k in range(config.runs)}
+    records = {
+        name: [r for r in read_variant(variant_file(out, name)) if episode_id(r) in wanted]
+        for name in config.variant_names
+    }
+    variants = {
+        name: summarize_variant(recs, tasks, seed=config.seed, n_resamples=config.n_resamples)
+        for name, recs in records.items()
+    }
+    comparisons = []
+    names = config.variant_names
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            compared = compare_variants(
+                records[a], records[b], tasks, seed=config.seed, n_resamples=config.n_resamples
+            )
+            if compared is not None:
+                comparisons.append({"a": a, "b": b, **compared})
+    return {
+        "suite": {"name": suite.name, "source": suite.source, "tasks": len(tasks), "faults": len(suite.faults)},
+        "config": asdict(config),
+        "versions": _versions(),
+        "simulated": all(v["simulated"] for v in variants.values()),
+        "variants": variants,
+        "comparisons": comparisons,
+    }
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {"stateguard": __version__, "python": platform.python_version()}
+    for package in ("numpy", "pandas", "transformers", "torch", "vllm"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return versions
+
+
+def write_results(out: Path, results: dict[str, Any], config: EvaluationConfig) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RESULTS_FILE).write_text(json.dumps(results, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    if config.report:
+        from harness.evaluation.report import write_report
+
+        write_report(out, results)

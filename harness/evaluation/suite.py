@@ -1,0 +1,227 @@
+"""Evaluation suites: which tasks, and which faults, an evaluation runs (``stateguard evaluate --suite DIR|NAME``).
+
+A :class:`Suite` is a list of task folders plus the counterfactual faults to replay on them (the shared
+``faults.jsonl`` format of :mod:`harness.worker.faults`). It expands into :class:`EpisodeSpec` s: one clean episode per
+task and one faulted episode per fault line (a fault replaces the code of one turn; several lines may fault the same
+turn, each is its own episode). Every manager variant runs on exactly these episodes, which is what makes the
+comparison paired.
+
+``--suite`` accepts:
+
+- a **folder**: a synthesis output (``tasks/`` + ``faults.jsonl``), a folder of task folders, or one task folder
+  (any LongDS-, DABstep-, MLE-bench- or DABench-style folder written by ``stateguard tasks import``); its
+  ``faults.jsonl``, when present, is replayed;
+- a **name** (:data:`SUITES`):
+
+  - ``heldout-seeds``: synthesized tasks in every training domain with seeds far from the training seeds
+    (training configs use seeds 0..N-1), ``heldout-domain``: synthesized tasks of :data:`HELDOUT_DOMAIN` only,
+    a domain no training config uses, ``smoke``: one small synthesized task with its faults (tests and the
+    checkpoint evaluation during training). They are generated deterministically into ``CACHE/NAME`` by the
+    ``stateguard synthesize`` plugin (the harness does not import ``synthesis``; it runs the registered command)
+    and reused afterwards;
+  - ``dabench-dev``: InfiAgent-DABench dev imported from :data:`DABENCH_DEV` into ``CACHE/dabench-dev`` (skipped
+    with a message naming the folder when it is absent). It has no reference programs: use a model worker.
+
+``--faults F`` replaces the suite's own faults with the lines of ``F`` (faults written elsewhere, e.g. by another
+fault library). Faults need the scripted worker; with a model worker the suite runs clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from harness.registry import lookup
+from harness.tasks import find_task_dirs
+from harness.worker.faults import Fault, read_faults
+
+logger = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+DABENCH_DEV = ROOT.parent / "shared" / "benchmarks" / "dabench-dev"
+DEFAULT_CACHE = Path("runs") / "eval-suites"
+IMPORTED_MARKER = ".imported"  # written after a complete import: a killed import is redone
+# Mirrors synthesis.domains.catalog (TRAINING_DOMAINS, HELDOUT_DOMAINS; tests/synthesis/test_domains.py checks it): the
+# harness does not import synthesis.
+HELDOUT_DOMAIN = "logistics"
+TRAINING_DOMAINS = ["commerce", "education", "energy", "finance", "healthcare", "sports"]
+
+_SYNTHESIS_DEFAULTS = {"kinds": ["atomic"], "count_tokens": False, "validation_fraction": 0.0}
+
+
+class SuiteError(ValueError):
+    """A suite that cannot be resolved; the message names the suite, the folder and the fix."""
+
+
+class SuiteUnavailableError(SuiteError):
+    """A named suite whose source is not on this machine (e.g. DABench dev outside ../shared)."""
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """A named suite: how to build it into the cache folder."""
+
+    description: str
+    synthesis: dict | None = field(default=None, metadata={"help": "SynthesisConfig fields, for synthesized suites."})
+    import_from: Path | None = field(default=None, metadata={"help": "Benchmark folder to import."})
+    importer: str = field(default="dabench", metadata={"help": "Importer of import_from (stateguard tasks import)."})
+
+
+SUITES: dict[str, SuiteSpec] = {
+    "heldout-seeds": SuiteSpec(
+        "synthesized, every training domain, held-out seeds 1000+",
+        synthesis={
+            "domains": TRAINING_DOMAINS,
+            "tasks_per_domain": 2,
+            "n_turns": [6, 8],
+            "seed": 1000,
+            "max_faults_per_task": 6,
+        },
+    ),
+    "heldout-domain": SuiteSpec(
+        f"synthesized, the held-out domain {HELDOUT_DOMAIN} only, seeds 2000+",
+        synthesis={
+            "domains": [HELDOUT_DOMAIN],
+            "tasks_per_domain": 6,
+            "n_turns": [6, 8],
+            "seed": 2000,
+            "max_faults_per_task": 6,
+        },
+    ),
+    "smoke": SuiteSpec(
+        "synthesized, one commerce task of 6 turns (seed 1000), at most 4 faults",
+        synthesis={
+            "domains": ["commerce"],
+            "tasks_per_domain": 1,
+            "n_turns": [6, 6],
+            "seed": 1000,
+            "max_faults_per_task": 4,
+        },
+    ),
+    "dabench-dev": SuiteSpec("InfiAgent-DABench dev questions (model workers only)", import_from=DABENCH_DEV),
+}
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode of a suite: a task, run clean (``fault`` None) or with one fault."""
+
+    task_dir: Path
+    task_id: str
+    fault: Fault | None = None
+    fault_index: int | None = field(default=None, metadata={"help": "1-based line of the fault in the faults."})
+
+    @property
+    def key(self) -> str:
+        """Stable id of the episode within the suite (the same in every variant): ``task/clean`` or
+        ``task/fault-N-turn-type``."""
+        if self.fault is None:
+            return f"{self.task_id}/clean"
+        return f"{self.task_id}/fault-{self.fault_index}-{self.fault.turn_id}-{self.fault.fault_type}"
+
+
+@dataclass
+class Suite:
+    """Task folders and the faults to replay on them; ``source`` says where they came from (for the report)."""
+
+    name: str
+    task_dirs: list[Path]
+    faults: list[Fault] = field(default_factory=list)
+    source: str = ""
+
+    def episodes(self, *, with_faults: bool = True) -> list[EpisodeSpec]:
+        """The clean episode of every task, then (``with_faults``) one episode per fault, in file order."""
+        from harness.tasks import load_task
+
+        ids = {load_task(task_dir).id: task_dir for task_dir in self.task_dirs}
+        specs = [EpisodeSpec(task_dir, task_id) for task_id, task_dir in ids.items()]
+        if with_faults:
+            unknown = sorted({f.task_id for f in self.faults} - set(ids))
+            if unknown:
+                logger.warning("suite %s: faults for tasks not in the suite are skipped: %s", self.name, unknown)
+            for index, fault in enumerate(self.faults, start=1):
+                if fault.task_id in ids:
+                    specs.append(EpisodeSpec(ids[fault.task_id], fault.task_id, fault, index))
+        return specs
+
+
+def resolve_suite(
+    spec: str, *, cache: str | Path = DEFAULT_CACHE, faults: str | Path | None = None, limit: int | None = None
+) -> Suite:
+    """The suite named or located by ``spec`` (see the module docstring); ``limit`` keeps the first N tasks."""
+    path = Path(spec)
+    if path.is_dir():
+        suite = _folder_suite(path, name=path.name)
+    else:
+        suite_spec = lookup(SUITES, spec, what="suite", fix="Or pass a folder of task folders.")
+        suite = _build_named(spec, suite_spec, Path(cache))
+    if faults is not None:
+        suite.faults = read_faults(faults)
+        suite.source += f"; faults from {faults}"
+    if limit is not None:
+        if limit < 1:
+            raise SuiteError(f"--limit {limit}: keep at least one task.")
+        suite.task_dirs = suite.task_dirs[:limit]
+    return suite
+
+
+def _folder_suite(path: Path, name: str) -> Suite:
+    tasks_root = path / "tasks" if (path / "tasks").is_dir() else path
+    task_dirs = find_task_dirs(tasks_root)
+    if not task_dirs:
+        raise SuiteError(
+            f"suite folder {path} holds no task folder (no config.yaml below it). Fix: pass a synthesis output, a "
+            "folder of task folders (stateguard tasks import ...) or a suite name: " + ", ".join(SUITES) + "."
+        )
+    faults_path = path / "faults.jsonl"
+    faults = read_faults(faults_path) if faults_path.is_file() else []
+    return Suite(name, task_dirs, faults, source=f"folder {path}")
+
+
+def _build_named(name: str, spec: SuiteSpec, cache: Path) -> Suite:
+    out = cache / name
+    if spec.synthesis is not None:
+        if not (out / "stats.json").is_file():  # written last by a finished synthesis run
+            _synthesize(name, spec.synthesis, out)
+        suite = _folder_suite(out, name)
+    else:
+        if spec.import_from is None or not spec.import_from.is_dir():
+            raise SuiteUnavailableError(
+                f"suite {name}: {spec.import_from} does not exist, so the suite is skipped. Fix: place the "
+                "benchmark there (see its NOTICE.md) or pass an imported folder with --suite DIR."
+            )
+        if not (out / IMPORTED_MARKER).is_file():
+            from harness.tasks.importers import ImportOptions, run_import
+
+            report = run_import(spec.importer, ImportOptions(src=spec.import_from, out=out, overwrite=True))
+            logger.info("%s", report.summary())
+            (out / IMPORTED_MARKER).write_text(report.summary() + "\n", encoding="utf-8")
+        suite = _folder_suite(out, name)
+    suite.source = f"{name}: {spec.description} (cached in {out})"
+    return suite
+
+
+def _synthesize(name: str, fields: dict, out: Path) -> None:
+    """Generate a synthesized suite with the ``stateguard synthesize`` plugin (deterministic; resumable)."""
+    from harness.cli import discover_commands, main
+
+    if "synthesize" not in discover_commands():
+        raise SuiteUnavailableError(
+            f"suite {name} is synthesized, but the `stateguard synthesize` command is not installed. Fix: "
+            "pip install -e . (it registers the synthesis plugin), or pass a synthesized folder with --suite DIR."
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    config_path = out.parent / f"{name}.synthesis.yaml"
+    config_path.write_text(yaml.safe_dump({**_SYNTHESIS_DEFAULTS, **fields}, sort_keys=True), encoding="utf-8")
+    logger.info("generating suite %s into %s (stateguard synthesize --config %s)", name, out, config_path)
+    summary = io.StringIO()
+    with contextlib.redirect_stdout(summary):
+        rc = main(["synthesize", "--config", str(config_path), "--out", str(out), "--no-progress"])
+    logger.info("%s", summary.getvalue().strip())
+    if rc != 0:
+        raise SuiteError(f"suite {name}: stateguard synthesize exited with {rc}: {summary.getvalue().strip()[-500:]}")

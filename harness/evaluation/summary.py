@@ -1,0 +1,298 @@
+"""From episode records to the numbers of ``results.json``: accuracy, DCR, repairs, manager and worker statistics.
+
+Inputs are :class:`~harness.manager.episode.EpisodeRecord` s written by the evaluation runner (their
+``config["eval"]`` holds the episode ``key``, the ``run`` index and the injected ``fault_turn``) and, per task, a
+:class:`TaskInfo` (its kind and, for a multi-turn task, each turn's declared upstream ``depends_on``).
+
+Definitions (one source of truth; the math lives in :mod:`harness.evaluation.stats`):
+
+- **turn outcomes** of an episode: a multi-turn task's per-turn verdicts (``grade.details.turns[t].correct``, the
+  LongDS-style structured comparison); a single task (closed-form, artifact) is one unit ``"main"``. An invalid
+  submission makes every unit wrong.
+- **solved** (task accuracy): every turn correct (multi-turn), the official answer fully right (closed-form, e.g.
+  DABench: all sub-answers match), a valid submission (artifact; its metric is in ``mean_score``).
+- **turn accuracy**: correct units / units, pooled over episodes, with a cluster-bootstrap 95 % CI (clusters =
+  tasks).
+- **DCR** over all units of all episodes (upstream = the declared ``depends_on`` turns graded in the same episode).
+- **repairs** against known faults: keys ``(episode, run, turn)``; a repair counts at the turn the record names.
+- **DABench official scoring** (``dabench``, for episodes graded by the ``dabench`` grader, else None): accuracy by
+  question, by sub-answer and proportional by sub-question (:func:`harness.evaluation.dabench.aggregate`).
+- **quantile scores** (``quantile``, for tasks whose metadata holds a ``leaderboard`` of reference scores, else
+  None): each episode's score ranked against the leaderboard (a failed submission scores 0), averaged per task, then
+  aggregated task -> domain -> overall (:func:`~harness.evaluation.stats.quantile_score`).
+- **paired comparison** of two variants: the per-turn outcomes of the episodes both ran, differences ``b - a``,
+  clustered by task (:func:`~harness.evaluation.stats.paired_cluster_bootstrap`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.evaluation.dabench import DABenchScore, aggregate
+from harness.evaluation.stats import (
+    N_RESAMPLES,
+    Unit,
+    aggregate_quantile_scores,
+    cluster_bootstrap_ci,
+    dependency_contamination_rate,
+    paired_cluster_bootstrap,
+    quantile_score,
+    repair_precision_recall,
+)
+from harness.manager.episode import EpisodeRecord
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What the summary needs of a task: its kind, each turn's declared upstream and an optional leaderboard."""
+
+    kind: str
+    depends_on: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    leaderboard: tuple[float, ...] = field(
+        default=(), metadata={"help": "Reference scores (task metadata 'leaderboard') for AgentDS-style scoring."}
+    )
+    domain: str = field(default="", metadata={"help": "Task metadata 'domain': the quantile aggregation level."})
+    higher_is_better: bool = True
+
+    @classmethod
+    def of(cls, task: Any) -> TaskInfo:
+        metadata = task.config.metadata or {}
+        leaderboard = metadata.get("leaderboard", [])
+        if not isinstance(leaderboard, list) or not all(isinstance(v, int | float) for v in leaderboard):
+            raise ValueError(
+                f"{task.root}/config.yaml: metadata.leaderboard must be a list of reference scores, got "
+                f"{leaderboard!r}; fix it or remove it."
+            )
+        direction = task.submission.higher_is_better if task.submission is not None else None
+        return cls(
+            kind=task.kind,
+            depends_on={str(t.turn_id): tuple(str(d) for d in t.depends_on) for t in task.turns},
+            leaderboard=tuple(float(v) for v in leaderboard),
+            domain=str(metadata.get("domain", "")),
+            higher_is_better=direction is not False,
+        )
+
+
+def eval_meta(record: EpisodeRecord) -> dict[str, Any]:
+    """The evaluation's own part of a record's config (``key``, ``run``, ``fault_turn`` ...)."""
+    meta = record.config.get("eval")
+    if not isinstance(meta, dict) or "key" not in meta:
+        raise ValueError(
+            f"episode {record.episode_id} of task {record.task_id} has no config.eval.key: it was not written by "
+            "stateguard evaluate. Fix: evaluate into a fresh --out folder."
+        )
+    return meta
+
+
+def episode_id(record: EpisodeRecord) -> tuple[str, int]:
+    meta = eval_meta(record)
+    return str(meta["key"]), int(meta.get("run", 0))
+
+
+def turn_outcomes(record: EpisodeRecord, info: TaskInfo) -> dict[str, bool]:
+    """Turn id -> correct (see the module docstring)."""
+    grade = record.grade or {}
+    valid = bool(grade.get("valid"))
+    if info.kind == "multi_turn":
+        verdicts = (grade.get("details") or {}).get("turns") or {}
+        return {t: valid and bool((verdicts.get(t) or {}).get("correct")) for t in info.depends_on}
+    return {"main": solved(record, info)}
+
+
+def solved(record: EpisodeRecord, info: TaskInfo) -> bool:
+    grade = record.grade or {}
+    if not grade.get("valid"):
+        return False
+    if info.kind == "artifact":
+        return True
+    return float(grade.get("score") or 0.0) >= 1.0
+
+
+def dcr_units(record: EpisodeRecord, info: TaskInfo) -> list[Unit]:
+    outcomes = turn_outcomes(record, info)
+    return [
+        Unit(outcomes[t], tuple(outcomes[d] for d in info.depends_on.get(t, ()) if d in outcomes)) for t in outcomes
+    ]
+
+
+def dabench_scores(records: Sequence[EpisodeRecord]) -> dict[str, float | int] | None:
+    """The official DABench numbers over the records graded by the ``dabench`` grader; None when there are none."""
+    scores = []
+    for record in records:
+        details = (record.grade or {}).get("details") or {}
+        if "per_answer" in details:
+            scores.append(
+                DABenchScore(
+                    correct=float((record.grade or {}).get("score") or 0.0) >= 1.0,
+                    n_correct=int(details["n_correct"]),
+                    n_total=int(details["n_total"]),
+                    per_answer=dict(details["per_answer"]),
+                )
+            )
+    return aggregate(scores) if scores else None
+
+
+def quantile_scores(records: Sequence[EpisodeRecord], tasks: Mapping[str, TaskInfo]) -> dict[str, Any] | None:
+    """AgentDS-style scores of the records of tasks with a leaderboard; None when no task has one."""
+    by_task: dict[tuple[str, str], list[float]] = {}
+    for record in records:
+        info = tasks[record.task_id]
+        if not info.leaderboard:
+            continue
+        grade = record.grade or {}
+        score = float(grade["score"]) if grade.get("valid") and grade.get("score") is not None else None
+        value = quantile_score(score, info.leaderboard, higher_is_better=info.higher_is_better)
+        by_task.setdefault((info.domain, record.task_id), []).append(value)
+    if not by_task:
+        return None
+    return aggregate_quantile_scores({key: float(np.mean(values)) for key, values in by_task.items()})
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+def manager_statistics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """States per episode, relation mix, hints, tool calls by name, repairs, rollbacks, activations and latency."""
+    relations: Counter[str] = Counter()
+    hints: Counter[str] = Counter()
+    tools: Counter[str] = Counter()
+    controls: Counter[str] = Counter()
+    repairs: Counter[str] = Counter()
+    latencies: list[float] = []
+    rollbacks = illegal = 0
+    for record in records:
+        relations.update(r.get("type", "?") for s in record.states for r in s.get("relations", []))
+        hints.update(h.get("kind", "?") for h in record.hints)
+        repairs.update(r.get("mode", "?") for r in record.repairs)
+        rollbacks += sum(c.get("op") == "restore" for c in record.checkpoints)
+        for activation in record.activations:
+            if activation.get("actor") != "policy":
+                continue
+            latencies.append(float(activation.get("latency_s") or 0.0))
+            for action in activation.get("actions", []):
+                name = (action.get("parsed") or {}).get("name") or "(unparsed)"
+                (tools if action.get("kind") == "tool" else controls)[name] += 1
+                illegal += not action.get("legal")
+    n = max(len(records), 1)
+    return {
+        "episodes": len(records),
+        "states_per_episode": sum(len(r.states) for r in records) / n,
+        "relation_mix": dict(sorted(relations.items())),
+        "hints": {"state": 0, "repair": 0, **dict(sorted(hints.items()))},
+        "tool_calls": dict(sorted(tools.items())),
+        "control_actions": dict(sorted(controls.items())),
+        "illegal_actions": illegal,
+        "repairs": {"light": repairs.get("light", 0), "heavy": repairs.get("heavy", 0)},
+        "rollbacks": rollbacks,
+        "abandoned_states": controls.get("ABANDON_STATE", 0),
+        "activations": len(latencies),
+        "activations_per_episode": len(latencies) / n,
+        "latency_s": {
+            "mean": _mean(latencies),
+            "p50": float(np.quantile(latencies, 0.5)) if latencies else None,
+            "p95": float(np.quantile(latencies, 0.95)) if latencies else None,
+        },
+        "manager_tokens": {
+            k: sum(int(eval_meta(r).get("manager_tokens", {}).get(k, 0)) for r in records)
+            for k in ("prompt", "completion")
+        },
+    }
+
+
+def worker_statistics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    steps = [len(r.worker_steps) for r in records]
+    return {
+        "steps": int(sum(steps)),
+        "steps_per_episode": _mean(steps),
+        "prompt_tokens": int(sum(s.get("prompt_tokens") or 0 for r in records for s in r.worker_steps)),
+        "completion_tokens": int(sum(s.get("completion_tokens") or 0 for r in records for s in r.worker_steps)),
+    }
+
+
+def summarize_variant(
+    records: Sequence[EpisodeRecord], tasks: Mapping[str, TaskInfo], *, seed: int = 0, n_resamples: int = N_RESAMPLES
+) -> dict[str, Any]:
+    """The ``results.json`` entry of one variant (``task_accuracy``, ``turn_accuracy``, ``dcr`` ... see the module
+    docstring). Accuracies are None for a variant without episodes."""
+    by_task: dict[str, list[float]] = {}
+    units: list[Unit] = []
+    faulted: set[tuple[str, int, str]] = set()
+    repaired: set[tuple[str, int, str]] = set()
+    solved_flags, scores = [], []
+    for record in records:
+        info = tasks[record.task_id]
+        outcomes = turn_outcomes(record, info)
+        by_task.setdefault(record.task_id, []).extend(float(v) for v in outcomes.values())
+        units += dcr_units(record, info)
+        solved_flags.append(float(solved(record, info)))
+        scores.append(float((record.grade or {}).get("score") or 0.0))
+        key, run = episode_id(record)
+        fault_turn = eval_meta(record).get("fault_turn")
+        if fault_turn is not None:
+            faulted.add((key, run, str(fault_turn)))
+        repaired.update((key, run, str(r.get("turn_id"))) for r in record.repairs)
+    dcr = dependency_contamination_rate(units)
+    repair = repair_precision_recall(repaired, faulted)
+    ci = cluster_bootstrap_ci(list(by_task.values()), seed=seed, n_resamples=n_resamples) if by_task else None
+    return {
+        "task_accuracy": _mean(solved_flags),
+        "turn_accuracy": None if ci is None else ci.estimate,
+        "turn_accuracy_ci95": None if ci is None else [ci.low, ci.high],
+        "dcr": dcr.value,
+        "dcr_detail": asdict(dcr),
+        "repair_precision": repair.precision,
+        "repair_recall": repair.recall,
+        "repair_detail": asdict(repair),
+        "simulated": bool(records) and all(r.simulated for r in records),
+        "mean_score": _mean(scores),
+        "dabench": dabench_scores(records),
+        "quantile": quantile_scores(records, tasks),
+        "n_episodes": len(records),
+        "n_tasks": len(by_task),
+        "n_turns": sum(len(v) for v in by_task.values()),
+        "manager": manager_statistics(records),
+        "worker": worker_statistics(records),
+    }
+
+
+def compare_variants(
+    a: Iterable[EpisodeRecord],
+    b: Iterable[EpisodeRecord],
+    tasks: Mapping[str, TaskInfo],
+    *,
+    seed: int = 0,
+    n_resamples: int = N_RESAMPLES,
+) -> dict[str, Any] | None:
+    """Paired comparison ``b - a`` over the episodes both ran; None when they share none."""
+    a_by_id = {episode_id(r): r for r in a}
+    b_by_id = {episode_id(r): r for r in b}
+    common = sorted(set(a_by_id) & set(b_by_id))
+    if not common:
+        return None
+    turns_a: dict[str, list[float]] = {}
+    turns_b: dict[str, list[float]] = {}
+    solved_diff = []
+    for eid in common:
+        ra, rb = a_by_id[eid], b_by_id[eid]
+        info = tasks[ra.task_id]
+        oa, ob = turn_outcomes(ra, info), turn_outcomes(rb, info)
+        turns_a.setdefault(ra.task_id, []).extend(float(oa[t]) for t in oa)
+        turns_b.setdefault(ra.task_id, []).extend(float(ob[t]) for t in oa)
+        solved_diff.append(float(solved(rb, info)) - float(solved(ra, info)))
+    ci = paired_cluster_bootstrap(turns_a, turns_b, seed=seed, n_resamples=n_resamples)
+    return {
+        "turn_accuracy_diff": ci.estimate,
+        "ci95": [ci.low, ci.high],
+        "task_accuracy_diff": float(np.mean(solved_diff)),
+        "n_episodes": len(common),
+        "n_tasks": ci.n_clusters,
+        "n_turns": ci.n_values,
+        "n_resamples": ci.n_resamples,
+        "seed": ci.seed,
+    }

@@ -1,0 +1,22 @@
+"""Evaluate manager variants on a suite (thin wrapper of ``stateguard evaluate``; see harness/evaluation/cli.py).
+
+python scripts/evaluate.py --suite heldout-seeds --worker scripted --manager none,rule --out runs/eval/heldout
+python scripts/evaluate.py --suite heldout-seeds --manager none,rule,llm:http://localhost:8000/v1 --out runs/eval/sft
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.evaluation.cli import add_arguments, evaluate_command  # noqa: E402
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    sys.exit(evaluate_command(parser.parse_args()))
