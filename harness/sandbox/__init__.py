@@ -80,7 +80,7 @@ private tmp dir, denies TCP and signals out of the kernel — but that is defenc
 """
 
 from .config import SandboxConfig
-from .kernel import Kernel, KernelDiedError, SandboxError
+from .kernel import Kernel, SandboxError
 from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
 from .sandbox import Sandbox, SandboxUnavailableError
 
@@ -88,7 +88,6 @@ __all__ = [
     "ExecutionResult",
     "FileChange",
     "Kernel",
-    "KernelDiedError",
     "Sandbox",
     "SandboxConfig",
     "SandboxError",

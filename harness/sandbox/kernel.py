@@ -39,10 +39,6 @@ class SandboxError(RuntimeError):
     """A harness-level failure (not a user-code error): bad usage, or the sandbox machinery itself failed."""
 
 
-class KernelDiedError(SandboxError):
-    """An operation could not complete because the kernel died; it has been restarted (fresh namespace)."""
-
-
 @dataclass
 class _Channel:
     sock: socket.socket
@@ -56,10 +52,18 @@ class _Channel:
 
 @dataclass(eq=False)
 class _Checkpoint:
-    """A checkpoint process. Several checkpoint ids may share one (see :meth:`Kernel.checkpoint`)."""
+    """A checkpoint process. Several checkpoint ids may share one (see :meth:`Kernel.checkpoint`).
 
-    channel: _Channel
+    ``channel`` None: *deferred* — the live kernel's namespace still is this checkpoint's (nothing ran since it was
+    taken), so no process has been forked yet; :meth:`Kernel._materialize` forks it before anything changes the
+    namespace."""
+
+    channel: _Channel | None
     variables: dict[str, VariableInfo]
+
+    def close(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
 
 
 @dataclass
@@ -186,6 +190,7 @@ class Kernel:
         # again before anything ran shares it instead of forking another process.
         self._generation = 0
         self._same_as: tuple[int, _Checkpoint] | None = None
+        self._deferred: _Checkpoint | None = None  # a checkpoint not forked yet (see checkpoint())
         self._vars: dict[str, VariableInfo] = {}
         self._hwm: dict[str, int] = {}
         self._files: dict[str, tuple[int, ...]] = {}
@@ -220,7 +225,13 @@ class Kernel:
 
         When no cell has run since the last checkpoint was taken or restored, the new id shares that checkpoint's
         process (no fork): the namespaces are identical. Ids stay distinct, and each is released on its own (the
-        process goes when its last id is released)."""
+        process goes when its last id is released).
+
+        The fork is *deferred*: it happens just before the next operation that changes the namespace (a cell, a
+        restore to another checkpoint) — never if the checkpoint is released or restored before that (then the
+        live namespace still is the snapshot). A manager takes a checkpoint at every commit but rarely rolls back,
+        so the last one of an episode is never forked. Should the kernel die in between, the deferred checkpoint
+        is lost with it (its ids are dropped; restoring one raises naming it)."""
         self._check_open()
         if len(self._checkpoints) >= self.config.max_checkpoints:
             raise SandboxError(
@@ -232,27 +243,46 @@ class Kernel:
             cid = f"cp{next(self._cp_counter)}"
             self._checkpoints[cid] = same[1]
             return cid
-        try:
-            chan = spawn_via(self._kernel(), "checkpoint", "checkpoint")
-            self._track_host_pid(chan)
-        except (ProtocolError, SandboxError) as exc:
-            reason = self._restart(f"kernel died while taking a checkpoint ({exc})")[0]
-            raise KernelDiedError(f"checkpoint failed: {reason}; the kernel was restarted") from exc
+        self._kernel()  # a kernel that is not running is restarted first (as a forked checkpoint would)
         cid = f"cp{next(self._cp_counter)}"
-        self._checkpoints[cid] = _Checkpoint(chan, dict(self._vars))
-        self._same_as = (self._generation, self._checkpoints[cid])
+        self._checkpoints[cid] = self._deferred = _Checkpoint(None, dict(self._vars))
+        self._same_as = (self._generation, self._deferred)
         return cid
+
+    def _materialize(self) -> None:
+        """Fork the deferred checkpoint, if one is still held, before the namespace changes."""
+        cp, self._deferred = self._deferred, None
+        if cp is None or not self._holds(cp):
+            return
+        try:
+            cp.channel = spawn_via(self._kernel(), "checkpoint", "checkpoint")
+            self._track_host_pid(cp.channel)
+        except (ProtocolError, SandboxError) as exc:
+            lost = self._drop(cp)
+            logger.warning("sandbox: kernel %s died before checkpoint %s was forked (%s)", self.kernel_id, lost, exc)
+
+    def _drop(self, cp: _Checkpoint) -> str:
+        """Forget every id of ``cp`` (its process is gone or was never forked); returns the ids."""
+        ids = [cid for cid, other in self._checkpoints.items() if other is cp]
+        for cid in ids:
+            del self._checkpoints[cid]
+        cp.close()
+        return ", ".join(ids)
 
     def restore(self, checkpoint_id: str) -> None:
         """Return the kernel's namespace to a checkpoint (which stays available for further restores)."""
         self._check_open()
         cp = self._get_checkpoint(checkpoint_id)
+        if cp is self._deferred:  # nothing ran since it was taken: the live namespace is the snapshot
+            self._vars = dict(cp.variables)
+            self._files = self._scan_files()
+            return
+        self._materialize()
+        assert cp.channel is not None  # only the deferred checkpoint has no process
         try:
             new_kernel = spawn_via(cp.channel, "restore", "kernel")
         except (ProtocolError, SandboxError) as exc:
-            cp.channel.close()
-            for cid in [cid for cid, other in self._checkpoints.items() if other is cp]:
-                del self._checkpoints[cid]
+            self._drop(cp)
             raise SandboxError(f"checkpoint {checkpoint_id} is no longer usable ({exc}); it was dropped") from exc
         old = self._k
         self._k = new_kernel
@@ -272,6 +302,9 @@ class Kernel:
         del self._checkpoints[checkpoint_id]
         if self._holds(cp):  # another id shares this process
             return
+        if cp.channel is None:  # deferred: never forked
+            self._deferred = None
+            return
         with contextlib.suppress(OSError):
             send_msg(cp.channel.sock, {"op": "release"})
         cp.channel.close()
@@ -283,10 +316,11 @@ class Kernel:
         new bubblewrap episode, no teardown): environments recycle their kernel this way between episodes."""
         self._check_open()
         old = [self._k.pid] if self._k is not None else []
-        old += sorted({cp.channel.pid for cp in self._checkpoints.values()})
+        old += self._keep_pids()
         for cp in self._checkpoints.values():
-            cp.channel.close()
+            cp.close()
         self._checkpoints.clear()
+        self._deferred = None
         if self._k is not None:
             self._k.close()
             self._k = None
@@ -318,8 +352,9 @@ class Kernel:
             return
         self.closed = True
         for cp in self._checkpoints.values():
-            cp.channel.close()
+            cp.close()
         self._checkpoints.clear()
+        self._deferred = None
         self._same_as = None
         self._teardown_episode()
         if self._owns_workspace:
@@ -341,9 +376,10 @@ class Kernel:
         if not (timeout > 0 and math.isfinite(timeout)):
             raise ValueError(f"timeout={timeout} must be a positive number of seconds")
         wait = timeout + self.config.grace_s * (2 if op == "probe" else 1)
-        msg = {"op": op, "code": code, "timeout": timeout, "keep": self._keep_pids()}
         if op == "execute":
+            self._materialize()
             self._generation += 1
+        msg = {"op": op, "code": code, "timeout": timeout, "keep": self._keep_pids()}
         started = time.perf_counter()
         try:
             raw = request(self._kernel(), msg, timeout=wait, max_bytes=self._max_reply)
@@ -487,7 +523,7 @@ class Kernel:
             raise SandboxError(f"unknown checkpoint {checkpoint_id!r}; live checkpoints: {valid}") from None
 
     def _keep_pids(self) -> list[int]:
-        return sorted({cp.channel.pid for cp in self._checkpoints.values()})
+        return sorted({cp.channel.pid for cp in self._checkpoints.values() if cp.channel is not None})
 
     def _holds(self, cp: _Checkpoint) -> bool:
         return any(other is cp for other in self._checkpoints.values())
@@ -566,6 +602,9 @@ class Kernel:
         logger.warning("sandbox: restarting kernel %s: %s", self.kernel_id, reason)
         self.restarts += 1
         self._generation += 1
+        if self._deferred is not None and self._holds(self._deferred):  # its namespace dies with the kernel
+            reason += f"; checkpoint {self._drop(self._deferred)} (not forked yet) was lost"
+        self._deferred = None
         if self._k is not None:
             self._k.close()
             self._k = None
@@ -576,7 +615,7 @@ class Kernel:
             logger.warning("sandbox: episode init of %s is gone (%s); starting a new episode", self.kernel_id, exc)
             lost = list(self._checkpoints)
             for cp in self._checkpoints.values():
-                cp.channel.close()
+                cp.close()
             self._checkpoints.clear()
             self._teardown_episode()
             self._start_episode()

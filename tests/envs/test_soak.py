@@ -69,7 +69,14 @@ def soak(pool, episodes: int) -> None:
     holder = env.sandboxes
     assert holder.kernels_started + holder.kernels_recycled == WARMUP + episodes
     assert holder.kernels_recycled > 0
-    assert max(processes) == min(processes), f"process count drifted: {processes[0]} -> {processes[-1]}"
+    # Flat up to one process: whether the live episode's last checkpoint is already forked or still deferred (the
+    # sandbox forks it only before the namespace changes) depends on where the episode stopped. A leak grows.
+    # On a loaded machine a killed kernel can take longer than settled() waits to exit: allow rare transients (1 %);
+    # a leak would keep every later sample above the band.
+    above = [p for p in processes if p > min(processes) + 1]
+    assert len(above) <= len(processes) // 100 and processes[-1] <= min(processes) + 1, (
+        f"process count drifted: {processes}"
+    )
     assert rss[-1] - rss[0] < RSS_SLACK_MB, f"RSS grew from {rss[0]:.0f} MB to {rss[-1]:.0f} MB"
 
 

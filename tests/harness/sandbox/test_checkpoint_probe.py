@@ -104,11 +104,46 @@ def test_a_checkpoint_with_nothing_run_since_shares_the_process_and_ids_release_
     assert a not in kernel.checkpoints and kernel.checkpoints == []
 
 
+def test_a_checkpoint_is_forked_only_when_the_namespace_is_about_to_change(kernel):
+    forked = kernel._keep_pids  # the checkpoint processes the host holds
+    kernel.execute("s = [1]")
+    released = kernel.checkpoint()
+    assert forked() == []  # deferred: no process yet
+    kernel.release(released)  # released before anything ran: never forked
+    kept = kernel.checkpoint()
+    kernel.probe("s.append(99)")
+    kernel.restore(kept)  # restoring a deferred checkpoint: the live namespace already is the snapshot
+    assert forked() == []
+    kernel.execute("s.append(2)")  # a cell: the checkpoint is forked first
+    assert len(forked()) == 1
+    kernel.restore(kept)
+    assert kernel.execute("s").display == "[1]"
+    kernel.release(kept)
+    assert forked() == []
+
+
+def test_a_deferred_checkpoint_dies_with_its_kernel_and_says_so(kernel):
+    import os
+    import signal
+
+    kernel.execute("s = [1]")
+    cp = kernel.checkpoint()
+    os.kill(kernel._k.host_pid, signal.SIGKILL)  # the kernel dies before the checkpoint was forked
+    result = kernel.execute("s")
+    assert result.restarted and result.error_type == "KernelDied"
+    assert cp not in kernel.checkpoints
+    with pytest.raises(SandboxError, match=f"unknown checkpoint '{cp}'"):
+        kernel.restore(cp)
+    assert kernel.execute("t = 2\nt").display == "2"  # the restarted kernel serves the next request
+
+
 def test_reset_starts_over_like_a_new_kernel(kernel):
     kernel.execute("a = 1\nopen('out.txt', 'w').write('x')")
     kernel.execute("a = 2")
     kernel.checkpoint()
+    kernel.execute("a = 3")  # the deferred checkpoint is forked now
     old_pids = set(kernel._keep_pids())
+    assert len(old_pids) == 1
     kernel.reset()
     assert kernel.variables() == {} and kernel.checkpoints == []
     assert not (kernel.workspace / "out.txt").exists()
