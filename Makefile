@@ -13,12 +13,12 @@ STAMP  := $(VENV)/.stamp-$(EXTRAS)
 PYTEST_ARGS ?=
 DEMO_OUT ?= runs/demo
 
-.PHONY: demo test lint bench sysdeps venv clean
+.PHONY: demo test lint bench sysdeps browser venv clean
 
 demo: sysdeps $(STAMP)
 	$(BIN)/stateguard demo --out $(DEMO_OUT)
 
-test: sysdeps $(STAMP) lint
+test: sysdeps browser $(STAMP) lint
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); a run that checks nothing fails." >&2; fi; \
 	exit $$rc
@@ -41,6 +41,15 @@ sysdeps:
 		apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
 		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null; }; \
 	else echo "WARNING: bubblewrap (bwrap) is missing; install it: sudo apt-get install bubblewrap" >&2; fi
+
+# Chromium (headless) renders the episode viewer's pages in tests/harness/viewer; only `make test` needs it.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium (apt-get; the episode viewer's browser tests)"; \
+		apt-get install -y -q chromium >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; \
+	else echo "WARNING: chromium is missing (tests/harness/viewer fail without it); install it: sudo apt-get install chromium" >&2; fi
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -11,6 +11,8 @@ Sub-commands are plugins: each package registers ``name = "module:register"`` un
     stateguard run --task retail-sales --worker scripted --manager rule --faults runs/faults.jsonl
     stateguard evaluate --suite heldout-seeds --manager none,rule --out runs/eval
     stateguard serve --checkpoint runs/sft-tiny-cpu --cpu
+    stateguard bench run --suite dabench-dev --workflow react,direct,pipeline,search --model URL --out runs/bench
+    stateguard view runs/synth/episodes/gold.jsonl --out episode.html
     stateguard demo --out runs/demo
 """
 
@@ -35,6 +37,8 @@ BUILTIN_COMMANDS: dict[str, str] = {
     "run": "harness.run:register",
     "evaluate": "harness.evaluation.cli:register",
     "serve": "harness.serving:register",
+    "bench": "harness.workflow.bench:register",
+    "view": "harness.viewer.cli:register",
 }
 
 

@@ -76,8 +76,8 @@ def _dataset(rows: list[dict[str, Any]]) -> Any:
     from datasets import Dataset
 
     features = _features()
-    if rows:
-        table = Dataset.from_list(rows, features=features)
+    if rows:  # columns in the features' order, as in an empty split
+        table = Dataset.from_list([{name: row[name] for name in features} for row in rows], features=features)
     else:  # from_list([]) drops the schema; an empty split keeps its columns
         table = Dataset.from_dict({name: [] for name in features}, features=features)
     digest = hashlib.sha256("\n".join(r["content_hash"] for r in rows).encode()).hexdigest()[:16]
@@ -133,7 +133,9 @@ def export(out: Path, shard_paths: Sequence[Path], config: SynthesisConfig, skip
             split = "validation" if shard["task_id"] in validation else "train"
             rows[split].append({k: sample[k] for k in ("messages", "tools", "n_tokens", *COLUMNS)})
     dataset = DatasetDict({name: _dataset(split_rows) for name, split_rows in rows.items()})
-    dataset.save_to_disk(str(out / "dataset"))
+    # One shard per empty split: by default datasets writes none for it, and load_from_disk then fails (datasets 5.2)
+    shards = {name: 1 for name, split_rows in rows.items() if not split_rows}
+    dataset.save_to_disk(str(out / "dataset"), num_shards=shards or None)
 
     episodes = out / "episodes"
     episodes.mkdir(parents=True, exist_ok=True)

@@ -183,6 +183,16 @@ def test_one_sample_renders_through_the_qwen3_chat_template_with_assistant_masks
     assert "<tool_call>" in assistant
 
 
+def test_a_one_task_run_saves_a_loadable_dataset_with_an_empty_validation_split(tmp_path):
+    from datasets import load_from_disk
+
+    config = small_config(domains=["commerce"], tasks_per_domain=1, max_faults_per_task=2, kinds=["atomic"])
+    synthesize(config, tmp_path / "out", progress=False)
+    dataset = load_from_disk(str(tmp_path / "out" / "dataset"))  # an empty split used to break loading
+    assert dataset["validation"].num_rows == 0 and dataset["train"].num_rows > 0
+    assert dataset["validation"].column_names == dataset["train"].column_names
+
+
 def test_the_stored_tools_equal_the_inference_tools_key_for_key(run):
     from datasets import load_from_disk
 

@@ -1,0 +1,5 @@
+"""The episode viewer (``stateguard view``): static, self-contained HTML pages of episode records and training samples.
+
+:mod:`harness.viewer.render` turns a record (or a sample's token mask) into one HTML string,
+:mod:`harness.viewer.inputs` reads and checks what is shown, :mod:`harness.viewer.cli` is the command.
+"""
