@@ -14,6 +14,18 @@ Qwen3-8B with LoRA adapters (ZeRO-2)::
     accelerate launch --config_file configs/accelerate/zero2.yaml \
         scripts/sft.py --config configs/sft/qwen3-8b-lora.yaml
 
+Resume a run from its latest checkpoint (needs ``--save_strategy steps``; model, optimizer, scheduler, RNG and
+data position are restored)::
+
+    accelerate launch --config_file configs/accelerate/cpu.yaml scripts/sft.py --config configs/sft/tiny-cpu.yaml \
+        --save_strategy steps --save_steps 4 --resume_from_checkpoint true
+
+Two CPU processes with DeepSpeed ZeRO-2 (a smoke test of the distributed path; ``accelerate launch --cpu
+--num_processes 2`` would start only one process, torchrun starts two)::
+
+    DS_BUILD_OPS=0 torchrun --standalone --nproc_per_node 2 scripts/sft.py --config configs/sft/tiny-cpu.yaml \
+        --deepspeed configs/accelerate/deepspeed/zero2.json --max_steps 2
+
 The YAML keys are the fields of ``training.sft.ModelArguments``, ``training.sft.DataArguments`` and TRL's
 ``SFTConfig``; any of them can be overridden on the command line (``--max_steps 2``).
 """

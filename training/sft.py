@@ -20,9 +20,16 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
 - Output (``output_dir``): the model (or adapter), the tokenizer with its chat template, ``README.md`` (a short
   model card: data, drops, settings, metrics), ``all_results.json`` (the metrics of the final training and
   evaluation) and ``trainer_state.json`` (the logged history: per-step loss, evaluations).
-
-Not yet here (later slices of issue 6): the bitwise resume test, the 2-process ZeRO-2 smoke test and
-``scripts/bench_sft.py``.
+- Metrics are namespaced: ``data/...`` (samples used, over-length drops per split), ``train/...`` (TRL's final
+  training metrics, plus ``train/tokens_per_second_after_first_step`` from :func:`steady_tokens_per_second`:
+  ``include_num_input_tokens_seen`` is switched on to count non-padding tokens per step) and ``eval/...`` (the
+  validation split after training). The per-step logs are TRL's (``loss``, ``grad_norm``, ``learning_rate``, ...).
+- Resume: ``--resume_from_checkpoint DIR`` or ``true`` (the latest ``checkpoint-*`` in ``output_dir``) restores
+  the model, optimizer, scheduler, RNG states and data position (the Trainer's own checkpoints; save them with
+  ``save_strategy: steps``). With ``full_determinism: true`` on CPU, a run killed after a checkpoint and resumed
+  ends with weights bitwise equal to an uninterrupted run's (tests/training/test_sft_resume.py).
+- Distributed: the same code runs under DeepSpeed ZeRO-2/3 (``--deepspeed configs/accelerate/deepspeed/zero2.json``
+  or an accelerate config); tests/training/test_sft_zero2.py trains with two CPU processes under ``torchrun``.
 """
 
 from __future__ import annotations
@@ -212,6 +219,8 @@ def build_trainer(
     if not sft_config.assistant_only_loss:
         logger.info("assistant_only_loss forced to True: the manager is trained on its own turns only")
         sft_config.assistant_only_loss = True
+    if sft_config.include_num_input_tokens_seen == "no":  # per-step token counts, for the throughput metric
+        sft_config.include_num_input_tokens_seen = "non_padding"
     model_path = resolve_model(model_args)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     splits, drops = load_sft_splits(data_args, sft_config.max_length, tokenizer)
@@ -244,6 +253,37 @@ def _lora_config(model_args: ModelArguments) -> Any:
     )
 
 
+def steady_tokens_per_second(log_history: list[dict[str, Any]]) -> float | None:
+    """Training throughput without the first logged step (which warms up): tokens over seconds between the first
+    and the last per-step log of the latest session, or None with fewer than two such logs.
+
+    Per-step logs (those with ``loss``) carry ``num_input_tokens_seen`` (non-padding tokens, all processes) and
+    ``train_runtime`` (seconds since this session's ``train()`` began) when ``include_num_input_tokens_seen`` is on.
+    A resumed run's history starts with the earlier session's logs, whose clock restarts: only the trailing logs
+    with increasing ``train_runtime`` count.
+    """
+    logs = [e for e in log_history if {"loss", "train_runtime", "num_input_tokens_seen"} <= e.keys()]
+    start = len(logs) - 1
+    while start > 0 and logs[start - 1]["train_runtime"] < logs[start]["train_runtime"]:
+        start -= 1
+    if len(logs) - start < 2:
+        return None
+    first, last = logs[start], logs[-1]
+    return (last["num_input_tokens_seen"] - first["num_input_tokens_seen"]) / (
+        last["train_runtime"] - first["train_runtime"]
+    )
+
+
+def resolve_resume(resume_from_checkpoint: str | None) -> str | bool | None:
+    """``--resume_from_checkpoint``'s value for ``Trainer.train``: a checkpoint folder, or ``True`` (the string
+    ``true``: the latest ``checkpoint-*`` in ``output_dir``), or None (start afresh; also ``false``)."""
+    if resume_from_checkpoint is None or resume_from_checkpoint.lower() == "false":
+        return None
+    if resume_from_checkpoint.lower() == "true":
+        return True
+    return resume_from_checkpoint
+
+
 def run_sft(model_args: ModelArguments, data_args: DataArguments, sft_config: SFTConfig) -> dict[str, Any]:
     """Train, evaluate on the validation split, save model + tokenizer + model card; return the metrics.
 
@@ -256,8 +296,11 @@ def run_sft(model_args: ModelArguments, data_args: DataArguments, sft_config: SF
         "data/eval_samples": len(trainer.eval_dataset) if trainer.eval_dataset is not None else 0,
         **{f"data/dropped_overlong_{split}": n for split, n in drops.items()},
     }
-    result = trainer.train(resume_from_checkpoint=sft_config.resume_from_checkpoint)
+    result = trainer.train(resume_from_checkpoint=resolve_resume(sft_config.resume_from_checkpoint))
     metrics.update({f"train/{k.removeprefix('train_')}": v for k, v in result.metrics.items()})
+    tokens_per_second = steady_tokens_per_second(trainer.state.log_history)
+    if tokens_per_second is not None:
+        metrics["train/tokens_per_second_after_first_step"] = tokens_per_second
     if trainer.eval_dataset is not None:
         metrics.update({f"eval/{k.removeprefix('eval_')}": v for k, v in trainer.evaluate().items()})
     trainer.log_metrics("all", metrics)

@@ -1,7 +1,14 @@
-"""Session fixtures: the Qwen3 tokenizer (from the on-disk cache after the first build) and one tiny model."""
+"""Session fixtures: the Qwen3 tokenizer (cached on disk after the first build), one tiny model and the SFT data.
+
+The SFT data is one smoke synthesis run (2 tasks, workers=1, about 10 s), shared by tests/training/test_sft*.py. Its
+samples are 3.5k-30k tokens, mostly the system prompt and the tools block; a CPU step on such a sample takes tens of
+seconds (the 151,936-row logits dominate). Training tests use a "short" copy of the splits (each sample cut to its
+first user message and the assistant reply, no system prompt, no tools: 400-1,100 tokens) on the same trainer path.
+"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -28,3 +35,40 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, qwen3_tokenizer) ->
     from training.models import build_tiny_qwen3
 
     return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "tiny-qwen3", seed=0)
+
+
+@pytest.fixture(scope="session")
+def sft_smoke_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from synthesis.config import SynthesisConfig
+    from synthesis.pipeline import synthesize
+
+    out = tmp_path_factory.mktemp("sft-synth")
+    iso = "bwrap" if shutil.which("bwrap") else "none"
+    config = SynthesisConfig(
+        domains=["commerce", "energy"],
+        tasks_per_domain=1,
+        n_turns=[6, 6],
+        max_faults_per_task=4,
+        workers=1,
+        isolation=iso,
+        count_tokens=True,
+        validation_fraction=0.5,
+    )
+    synthesize(config, out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def sft_short_dataset_dir(sft_smoke_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The smoke splits cut to (first user message, assistant reply); ``n_tokens`` 0 so the SFT code counts them."""
+    from datasets import DatasetDict, load_from_disk
+
+    def shorten(row):
+        turns = [m for m in row["messages"] if m["role"] != "system"][:2]
+        assert [m["role"] for m in turns] == ["user", "assistant"]
+        return {"messages": turns, "tools": [], "n_tokens": 0}
+
+    splits = load_from_disk(str(sft_smoke_dir / "dataset"))
+    out = tmp_path_factory.mktemp("sft-short") / "dataset"
+    DatasetDict({name: split.map(shorten) for name, split in splits.items()}).save_to_disk(str(out))
+    return out
