@@ -4,14 +4,20 @@
     python scripts/bench_synthesis.py --trajectories 300    # scale tasks_per_domain down to about N trajectories
 
 Prints the summary table, then as the LAST line one JSON object: trajectories, wall_s, trajectories_per_min,
-fault_types, domains, target_ratio (measured trajectories/min over the target's 300/min), per_episode_s.
+fault_types, domains, target_ratio (measured trajectories/min over the target's 300/min), per_episode_s, cpu_s (CPU
+time of this process and every process it started — workers, sandboxes, kernels, probes —, read from a cgroup v1
+``cpuacct`` group the benchmark puts itself in; null where that is not possible) and cpu_bound_per_min (trajectories
+per minute if that CPU time were spread over this machine's cores with nothing else running). Wall-clock figures are
+only meaningful on an otherwise idle machine; the CPU-time figure is far less sensitive to other load.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import sys
 import tempfile
 from dataclasses import replace
@@ -37,7 +43,7 @@ def main() -> int:
     if args.trajectories is not None:
         per_domain = math.ceil(args.trajectories / TRAJECTORIES_PER_TASK / max(len(config.domains), 1))
         config = replace(config, tasks_per_domain=max(per_domain, 1))
-    with tempfile.TemporaryDirectory(prefix="bench-synth-") as tmp:
+    with cpu_accounting() as cpu_s, tempfile.TemporaryDirectory(prefix="bench-synth-") as tmp:
         result = synthesize(config, args.out or tmp, progress=True)
     print(summary_table(result))
     stats = result.stats
@@ -53,9 +59,42 @@ def main() -> int:
         "domains": len(stats["trajectories_by_domain"]),
         "target_ratio": round(per_min / (60.0 * TARGET_TRAJECTORIES / TARGET_S), 3),
         "per_episode_s": round(result.wall_s * config.n_workers / max(episodes, 1), 3),
+        "cpu_s": None if cpu_s() is None else round(cpu_s(), 1),
+        "cpu_bound_per_min": None
+        if cpu_s() is None
+        else round(60.0 * result.trajectories / max(cpu_s() / (os.cpu_count() or 1), 1e-9), 1),
     }
     print(json.dumps(line))
     return 0
+
+
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+@contextlib.contextmanager
+def cpu_accounting():
+    """Yield a function returning the CPU seconds used so far by this process and everything it starts (a cgroup v1
+    ``cpuacct`` group made for the run: forked processes stay in their parent's group, which the sandbox never
+    changes for this controller), or None where the group cannot be made (no cgroup v1 cpuacct, not root)."""
+    group = CPUACCT / f"stateguard-bench-{os.getpid()}"
+    try:
+        group.mkdir()
+        (group / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        yield lambda: None
+        return
+    final: list[float] = []  # read once the run is over, before the group is removed
+
+    def used() -> float:
+        return final[0] if final else int((group / "cpuacct.usage").read_text()) / 1e9
+
+    try:
+        yield used
+    finally:
+        final.append(used())
+        with contextlib.suppress(OSError):
+            (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+            group.rmdir()
 
 
 if __name__ == "__main__":
