@@ -1,0 +1,71 @@
+"""The pipeline driver: stages run in order, each leaves a marker, a re-run skips finished stages and resumes at the
+first unfinished one, a failing stage stops the run with its name. The stages themselves are replaced here (the real
+ones are the library functions tested elsewhere, and `make demo` runs them for real)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from training import pipeline
+from training.pipeline import STAGES, PipelineConfig, run_pipeline
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    ran: list[str] = []
+
+    def make(stage):
+        def run(ctx):
+            ran.append(stage)
+            if stage == "rl" and (ctx.out / "fail-rl").exists():
+                raise RuntimeError("stage rl: scripts/rl.py exited with code 1")
+            return {"figure": len(ran)}
+
+        return run
+
+    monkeypatch.setattr(pipeline, "STAGE_FUNCTIONS", {s: make(s) for s in STAGES})
+    return ran
+
+
+def test_stages_run_in_order_leave_markers_and_a_rerun_skips_them(tmp_path, calls):
+    summary = run_pipeline(PipelineConfig(), tmp_path)
+    assert calls == list(STAGES)
+    for stage in STAGES:
+        marker = json.loads((tmp_path / stage / "stage.json").read_text())
+        assert marker["figure"] == STAGES.index(stage) + 1 and marker["seconds"] >= 0
+    assert summary["total_s"] >= 0 and set(summary["stages"]) == set(STAGES)
+    calls.clear()
+    again = run_pipeline(PipelineConfig(), tmp_path)
+    assert calls == [] and all(again["stages"][s]["skipped"] for s in STAGES)
+
+
+def test_a_failed_stage_stops_the_run_and_a_rerun_resumes_there(tmp_path, calls):
+    (tmp_path / "fail-rl").write_text("")
+    with pytest.raises(RuntimeError, match="stage rl"):
+        run_pipeline(PipelineConfig(), tmp_path)
+    assert calls == ["model", "synthesize", "sft", "rl"] and not (tmp_path / "rl" / "stage.json").exists()
+    (tmp_path / "fail-rl").unlink()
+    calls.clear()
+    run_pipeline(PipelineConfig(), tmp_path)
+    assert calls == ["rl", "evaluate"]
+
+
+def test_every_pipeline_config_loads_and_names_existing_files():
+    from pathlib import Path
+
+    root = Path(pipeline.__file__).resolve().parents[1]
+    configs = sorted((root / "configs" / "pipeline").glob("*.yaml"))
+    assert configs
+    for path in configs:
+        config = PipelineConfig.from_yaml(path)
+        for name in (config.synthesis, config.sft, config.rl, config.accelerate_config):
+            assert config.path(name).is_file(), (path.name, name)
+
+
+def test_a_config_with_an_unknown_key_is_refused(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("out: runs/x\nsft_steps: 3\n")
+    with pytest.raises(ValueError, match="sft_steps"):
+        PipelineConfig.from_yaml(path)

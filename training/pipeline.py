@@ -1,0 +1,299 @@
+"""The main job end to end (issue 9 §1): ``stateguard pipeline --config configs/pipeline/<name>.yaml``.
+
+``make demo`` runs it on ``configs/pipeline/demo.yaml``: everything on CPU with the embedded tiny Qwen3 (random init,
+the real Qwen3 tokenizer), everything under one output folder:
+
+1. ``model``      build the tiny Qwen3 (``OUT/model``);
+2. ``synthesize`` counterfactual synthesis (``OUT/synth``: dataset, episodes, faults);
+3. ``sft``        ``accelerate launch scripts/sft.py`` from the tiny model on ``OUT/synth`` (``OUT/sft``);
+4. ``rl``         ``accelerate launch scripts/rl.py`` (DAPO) from the SFT checkpoint on ``OUT/synth`` (``OUT/rl``);
+5. ``evaluate``   serve the RL checkpoint with the local OpenAI-compatible stand-in (``stateguard serve --cpu``) and
+                  evaluate ``none`` / ``rule`` / ``llm(SFT)`` / ``llm(SFT+RL)`` on a held-out faulted suite with the
+                  scripted worker (SIMULATED) (``OUT/eval``: results.json, report.md).
+
+Each stage writes ``OUT/<stage>/stage.json`` (seconds and key figures) when it completes; a stage whose marker exists
+is skipped, so re-running resumes after the last completed stage (and the trainers' own checkpoints resume inside a
+stage). The training stages run as real launcher subprocesses, exactly as a user would type them; their output goes
+to ``OUT/<stage>/log.txt`` and the command is printed. The run ends with a summary table (dataset size, losses,
+rewards before/after RL, accuracy, DCR, where the report is) and, as the last line, one JSON object with
+``total_s`` and each stage's seconds.
+
+The tiny model is random-init and trained for a few steps: the demo shows that the pipeline runs, not that the
+manager learned anything (issue 11 measures that with a real pretrained model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.yaml_config import load_yaml_config
+
+logger = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("model", "synthesize", "sft", "rl", "evaluate")
+MARKER = "stage.json"
+
+
+@dataclass
+class PipelineConfig:
+    """What each stage runs; paths are relative to the repository root unless absolute."""
+
+    out: str = field(default="runs/demo", metadata={"help": "Output folder of every stage."})
+    synthesis: str = field(
+        default="configs/synthesis/smoke.yaml", metadata={"help": "Synthesis config (stateguard synthesize)."}
+    )
+    sft: str = field(default="configs/sft/tiny-cpu.yaml", metadata={"help": "SFT config (scripts/sft.py)."})
+    sft_args: list[str] = field(
+        default_factory=list, metadata={"help": "Extra command-line overrides for scripts/sft.py."}
+    )
+    rl: str = field(default="configs/rl/tiny-cpu.yaml", metadata={"help": "DAPO config (scripts/rl.py)."})
+    rl_args: list[str] = field(
+        default_factory=list, metadata={"help": "Extra command-line overrides for scripts/rl.py."}
+    )
+    accelerate_config: str = field(
+        default="configs/accelerate/cpu.yaml", metadata={"help": "accelerate config of the training launches."}
+    )
+    tiny_seed: int = field(default=0, metadata={"help": "Weight-init seed of the tiny model."})
+    eval_suite: str = field(default="smoke", metadata={"help": "Evaluation suite (a held-out name or a folder)."})
+    eval_limit: int | None = field(default=None, metadata={"help": "Keep only the first N tasks of the suite."})
+    eval_max_tokens: int = field(default=48, metadata={"help": "Cap on one manager reply of the llm variants."})
+    eval_max_actions: int | None = field(
+        default=None,
+        metadata={"help": "Manager actions per activation in the evaluation (RuntimeConfig.max_actions)."},
+    )
+    serve_port: int = field(default=8017, metadata={"help": "Port of the local stand-in server."})
+    isolation: str = field(default="bwrap", metadata={"help": "Sandbox isolation: bwrap | none."})
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> PipelineConfig:
+        return load_yaml_config(cls, path, "pipeline", "configs/pipeline/demo.yaml", **overrides)
+
+    def path(self, value: str) -> Path:
+        p = Path(value)
+        return p if p.is_absolute() else ROOT / p
+
+
+# ---------------------------------------------------------------- stages
+@dataclass
+class Context:
+    config: PipelineConfig
+    out: Path
+
+    def stage_dir(self, stage: str) -> Path:
+        return self.out / stage
+
+
+def _launch(ctx: Context, stage: str, script: str, config: str, args: list[str]) -> None:
+    """``accelerate launch`` a training script; output to OUT/<stage>/log.txt (tail shown on failure)."""
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--config_file", str(ctx.config.path(ctx.config.accelerate_config)),
+        str(ROOT / "scripts" / script), "--config", str(ctx.config.path(config)), *args,
+    ]  # fmt: skip
+    print(f"  $ {shlex.join(command)}", flush=True)
+    log = ctx.stage_dir(stage) / "log.txt"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    with open(log, "w") as fh:
+        code = subprocess.run(command, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise RuntimeError(f"stage {stage}: {script} exited with code {code}; log {log}:\n{tail}")
+
+
+def _trainer_log(folder: Path) -> list[dict[str, Any]]:
+    path = folder / "trainer_state.json"
+    return json.loads(path.read_text())["log_history"] if path.is_file() else []
+
+
+def stage_model(ctx: Context) -> dict[str, Any]:
+    from training.models import build_tiny_qwen3
+
+    path = build_tiny_qwen3(ctx.stage_dir("model") / "tiny-qwen3", seed=ctx.config.tiny_seed)
+    return {"checkpoint": str(path)}
+
+
+def stage_synthesize(ctx: Context) -> dict[str, Any]:
+    from synthesis.config import SynthesisConfig
+    from synthesis.pipeline import synthesize
+
+    config = SynthesisConfig.from_yaml(ctx.config.path(ctx.config.synthesis))
+    result = synthesize(config, ctx.stage_dir("synthesize"), progress=True)
+    return {"trajectories": result.trajectories, "samples": result.stats["samples"]["total"]}
+
+
+def stage_sft(ctx: Context) -> dict[str, Any]:
+    out = ctx.stage_dir("sft")
+    model = _done(ctx, "model")["checkpoint"]
+    args = [
+        "--model_name_or_path",
+        model,
+        "--dataset_path",
+        str(ctx.stage_dir("synthesize")),
+        "--output_dir",
+        str(out),
+    ]
+    _launch(ctx, "sft", "sft.py", ctx.config.sft, args + ctx.config.sft_args)
+    results = json.loads((out / "all_results.json").read_text())
+    losses = [e["loss"] for e in _trainer_log(out) if "loss" in e]
+    return {
+        "checkpoint": str(out),
+        "train_loss_first": losses[0] if losses else None,
+        "train_loss_last": losses[-1] if losses else None,
+        "eval_loss": results.get("eval/loss", results.get("eval_loss")),
+    }
+
+
+def stage_rl(ctx: Context) -> dict[str, Any]:
+    out = ctx.stage_dir("rl")
+    args = ["--model_name_or_path", str(ctx.stage_dir("sft")), "--pool", str(ctx.stage_dir("synthesize"))]
+    _launch(ctx, "rl", "rl.py", ctx.config.rl, args + ["--output_dir", str(out), *ctx.config.rl_args])
+    rewards = [e["reward"] for e in _trainer_log(out) if "reward" in e]
+    return {
+        "checkpoint": str(out),
+        "reward_first_step": rewards[0] if rewards else None,
+        "reward_last_step": rewards[-1] if rewards else None,
+        "steps": len(rewards),
+    }
+
+
+def stage_evaluate(ctx: Context) -> dict[str, Any]:
+    from harness.evaluation.run import EvaluationConfig, run_evaluation
+    from harness.serving import ServeConfig, serve_in_background
+
+    out = ctx.stage_dir("evaluate")
+    serve = ServeConfig(checkpoint=str(ctx.stage_dir("rl")), port=ctx.config.serve_port)
+    runtime = {"max_actions": ctx.config.eval_max_actions} if ctx.config.eval_max_actions else {}
+    print(f"  serving {serve.checkpoint} on {serve.base_url} (transformers serve, the CPU stand-in for vLLM)")
+    with serve_in_background(serve, cpu=True, log_path=out / "serve.log") as url:
+        config = EvaluationConfig(
+            suite=ctx.config.eval_suite,
+            out=str(out),
+            managers=["none", "rule", f"llm-hf:{ctx.stage_dir('sft')}", f"llm:{url}"],
+            labels=["none", "rule", "llm(SFT)", "llm(SFT+RL)"],
+            limit=ctx.config.eval_limit,
+            cache=str(ctx.out / "eval-suites"),
+            isolation=ctx.config.isolation,
+            runtime=runtime,
+            manager_max_tokens=ctx.config.eval_max_tokens,
+        )
+        results = run_evaluation(config)
+    variants = {
+        name: {k: v.get(k) for k in ("task_accuracy", "turn_accuracy", "dcr", "repair_precision", "repair_recall")}
+        for name, v in results["variants"].items()
+    }
+    return {"report": str(out / "report.md"), "variants": variants, "simulated": True}
+
+
+STAGE_FUNCTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
+    "model": stage_model,
+    "synthesize": stage_synthesize,
+    "sft": stage_sft,
+    "rl": stage_rl,
+    "evaluate": stage_evaluate,
+}
+
+
+def _done(ctx: Context, stage: str) -> dict[str, Any]:
+    return json.loads((ctx.stage_dir(stage) / MARKER).read_text())
+
+
+# ---------------------------------------------------------------- driver
+def run_pipeline(config: PipelineConfig, out: str | Path | None = None) -> dict[str, Any]:
+    """Run (or resume) every stage; returns ``{"stages": {stage: figures}, "total_s": ...}``."""
+    ctx = Context(config, Path(out or config.path(config.out)))
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, dict[str, Any]] = {}
+    start = time.perf_counter()
+    for index, stage in enumerate(STAGES, 1):
+        marker = ctx.stage_dir(stage) / MARKER
+        if marker.is_file():
+            figures[stage] = {**_done(ctx, stage), "skipped": True}
+            print(f"[{index}/{len(STAGES)}] {stage}: done already ({marker}), skipped", flush=True)
+            continue
+        print(f"[{index}/{len(STAGES)}] {stage} ...", flush=True)
+        ctx.stage_dir(stage).mkdir(parents=True, exist_ok=True)
+        began = time.perf_counter()
+        result = STAGE_FUNCTIONS[stage](ctx)
+        result["seconds"] = round(time.perf_counter() - began, 1)
+        marker.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        figures[stage] = result
+        print(f"[{index}/{len(STAGES)}] {stage}: {result['seconds']} s", flush=True)
+    return {"out": str(ctx.out), "stages": figures, "total_s": round(time.perf_counter() - start, 1)}
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    stages = summary["stages"]
+    table = Table(title=f"StateGuard pipeline — {summary['out']}")
+    table.add_column("stage")
+    table.add_column("seconds", justify="right")
+    table.add_column("result")
+    synth, sft, rl, ev = (stages.get(s, {}) for s in ("synthesize", "sft", "rl", "evaluate"))
+
+    def fmt(value: Any) -> str:
+        return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    rows = {
+        "model": f"tiny Qwen3 at {stages.get('model', {}).get('checkpoint')}",
+        "synthesize": f"{synth.get('trajectories')} trajectories, {synth.get('samples')} samples",
+        "sft": f"train loss {fmt(sft.get('train_loss_first'))} -> {fmt(sft.get('train_loss_last'))}, "
+        f"eval loss {fmt(sft.get('eval_loss'))}",
+        "rl": f"reward {fmt(rl.get('reward_first_step'))} (step 1) -> {fmt(rl.get('reward_last_step'))} "
+        f"(step {rl.get('steps')})",
+        "evaluate": "; ".join(
+            f"{name}: turn acc {fmt(v['turn_accuracy'])}, DCR {fmt(v['dcr'])}"
+            for name, v in ev.get("variants", {}).items()
+        )
+        + f" (SIMULATED worker) — report {ev.get('report')}",
+    }
+    for stage in STAGES:
+        s = stages.get(stage, {})
+        seconds = "skipped" if s.get("skipped") else fmt(s.get("seconds"))
+        table.add_row(stage, seconds, rows[stage])
+    console = Console(width=160, record=True)
+    with console.capture() as capture:
+        console.print(table)
+    return capture.get()
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "pipeline",
+        help="the main job end to end: tiny model, synthesis, SFT, DAPO, serve, evaluate (resumable)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", default="configs/pipeline/demo.yaml", help="pipeline YAML (PipelineConfig)")
+    parser.add_argument("--out", default=None, help="output folder (default: the config's out)")
+    parser.set_defaults(func=pipeline_command)
+
+
+def pipeline_command(args: argparse.Namespace) -> int:
+    try:
+        config = PipelineConfig.from_yaml(args.config)
+    except (OSError, ValueError) as exc:
+        print(f"stateguard pipeline: {exc}", file=sys.stderr)
+        return 2
+    try:
+        summary = run_pipeline(config, args.out)
+    except RuntimeError as exc:
+        print(f"stateguard pipeline: {exc}\nRe-run the same command to resume from this stage.", file=sys.stderr)
+        return 1
+    print(summary_table(summary))
+    line = {"total_s": summary["total_s"], **{f"{s}_s": summary["stages"][s].get("seconds") for s in STAGES}}
+    print(json.dumps(line))
+    return 0
