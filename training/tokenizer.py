@@ -311,8 +311,11 @@ def _save_atomically(tokenizer: PreTrainedTokenizerFast, target: Path) -> None:
         save_qwen3_tokenizer(tokenizer, scratch)
         os.replace(scratch, target)
         logger.info("cached the Qwen3 tokenizer in %s", target)
-    except OSError as exc:  # another process won the race (target exists) or the disk is read-only: keep going
-        logger.warning("could not cache the Qwen3 tokenizer in %s: %s", target, exc)
+    except OSError as exc:
+        if (target / "tokenizer.json").is_file():  # another process won the race: its copy is the same tokenizer
+            logger.debug("the Qwen3 tokenizer was cached in %s by another process", target)
+        else:  # e.g. a read-only disk: keep going with the tokenizer built in memory
+            logger.warning("could not cache the Qwen3 tokenizer in %s: %s", target, exc)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -22,7 +22,7 @@ def test_a_plugin_with_a_missing_dependency_is_reported_not_fatal(monkeypatch, c
     def broken(_subparsers: argparse._SubParsersAction) -> None:
         raise ImportError("No module named 'vllm'")
 
-    monkeypatch.setattr(cli, "discover_commands", lambda: {"serve": broken, **cli.BUILTIN_COMMANDS})
+    monkeypatch.setattr(cli, "discover_commands", lambda: {**cli.BUILTIN_COMMANDS, "serve": broken})
     assert cli.main(["serve"]) == 2
     assert "unavailable" in capsys.readouterr().err
     # the other commands still parse
