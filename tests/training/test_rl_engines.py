@@ -1,0 +1,118 @@
+"""training.rl.engines: cached CPU sampling is the model's distribution, the weight-sync self-check (two transformers
+models standing in for trainer and engine), and the vLLM configuration built without vLLM installed."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from training.rl.engines import (  # noqa: E402
+    TransformersEngine,
+    check_weight_sync,
+    sequence_logprobs,
+    vllm_serve_command,
+    vllm_settings,
+)
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    from training.models import TinyQwen3Config, init_tiny_qwen3
+
+    return init_tiny_qwen3(TinyQwen3Config(num_hidden_layers=2, intermediate_size=256), seed=0)
+
+
+def test_cached_sampling_logprobs_equal_a_full_forward(small_model):
+    prefix = list(range(100, 140))
+    engine = TransformersEngine(small_model, eos_id=151645, prefix_ids=prefix, temperature=0.7)
+    torch.manual_seed(0)
+    session = engine.session()
+    first_context = prefix + [5, 6, 7]
+    first, first_lp = session.sample(first_context, 6)
+    second_context = first_context + first + [11, 12]  # the env's tokens after the response
+    second, second_lp = session.sample(second_context, 5)
+    assert len(first) == 6 and len(second) == 5  # a random model does not stop on <|im_end|>
+    assert first_lp == pytest.approx(sequence_logprobs(small_model, first_context, first, 0.7), abs=1e-4)
+    assert second_lp == pytest.approx(sequence_logprobs(small_model, second_context, second, 0.7), abs=1e-4)
+    with pytest.raises(ValueError, match="must extend the ids already fed"):
+        session.sample([1, 2, 3], 2)
+
+
+def test_sampling_is_seeded_and_the_prefix_cache_is_rebuilt_after_refresh(small_model):
+    engine = TransformersEngine(small_model, eos_id=151645, prefix_ids=[1, 2, 3])
+    torch.manual_seed(1)
+    a = engine.session().sample([1, 2, 3, 4], 8)
+    torch.manual_seed(1)
+    b = engine.session().sample([1, 2, 3, 4], 8)
+    assert a == b
+    cache = engine.prefix_cache()
+    assert engine.prefix_cache() is cache
+    engine.refresh()
+    assert engine.prefix_cache() is not cache
+    with pytest.raises(ValueError, match="temperature=0"):
+        TransformersEngine(small_model, eos_id=1, temperature=0)
+
+
+def test_weight_sync_check_passes_on_equal_weights_and_warns_on_stale_ones(small_model, caplog):
+    import copy
+
+    engine_model = copy.deepcopy(small_model)
+    trainer = TransformersEngine(small_model, eos_id=151645)
+    engine = TransformersEngine(engine_model, eos_id=151645)
+    prompt, completion = [10, 11, 12, 13], [20, 21, 22]
+    with caplog.at_level(logging.WARNING, logger="training.rl.engines"):
+        gap = check_weight_sync(trainer.score, engine.score, prompt, completion, threshold=1e-3)
+    assert gap < 1e-5 and not caplog.records
+    with torch.no_grad():  # the trainer took an optimizer step the engine never received
+        for p in small_model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    with caplog.at_level(logging.WARNING, logger="training.rl.engines"):
+        stale = check_weight_sync(trainer.score, engine.score, prompt, completion, threshold=1e-3)
+    assert stale > 1e-3
+    assert any("WEIGHT SYNC CHECK FAILED" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError, match="score the same non-empty completion"):
+        check_weight_sync(trainer.score, lambda p, c: [0.0], prompt, completion, threshold=1.0)
+
+
+def _grpo(**overrides):
+    from trl import GRPOConfig
+
+    return GRPOConfig(output_dir="/tmp/unused-vllm-config", use_cpu=True, report_to="none", **overrides)
+
+
+def test_vllm_settings_are_built_without_vllm():
+    from harness.import_utils import is_vllm_available
+
+    assert not is_vllm_available()  # CPU machine: the vLLM paths must not need it
+    assert vllm_settings(_grpo()) == {"use_vllm": False}
+    server = vllm_settings(_grpo(use_vllm=True, vllm_mode="server", vllm_server_port=8123))
+    assert server["vllm_mode"] == "server" and server["base_url"] == "http://0.0.0.0:8123"
+    url = vllm_settings(_grpo(use_vllm=True, vllm_mode="server", vllm_server_base_url="http://gpu7:9000"))
+    assert url["base_url"] == "http://gpu7:9000"
+    colocate = vllm_settings(_grpo(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.4))
+    assert colocate == {"use_vllm": True, "vllm_mode": "colocate", "gpu_memory_utilization": 0.4,
+                        "tensor_parallel_size": 1}  # fmt: skip
+    bad = _grpo(use_vllm=True)
+    bad.vllm_mode = "remote"
+    with pytest.raises(ValueError, match="vllm_mode='remote' is not one of server, colocate"):
+        vllm_settings(bad)
+
+
+def test_trl_vllm_serve_command():
+    config = _grpo(use_vllm=True, vllm_mode="server", vllm_server_port=8001)
+    assert vllm_serve_command("runs/sft", config, gpus="7") == [
+        "CUDA_VISIBLE_DEVICES=7", "trl", "vllm-serve", "--model", "runs/sft", "--port", "8001",
+        "--tensor_parallel_size", "1",
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="vllm_mode: server"):
+        vllm_serve_command("runs/sft", _grpo(use_vllm=True, vllm_mode="colocate"))
+
+
+def test_vllm_engine_names_the_extra_when_vllm_is_missing():
+    from training.rl.engines import VLLMEngine
+
+    with pytest.raises(ImportError, match=r"pip install -c constraints.txt -e '\.\[vllm\]'"):
+        VLLMEngine(trainer=None, eos_id=1)

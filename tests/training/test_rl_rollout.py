@@ -1,0 +1,157 @@
+"""Golden token test of the rollouts (training.rl.rollout): the ids trained on are the ids sampled plus what the env
+inserted, and every context the model samples from is token for token the conversation the served ``llm`` policy
+sends (LLMPolicy.messages rendered with the SFT chat template).
+
+The "model" here is a scripted session that answers with the gold manager's own responses (canonical token ids), so
+every id is known in advance; the env is the real ManagerEnv over the smoke synthesis pool.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from envs.manager import CONVERSATION
+from training.rl.rollout import EpisodePlayer, EpisodeTokens, RolloutLimits, StartPoint, start_points
+
+ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
+
+
+class ScriptedSession:
+    """Answers call ``k`` with ``responses[k]`` (token ids), cut to the call's token limit; records the contexts."""
+
+    def __init__(self, responses: list[list[int]]):
+        self.responses = list(responses)
+        self.contexts: list[list[int]] = []
+
+    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        self.contexts.append(list(context_ids))
+        ids = self.responses.pop(0)[:max_new_tokens]
+        return ids, [-0.5] * len(ids)
+
+
+@pytest.fixture(scope="module")
+def pool(sft_smoke_dir):
+    from envs import ReplayPool
+
+    return ReplayPool(sft_smoke_dir)
+
+
+@pytest.fixture(scope="module")
+def tokens(qwen3_tokenizer):
+    return EpisodeTokens(qwen3_tokenizer)
+
+
+@pytest.fixture(scope="module")
+def env(pool):
+    from envs import ManagerEnv
+
+    env = ManagerEnv(pool=pool, worker="replay", isolation=ISOLATION)
+    yield env
+    env.close()
+
+
+def _gold_activation(pool, start: StartPoint) -> dict:
+    entry = pool.entry(start.episode_id)
+    record = pool.record(entry, "gold" if "gold" in entry.episodes else "clean")
+    return [a for a in record.activations if a["actor"] == "policy"][start.activation]
+
+
+def _one_turn(pool) -> list[StartPoint]:
+    """Three consecutive activations of one faulted episode's first turn: turn start, update, checks (>= 2 actions)."""
+    points = [p for p in start_points(pool) if pool.entry(p.episode_id).kind == "fault"]
+    episode = points[0].episode_id
+    chosen = [p for p in points if p.episode_id == episode][:3]
+    counts = [len(_gold_activation(pool, p)["actions"]) for p in chosen]
+    assert len(chosen) == 3 and all(n >= 2 for n in counts[1:]), counts
+    return chosen
+
+
+def _render(tokens, messages, generation_prompt):
+    text = tokens.tokenizer.apply_chat_template(
+        messages, tools=CONVERSATION.tools, tokenize=False, add_generation_prompt=generation_prompt
+    )
+    return tokens.encode(text)
+
+
+def test_three_activations_are_token_exact(pool, tokens, env):
+    player = EpisodePlayer(env, tokens, RolloutLimits(max_new_tokens=4096, max_completion_length=100_000))
+    for start in _one_turn(pool):
+        raws = [a["raw"] for a in _gold_activation(pool, start)["actions"]]
+        sampled = [tokens.encode(raw) + [tokens.eos_id] for raw in raws]
+        session = ScriptedSession(sampled)
+        rollout = player.play(start, lambda session=session: session)
+
+        # the env received exactly the decoded responses, and they were legal
+        played = [a for a in player.record.activations if a["actor"] == "policy"][start.activation]
+        assert [a["raw"] for a in played["actions"]] == raws and all(a["legal"] for a in played["actions"])
+        # every context the model sampled from is the llm policy's conversation, tokenized with the SFT template
+        assert len(session.contexts) == len(player.inputs) == len(raws)
+        for context, inp in zip(session.contexts, player.inputs, strict=True):
+            assert context == _render(tokens, CONVERSATION.messages(inp), generation_prompt=True)
+        # prompt + completion is the whole activation's conversation; the mask marks exactly the sampled ids
+        final = [*CONVERSATION.messages(player.inputs[-1]), {"role": "assistant", "content": raws[-1]}]
+        assert rollout.prompt_ids + rollout.completion_ids == _render(tokens, final, generation_prompt=False)
+        model_ids = [t for t, m in zip(rollout.completion_ids, rollout.env_mask, strict=True) if m]
+        assert model_ids == [t for ids in sampled for t in ids]
+        runs = _runs(rollout.env_mask)
+        assert [n for model, n in runs if model] == [len(ids) for ids in sampled]
+        assert rollout.env_mask[-1] == 0 and rollout.completion_ids[-1:] == tokens.end(closed=True)
+        assert rollout.logprobs == [-0.5 if m else 0.0 for m in rollout.env_mask]
+        assert not rollout.truncated and rollout.model_tokens == sum(map(len, sampled))
+        assert [a["name"] for a in rollout.actions] == [a["parsed"]["name"] for a in played["actions"]]
+        # the trimmed sequence TRL gets ends with the model's last id
+        ids, mask, _ = rollout.trimmed()
+        assert ids[-1] == tokens.eos_id and mask[-1] == 1 and len(ids) == len(rollout.completion_ids) - 1
+
+
+def test_a_cut_response_is_closed_by_env_tokens_and_still_renders_the_same(pool, tokens, env):
+    start = _one_turn(pool)[2]
+    raws = [a["raw"] for a in _gold_activation(pool, start)["actions"]]
+    cut = tokens.encode(raws[0])[:6]  # no <|im_end|>: a token limit cut the first response
+    session = ScriptedSession([cut] + [tokens.encode(raw) + [tokens.eos_id] for raw in raws])
+    player = EpisodePlayer(env, tokens, RolloutLimits(max_new_tokens=4096, max_completion_length=100_000))
+    rollout = player.play(start, lambda: session)
+    assert rollout.truncated
+    played = [a for a in player.record.activations if a["actor"] == "policy"][start.activation]
+    assert played["actions"][0]["raw"] == tokens.decode(cut) and not played["actions"][0]["legal"]
+    for context, inp in zip(session.contexts, player.inputs, strict=True):
+        assert context == _render(tokens, CONVERSATION.messages(inp), generation_prompt=True)
+    # the <|im_end|> after the cut ids is the env's (mask 0), right after them
+    position = rollout.completion_ids.index(tokens.eos_id)
+    assert position == len(cut) and rollout.completion_ids[:position] == cut and rollout.env_mask[position] == 0
+    assert rollout.completion_ids[position : position + 2] == tokens.close_ids
+
+
+def test_the_token_budget_ends_sampling_and_later_responses_are_empty(pool, tokens, env):
+    start = _one_turn(pool)[2]
+    raws = [a["raw"] for a in _gold_activation(pool, start)["actions"]]
+    first = tokens.encode(raws[0]) + [tokens.eos_id]
+    session = ScriptedSession([first] + [tokens.encode(raw) + [tokens.eos_id] for raw in raws[1:]])
+    player = EpisodePlayer(env, tokens, RolloutLimits(max_new_tokens=4096, max_completion_length=len(first)))
+    rollout = player.play(start, lambda: session)
+    assert len(session.contexts) == 1 and rollout.model_tokens == len(first)
+    played = [a for a in player.record.activations if a["actor"] == "policy"][start.activation]
+    assert played["actions"][0]["raw"] == raws[0] and {a["raw"] for a in played["actions"][1:]} == {""}
+    assert len(played["actions"]) == env.runtime_config.max_actions  # the runtime refused the blanks to its limit
+    ids, mask, _ = rollout.trimmed()
+    assert ids == first and mask == [1] * len(first)
+
+
+def test_episode_tokens_refuse_a_template_that_is_not_prefix_preserving(qwen3_tokenizer):
+    import copy
+
+    broken = copy.deepcopy(qwen3_tokenizer)
+    broken.chat_template = (
+        "{% for m in messages[-1:] %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    with pytest.raises(ValueError, match="not prefix-preserving"):
+        EpisodeTokens(broken)
+
+
+def _runs(mask: list[int]) -> list[tuple[bool, int]]:
+    import itertools
+
+    return [(bool(k), len(list(g))) for k, g in itertools.groupby(mask)]

@@ -1,0 +1,269 @@
+"""Generation engines for rollouts: transformers on CPU, vLLM (server or colocate) on GPUs, and the weight-sync check.
+
+- :class:`TransformersEngine`: plain sampling with the trainer's own model (no ``generate`` call): temperature only,
+  as TRL's loss scales logits by the same temperature, so the sampling log-probabilities are the policy's. Two KV
+  caches make CPU rollouts cheap: the system turn with the tools (about 3.4k of every prompt's tokens, the same for
+  every activation) is prefilled once per optimizer step and copied into each rollout, and within a rollout each call
+  feeds only the ids added since the last one (the env's ``<tool_response>`` turn).
+- :class:`VLLMEngine`: the rollout's context goes to TRL's vLLM backend as token ids, one request per response, with
+  no collective call (so processes may play different numbers of responses): ``vllm_mode: server`` uses TRL's
+  ``VLLMClient`` (a ``trl vllm-serve`` process, :func:`vllm_serve_command`), ``colocate`` the in-process ``vllm.LLM``
+  TRL built. Nothing imports vLLM unless this engine is used; :func:`vllm_settings` checks the configuration
+  without it.
+- :func:`check_weight_sync`: the log-probabilities of a fixed probe completion under the trainer's model and under
+  the engine; a gap above the threshold means the engine samples from other weights (a failed sync) and is logged
+  as a warning. Meaningful only for an engine with its own copy of the weights (vLLM); the transformers engine
+  samples from the trainer's model itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from harness.import_utils import require
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+VLLM_MODES = ("server", "colocate")
+
+
+class TransformersEngine:
+    """Samples from a causal LM in this process (see the module docstring).
+
+    Args:
+        model: the policy (``transformers`` causal LM); put in eval mode while sampling, restored afterwards.
+        eos_id: the id that ends a response (``<|im_end|>``).
+        prefix_ids: ids every prompt starts with (the system turn); their KV cache is built by :meth:`refresh`.
+        temperature: logits are divided by it before sampling.
+    """
+
+    def __init__(self, model: Any, eos_id: int, prefix_ids: list[int] | None = None, temperature: float = 1.0):
+        if temperature <= 0:
+            raise ValueError(f"temperature={temperature} must be > 0 (sampling); TRL's loss divides logits by it too")
+        self.model, self.eos_id, self.temperature = model, eos_id, temperature
+        self.prefix_ids = list(prefix_ids or [])
+        self._prefix_cache: Any = None
+
+    def refresh(self) -> None:
+        """Forget the system-turn cache (the weights changed); the next session rebuilds it."""
+        self._prefix_cache = None
+
+    def session(self) -> _CachedSession:
+        return _CachedSession(self)
+
+    def forward(self, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
+        """Logits of the last position after feeding ``ids`` on top of ``cache`` (None: empty), and the cache."""
+        import torch
+
+        with torch.no_grad():
+            out = self.model(
+                input_ids=torch.tensor([ids], device=self.model.device), cache=cache, use_cache=True, logits_to_keep=1
+            )
+        return out.logits[0, -1].float(), out.cache
+
+    def prefix_cache(self) -> Any:
+        if self._prefix_cache is None and self.prefix_ids:
+            _, self._prefix_cache = self.forward(self.prefix_ids, None)
+        return self._prefix_cache
+
+    def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """Log-probability of each completion id after the prompt (at the engine's temperature)."""
+        return sequence_logprobs(self.model, prompt_ids, completion_ids, self.temperature)
+
+
+class _CachedSession:
+    """One rollout's KV cache over its growing context."""
+
+    def __init__(self, engine: TransformersEngine):
+        self.engine = engine
+        self.cache: Any = None
+        self.fed: list[int] = []  # ids whose keys and values are in the cache
+
+    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        import torch
+
+        engine = self.engine
+        if self.cache is None:
+            prefix = engine.prefix_ids
+            if prefix and context_ids[: len(prefix)] == prefix and len(context_ids) > len(prefix):
+                self.cache, self.fed = copy.deepcopy(engine.prefix_cache()), list(prefix)
+        if context_ids[: len(self.fed)] != self.fed or len(context_ids) == len(self.fed):
+            raise ValueError("each call's context must extend the ids already fed to this session by at least one id")
+        training = engine.model.training
+        engine.model.eval()
+        try:
+            logits, self.cache = engine.forward(context_ids[len(self.fed) :], self.cache)
+            ids: list[int] = []
+            logprobs: list[float] = []
+            for step in range(max_new_tokens):
+                logp = torch.log_softmax(logits / engine.temperature, dim=-1)
+                # p / Exp(1) noise has its argmax distributed as p (cheaper than torch.multinomial over the vocabulary)
+                token = int(torch.argmax(logp.exp() / torch.empty_like(logp).exponential_()))
+                ids.append(token)
+                logprobs.append(float(logp[token]))
+                if token == engine.eos_id or step == max_new_tokens - 1:
+                    break
+                logits, self.cache = engine.forward([token], self.cache)
+        finally:
+            engine.model.train(training)
+        self.fed = list(context_ids) + ids[:-1]  # the last sampled id is not fed yet
+        return ids, logprobs
+
+
+def completion_logprobs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, keep: int, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probabilities and entropies of the last ``keep`` ids of each row, ``(batch, keep)`` each (0 at padding).
+
+    Each row runs alone without its padding (the ones of ``attention_mask``, ``(batch, seq_len)``, must be one
+    contiguous run: left-padded prompt, right-padded completion), so attention takes its unmasked causal path, and only
+    the logits of the kept positions are computed (``logits_to_keep``): cheap for the short completions of CPU runs
+    however long the prompt. Logits are divided by ``temperature`` as when sampling.
+    """
+    import torch
+
+    rows = []
+    for i in range(input_ids.size(0)):
+        valid = torch.ones_like(input_ids[i]) if attention_mask is None else attention_mask[i]
+        where = valid.nonzero()[:, 0]
+        start, end = int(where[0]), int(where[-1]) + 1
+        right_pad = input_ids.size(1) - end
+        ids = input_ids[i : i + 1, start:end]
+        logits = model(input_ids=ids, logits_to_keep=keep - right_pad + 1).logits[0, :-1]
+        logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+        chosen = logp.gather(-1, ids[0, end - start - (keep - right_pad) :, None])[:, 0]
+        entropy = -(logp.exp() * logp).sum(-1)
+        rows.append(torch.nn.functional.pad(torch.stack([chosen, entropy]), (0, right_pad)))
+    out = torch.stack(rows)  # (batch, 2, keep)
+    return out[:, 0], out[:, 1]
+
+
+def sequence_logprobs(model: Any, prompt_ids: list[int], completion_ids: list[int], temperature: float = 1.0):
+    """Log-probabilities of ``completion_ids`` after ``prompt_ids`` under ``model`` (one full forward, no cache)."""
+    import torch
+
+    ids = torch.tensor([list(prompt_ids) + list(completion_ids)], device=model.device)
+    with torch.no_grad():
+        logps, _ = completion_logprobs(model, ids, None, len(completion_ids), temperature)
+    return logps[0].tolist()
+
+
+# ---------------------------------------------------------------- vLLM (GPU only; nothing here imports vllm)
+def vllm_settings(config: Any) -> dict[str, Any]:
+    """The vLLM part of a ``GRPOConfig`` as plain values, checked without vLLM installed.
+
+    ``use_vllm`` False gives ``{"use_vllm": False}``. Otherwise the mode (``server`` or ``colocate``) and its
+    settings: the server's base URL (``vllm_server_base_url`` or ``http://host:port``) and timeout, or the colocated
+    engine's GPU memory share and tensor-parallel size. A wrong mode or share is a ``ValueError`` naming the field.
+    """
+    if not config.use_vllm:
+        return {"use_vllm": False}
+    mode = config.vllm_mode
+    if mode not in VLLM_MODES:
+        raise ValueError(f"vllm_mode={mode!r} is not one of {', '.join(VLLM_MODES)}; pick server or colocate")
+    settings: dict[str, Any] = {"use_vllm": True, "vllm_mode": mode}
+    if mode == "server":
+        base_url = config.vllm_server_base_url or f"http://{config.vllm_server_host}:{config.vllm_server_port}"
+        settings.update(base_url=base_url, timeout_s=config.vllm_server_timeout)
+    else:
+        share = config.vllm_gpu_memory_utilization
+        if not 0 < share <= 1:
+            raise ValueError(f"vllm_gpu_memory_utilization={share} must lie in (0, 1]; e.g. 0.3 next to training")
+        settings.update(gpu_memory_utilization=share, tensor_parallel_size=config.vllm_tensor_parallel_size)
+    return settings
+
+
+def vllm_serve_command(model: str, config: Any, *, gpus: str = "0") -> list[str]:
+    """The ``trl vllm-serve`` command for ``vllm_mode: server`` (run it on GPUs the trainer does not use)."""
+    settings = vllm_settings(config)
+    if settings.get("vllm_mode") != "server":
+        raise ValueError("vllm_serve_command is for use_vllm: true with vllm_mode: server")
+    port = str(config.vllm_server_port)
+    return [f"CUDA_VISIBLE_DEVICES={gpus}", "trl", "vllm-serve", "--model", model, "--port", port,
+            "--tensor_parallel_size", str(config.vllm_tensor_parallel_size)]  # fmt: skip
+
+
+class VLLMEngine:
+    """Samples through TRL's vLLM backend of ``trainer`` (see the module docstring); GPU only."""
+
+    def __init__(self, trainer: Any, eos_id: int, temperature: float = 1.0):
+        require("vllm")
+        self.generation = trainer.vllm_generation
+        self.mode = trainer.args.vllm_mode
+        self.eos_id, self.temperature = eos_id, temperature
+
+    def refresh(self) -> None:
+        """Nothing to do: TRL syncs the weights into vLLM before each rollout call."""
+
+    def session(self) -> _VLLMSession:
+        return _VLLMSession(self)
+
+    def request(self, context_ids: list[int], max_new_tokens: int, prompt_logprobs: bool = False) -> Any:
+        if self.mode == "server":
+            out = self.generation.vllm_client.generate(
+                prompts=[context_ids], n=1, temperature=self.temperature, max_tokens=max_new_tokens, logprobs=0
+            )
+            return out["completion_ids"][0], [lp[0] for lp in out["logprobs"][0]]
+        from vllm import SamplingParams, TokensPrompt
+
+        params = SamplingParams(
+            n=1, temperature=self.temperature, max_tokens=max_new_tokens, logprobs=0,
+            prompt_logprobs=0 if prompt_logprobs else None,
+        )  # fmt: skip
+        result = self.generation.llm.generate([TokensPrompt(prompt_token_ids=context_ids)], params, use_tqdm=False)[0]
+        if prompt_logprobs:
+            return result.prompt_logprobs
+        sample = result.outputs[0]
+        ids = list(sample.token_ids)
+        return ids, [next(iter(step.values())).logprob for step in sample.logprobs]
+
+    def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """Log-probabilities of ``completion_ids`` under vLLM's weights (colocate mode: prompt log-probabilities)."""
+        if self.mode != "colocate":
+            raise NotImplementedError("the weight-sync self-check reads vLLM prompt log-probabilities: colocate only")
+        steps = self.request(list(prompt_ids) + list(completion_ids), 1, prompt_logprobs=True)
+        return [step[token].logprob for step, token in zip(steps[len(prompt_ids) :], completion_ids, strict=True)]
+
+
+class _VLLMSession:
+    def __init__(self, engine: VLLMEngine):
+        self.engine = engine
+
+    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        return self.engine.request(context_ids, max_new_tokens)
+
+
+# ---------------------------------------------------------------- weight-sync self-check
+def weight_sync_gap(trainer_logprobs: list[float], engine_logprobs: list[float]) -> float:
+    """Mean absolute difference of two log-probability lists of the same probe completion."""
+    if len(trainer_logprobs) != len(engine_logprobs) or not trainer_logprobs:
+        raise ValueError(
+            f"the probe has {len(trainer_logprobs)} trainer and {len(engine_logprobs)} engine log-probabilities; "
+            "score the same non-empty completion on both sides"
+        )
+    return sum(abs(a - b) for a, b in zip(trainer_logprobs, engine_logprobs, strict=True)) / len(trainer_logprobs)
+
+
+def check_weight_sync(
+    trainer_score: Callable[[list[int], list[int]], list[float]],
+    engine_score: Callable[[list[int], list[int]], list[float]],
+    probe_prompt: list[int],
+    probe_completion: list[int],
+    threshold: float,
+) -> float:
+    """The gap (:func:`weight_sync_gap`) of the probe under the trainer and under the engine; above ``threshold`` a
+    warning says the rollout engine is not sampling from the trained weights."""
+    gap = weight_sync_gap(trainer_score(probe_prompt, probe_completion), engine_score(probe_prompt, probe_completion))
+    if gap > threshold:
+        logger.warning(
+            "WEIGHT SYNC CHECK FAILED: the rollout engine's log-probabilities of the probe completion differ from the "
+            "trainer's by %.4g per token on average (threshold %.4g); rollouts are sampled from other weights than "
+            "the ones trained. Check the vLLM weight sync (use_vllm, vllm_mode, sleep mode).", gap, threshold,
+        )  # fmt: skip
+    return gap

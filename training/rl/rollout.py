@@ -1,0 +1,296 @@
+"""Rollouts in the manager env, token-exact: what the model sampled and what the env inserted, nothing re-rendered.
+
+**What one rollout is (per-activation sequences).** The served manager (:class:`harness.manager.llm_policy.LLMPolicy`)
+sends one conversation per *activation*: the system prompt with the tools, the rendered activation, then each earlier
+response of the activation and its ``<tool_response>``. A rollout trains on exactly that conversation, so training and
+inference see the same context token for token. A rollout is therefore one activation of a replay-pool episode,
+played by the model in the real :class:`envs.ManagerEnv`:
+
+1. the episode is reset and the activations before the start point are played by the reference manager (the
+   synthesis gold policy of that pool entry, :meth:`envs.pool.PoolEntry.gold_policy`), so every rollout of a group
+   reaches the same state and the same prompt;
+2. the model plays the start activation: tool calls, their ``<tool_response>`` and more calls, until a control action
+   ends it (or the runtime's ``max_actions`` does); this is the multi-turn part the loss sees;
+3. the reference manager finishes the episode; the composed reward of the whole episode (:func:`rewards.score_episode`)
+   is the rollout's reward, so its differences within a group come from the model's activation alone.
+
+A :class:`StartPoint` is ``(episode id, activation index)``; :func:`start_points` lists them from the pool's recorded
+gold episodes.
+
+**Token layout.** :class:`EpisodeTokens` holds the chat-template pieces (``training/chat_template.jinja``, the SFT
+template): ``prompt(text)`` is the system turn with the tools, the activation as the first user turn and the assistant
+header; after a model response the env inserts ``suffix(result_text, closed)``: ``"\\n"`` after the model's own
+``<|im_end|>`` (or ``<|im_end|>\\n`` when a token limit cut the response), the ``<tool_response>`` user turn and the
+next assistant header; ``end(closed)`` closes the last model turn. :class:`Rollout` keeps ``prompt_ids``,
+``completion_ids`` and ``env_mask`` (1 = sampled by the model, 0 = inserted by the env).
+
+**Where the ids may differ from rendering the conversation with the chat template** (the golden test checks equality
+everywhere else, ``tests/training/test_rl_rollout.py``):
+
+- a response the model did not end with ``<|im_end|>`` (cut by ``max_new_tokens`` or the rollout's token budget):
+  the env's ``<|im_end|>`` follows it, exactly as the template renders the cut text, but it is an env token;
+- sampled ids that are not the tokenizer's canonical encoding of their own text (the text is equal, the ids are not);
+  the trainer keeps the sampled ids, inference re-encodes the text;
+- a blank response (only whitespace before ``<|im_end|>``): the ``llm`` policy drops it from the conversation it
+  replays, the rollout keeps its tokens (so the loss can push them down) and the env's refusal after it;
+- a ``<think>`` block that is not in the template's canonical form (``<think>\\n...\\n</think>\\n\\n``): the template
+  would normalise its whitespace when replaying it.
+
+Responses after the rollout's token budget is spent are sent to the env as ``""`` (no tokens): the runtime refuses
+them like a failed backend call and the ``llm`` policy leaves them out of the conversation, as here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from envs.manager import CONVERSATION, observation_text
+from harness.manager.lifecycle import CONTROL_ACTIONS
+from harness.manager.policies import PolicyInput
+from harness.manager.prompts import render_activation
+from harness.manager.wire import parse_response
+
+if TYPE_CHECKING:
+    from envs.manager import ManagerEnv
+    from envs.pool import ReplayPool
+
+IM_END = "<|im_end|>"
+_USER_PROBE = "\x1fUSER\x1f"
+_MODEL_PROBE = "\x1fMODEL\x1f"
+
+
+class EpisodeTokens:
+    """The chat-template pieces of the manager protocol as token ids (see the module docstring).
+
+    The pieces are cut out of renderings of probe conversations with the tokenizer's own chat template, so they are
+    whatever that template writes; a template that is not prefix-preserving is refused with a ``ValueError``.
+    """
+
+    def __init__(self, tokenizer: Any, system: str | None = None, tools: list[dict[str, Any]] | None = None):
+        self.tokenizer = tokenizer
+        self.system = CONVERSATION.system if system is None else system
+        self.tools = CONVERSATION.tools if tools is None else tools
+        self.eos_id = int(tokenizer.convert_tokens_to_ids(IM_END))
+        user = {"role": "user", "content": _USER_PROBE}
+        opened = self._render([user], generation_prompt=True)
+        closed = self._render([user, {"role": "assistant", "content": _MODEL_PROBE}], generation_prompt=False)
+        followed = self._render(
+            [user, {"role": "assistant", "content": _MODEL_PROBE}, {"role": "user", "content": _USER_PROBE}],
+            generation_prompt=True,
+        )
+        if not (closed.startswith(opened + _MODEL_PROBE + IM_END) and followed.startswith(closed)):
+            raise ValueError(
+                "the tokenizer's chat template is not prefix-preserving across turns; use the project template "
+                "(training/chat_template.jinja, e.g. training.tokenizer.build_qwen3_tokenizer())"
+            )
+        self.turn_end = closed[len(opened) + len(_MODEL_PROBE) + len(IM_END) :]  # "\n" after <|im_end|>
+        self.user_head, self.user_tail = followed[len(closed) :].split(_USER_PROBE)
+
+    def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
+        conversation = [{"role": "system", "content": self.system}, *messages]
+        return self.tokenizer.apply_chat_template(
+            conversation, tools=self.tools, tokenize=False, add_generation_prompt=generation_prompt
+        )
+
+    def encode(self, text: str) -> list[int]:
+        """Plain encoding, no special tokens added (the tokenizer still reads ``<|im_end|>`` etc. in the text)."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def system_text(self) -> str:
+        """The system turn with the tools: the text every prompt starts with (closed by ``<|im_end|>\\n``)."""
+        return self._render([], generation_prompt=False)
+
+    def prompt(self, text: str) -> list[int]:
+        """System turn with the tools, ``text`` as the first user turn, the assistant header."""
+        return self.encode(self._render([{"role": "user", "content": text}], generation_prompt=True))
+
+    def suffix(self, text: str, closed: bool = True) -> list[int]:
+        """The env's ids after a model turn: the turn's close (the model's ``<|im_end|>`` already sampled when
+        ``closed``), the next user turn holding ``text`` and a new assistant header."""
+        return self.encode(self._close_text(closed) + self.user_head + text + self.user_tail)
+
+    def end(self, closed: bool) -> list[int]:
+        """The env's ids closing the last model turn of a rollout."""
+        return self.encode(self._close_text(closed))
+
+    @property
+    def close_ids(self) -> list[int]:
+        """The env's ids closing a last model turn that a token limit cut (``<|im_end|>`` and the newline)."""
+        return self.end(closed=False)
+
+    def _close_text(self, closed: bool) -> str:
+        return self.turn_end if closed else IM_END + self.turn_end
+
+
+@dataclass
+class Rollout:
+    """One rollout's token ids: ``prompt_ids``, then ``completion_ids`` with ``env_mask`` (1 = model, 0 = env)."""
+
+    episode_id: str
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)  # sampling log-probabilities (0.0 at env tokens)
+    activation: int = 0
+    actions: list[dict[str, Any]] = field(default_factory=list)  # per model response: name, legal, error_variable
+    truncated: bool = False  # a model response was cut by a token limit
+    env_reward: float = 0.0  # the composed episode reward (rewards.score_episode total; 0 for a truncated episode)
+    reward_terms: dict[str, float | None] = field(default_factory=dict)
+    overlong: float = 0.0  # DAPO's overlong shaping (0 or negative)
+    episode_activations: int = 0  # policy activations in the whole episode
+
+    def extend(self, ids: list[int], model: bool, logprobs: list[float] | None = None) -> None:
+        """Append ``ids``: sampled by the model (``model=True``, with their sampling log-probabilities) or inserted
+        by the env."""
+        if logprobs is not None and len(logprobs) != len(ids):
+            raise ValueError(f"{len(ids)} ids but {len(logprobs)} log-probabilities; pass one per id")
+        self.completion_ids += ids
+        self.env_mask += [int(model)] * len(ids)
+        self.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
+
+    @property
+    def model_tokens(self) -> int:
+        return sum(self.env_mask)
+
+    @property
+    def reward(self) -> float:
+        """What the advantage sees: the episode reward plus the overlong shaping."""
+        return self.env_reward + self.overlong
+
+    def trimmed(self) -> tuple[list[int], list[int], list[float]]:
+        """``completion_ids``, ``env_mask`` and ``logprobs`` without the trailing env ids (the close of the last
+        turn): they carry no loss and no earlier logit depends on them, and without them the last id tells whether
+        the last response was cut (what TRL's ``completions/clipped_ratio`` reads)."""
+        end = len(self.env_mask)
+        while end and not self.env_mask[end - 1]:
+            end -= 1
+        return self.completion_ids[:end], self.env_mask[:end], self.logprobs[:end]
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """Where a rollout starts: the ``activation``-th policy activation (0-based) of pool episode ``episode_id``."""
+
+    episode_id: str
+    activation: int
+    gold_control: str | None = None  # the control action that ended it in the gold episode (None: budget ran out)
+
+
+def start_points(pool: ReplayPool, event_types: tuple[str, ...] | None = None) -> list[StartPoint]:
+    """Every policy activation of the pool's recorded gold episodes (clean entries: the clean run), in index order;
+    ``event_types`` keeps only activations of those events (e.g. ``("turn_end",)``)."""
+    points = []
+    for entry in pool.entries.values():
+        record = pool.record(entry, "gold" if "gold" in entry.episodes else "clean")
+        activations = [a for a in record.activations if a["actor"] == "policy"]
+        for index, activation in enumerate(activations):
+            if event_types is not None and activation["event_type"] not in event_types:
+                continue
+            points.append(StartPoint(entry.id, index, _control(activation["actions"])))
+    if not points:
+        raise ValueError(f"the pool at {pool.root} has no policy activation of event types {event_types}")
+    return points
+
+
+def _control(actions: list[dict[str, Any]]) -> str | None:
+    last = actions[-1] if actions else None
+    if last is None or not last.get("legal") or not isinstance(last.get("parsed"), dict):
+        return None
+    name = last["parsed"].get("name")
+    return name if name in CONTROL_ACTIONS else None
+
+
+class Session(Protocol):
+    """One rollout's generation state (e.g. a KV cache); each call's context extends the previous call's."""
+
+    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]: ...
+
+
+@dataclass
+class RolloutLimits:
+    max_new_tokens: int = 64  # per response
+    max_completion_length: int = 256  # model tokens per rollout (the overlong shaping's maximum)
+    max_responses: int = 8  # model responses per rollout; later ones are sent as "" (no tokens)
+
+
+class EpisodePlayer:
+    """Plays rollouts on one :class:`~envs.manager.ManagerEnv` (one sandbox; a group's resets recycle its kernel)."""
+
+    def __init__(self, env: ManagerEnv, tokens: EpisodeTokens, limits: RolloutLimits):
+        if env.pool is None:
+            raise ValueError("EpisodePlayer replays pool episodes; build the ManagerEnv with pool=...")
+        self.env, self.tokens, self.limits = env, tokens, limits
+        self.inputs: list[PolicyInput] = []  # the last rollout's inputs the model answered (the llm policy's view)
+        self.record: Any = None  # the last rollout's EpisodeRecord (None when the episode was truncated)
+
+    def play(self, start: StartPoint, new_session: Callable[[], Session]) -> Rollout:
+        """One rollout from ``start`` (see the module docstring)."""
+        assert self.env.pool is not None
+        reference = self.env.pool.entry(start.episode_id).gold_policy()
+        _, info = self.env.reset(options={"episode_id": start.episode_id})
+        rollout = Rollout(start.episode_id, activation=start.activation)
+        self.inputs, self.record = [], None
+        activation, session, closed = -1, None, None  # closed: how the last model response ended (None: no tokens)
+        while True:
+            inp: PolicyInput = info["policy_input"]
+            activation += int(not inp.previous)
+            if activation != start.activation:
+                if session is not None and closed is not None:  # the model's activation just ended
+                    rollout.extend(self.tokens.end(closed), model=False)
+                    closed = None
+                action = reference.respond(inp)
+            else:
+                if session is None:
+                    session = new_session()
+                    rollout.prompt_ids = self.tokens.prompt(render_activation(inp))
+                elif closed is not None:
+                    rollout.extend(self.tokens.suffix(observation_text(inp), closed), model=False)
+                self.inputs.append(inp)
+                action, closed = self._respond(rollout, session)
+            _, reward, terminated, truncated, info = self.env.step(action)
+            if activation == start.activation:
+                rollout.actions.append(_action_stats(action, info.get("legal", False)))
+            if terminated or truncated:
+                break
+        if session is None:
+            raise RuntimeError(
+                f"episode {start.episode_id} ended after {activation + 1} policy activations, before start activation "
+                f"{start.activation}; the pool's gold record and its replay disagree (re-synthesize the pool)"
+            )
+        if closed is not None:
+            rollout.extend(self.tokens.end(closed), model=False)
+        rollout.env_reward = float(reward)
+        rollout.reward_terms = dict(info.get("reward_terms") or {})
+        record = self.record = info.get("record")
+        rollout.episode_activations = (
+            activation + 1 if record is None else len([a for a in record.activations if a["actor"] == "policy"])
+        )
+        return rollout
+
+    def _respond(self, rollout: Rollout, session: Session) -> tuple[str, bool | None]:
+        """The model's next response text, and whether it ended with ``<|im_end|>`` (None: no tokens were sampled)."""
+        budget = min(self.limits.max_new_tokens, self.limits.max_completion_length - rollout.model_tokens)
+        if budget <= 0 or len(rollout.actions) >= self.limits.max_responses:
+            return "", None
+        ids, logprobs = session.sample(rollout.prompt_ids + rollout.completion_ids, budget)
+        rollout.extend(ids, model=True, logprobs=logprobs)
+        closed = bool(ids) and ids[-1] == self.tokens.eos_id
+        rollout.truncated |= not closed
+        return self.tokens.decode(ids[:-1] if closed else ids), closed
+
+
+def _action_stats(text: str, legal: bool) -> dict[str, Any]:
+    """What the training metrics need of one model response: its action name (None: unparseable), legality and,
+    for a REPAIR, the variable it names."""
+    parsed = parse_response(text) if text.strip() else None
+    action = parsed.action if parsed is not None and parsed.ok else None
+    stats: dict[str, Any] = {"name": action.name if action else None, "legal": bool(legal), "error_variable": None}
+    if action is not None and action.name == "REPAIR":
+        hint = action.arguments.get("error_hint") or {}
+        stats["error_variable"] = hint.get("error_variable") if isinstance(hint, dict) else None
+    return stats
