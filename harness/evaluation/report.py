@@ -15,7 +15,7 @@ from typing import Any
 PLOTS = ("accuracy.png", "dcr.png", "relation_mix.png", "repairs.png")
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
+def fmt(value: Any, digits: int = 3) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):
@@ -23,14 +23,14 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _table(columns: list[tuple[str, Any]], rows: list[Any]) -> str:
+def markdown_table(columns: list[tuple[str, Any]], rows: list[Any]) -> str:
     """A markdown table: ``columns`` are ``(header, row -> value)``."""
     lines = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_fmt(get(row)) for _, get in columns) + " |" for row in rows]
+    lines += ["| " + " | ".join(fmt(get(row)) for _, get in columns) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def _interval(ci: list[float] | None) -> str:
+def interval(ci: list[float] | None) -> str:
     return "n/a" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
@@ -40,7 +40,7 @@ VARIANT_COLUMNS = [
     ("episodes", lambda r: r[1]["n_episodes"]),
     ("task acc", lambda r: r[1]["task_accuracy"]),
     ("turn acc", lambda r: r[1]["turn_accuracy"]),
-    ("turn acc 95% CI", lambda r: _interval(r[1]["turn_accuracy_ci95"])),
+    ("turn acc 95% CI", lambda r: interval(r[1]["turn_accuracy_ci95"])),
     ("DCR", lambda r: r[1]["dcr"]),
     ("repair precision", lambda r: r[1]["repair_precision"]),
     ("repair recall", lambda r: r[1]["repair_recall"]),
@@ -49,7 +49,7 @@ COMPARISON_COLUMNS = [
     ("a", lambda c: c["a"]),
     ("b", lambda c: c["b"]),
     ("turn acc diff", lambda c: c["turn_accuracy_diff"]),
-    ("95% CI", lambda c: _interval(c["ci95"])),
+    ("95% CI", lambda c: interval(c["ci95"])),
     ("task acc diff", lambda c: c["task_accuracy_diff"]),
     ("episodes", lambda c: c["n_episodes"]),
     ("tasks", lambda c: c["n_tasks"]),
@@ -102,24 +102,24 @@ def render_report(results: dict[str, Any]) -> str:
         f"Worker `{config['worker']}`, runs {config['runs']}, bootstrap {config['n_resamples']} resamples "
         f"(seed {config['seed']}), clusters = tasks.\n",
         "## Accuracy, DCR, repairs\n",
-        _table(VARIANT_COLUMNS, list(variants.items())),
+        markdown_table(VARIANT_COLUMNS, list(variants.items())),
         "\nDCR = error rate of turns with at least one wrong declared upstream turn minus that of turns whose "
         "upstream are all right; n/a when either group is empty.\n",
         "![accuracy](accuracy.png) ![dcr](dcr.png)\n",
         *(
-            ["Official benchmark scoring:\n", _table(BENCHMARK_COLUMNS, list(variants.items())) + "\n"]
+            ["Official benchmark scoring:\n", markdown_table(BENCHMARK_COLUMNS, list(variants.items())) + "\n"]
             if any(v["dabench"] or v["quantile"] for v in variants.values())
             else []
         ),
         "## Paired comparisons (b - a)\n",
-        _table(COMPARISON_COLUMNS, comparisons) if comparisons else "(a single variant: nothing to compare)",
+        markdown_table(COMPARISON_COLUMNS, comparisons) if comparisons else "(a single variant: nothing to compare)",
         "\n## Manager statistics\n",
-        _table(MANAGER_COLUMNS, managers),
+        markdown_table(MANAGER_COLUMNS, managers),
         "\nRelation mix and tool calls:\n",
-        _table(MIX_COLUMNS, managers),
+        markdown_table(MIX_COLUMNS, managers),
         "\n![relation mix](relation_mix.png) ![repairs](repairs.png)\n",
         "## Worker\n",
-        _table(WORKER_COLUMNS, [(name, v["worker"]) for name, v in variants.items()]),
+        markdown_table(WORKER_COLUMNS, [(name, v["worker"]) for name, v in variants.items()]),
         "\nVersions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + "\n",
     ]
     return "\n".join(parts)
@@ -150,7 +150,7 @@ def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
     ]
     ax.bar(x, acc, yerr=err, capsize=4, color="tab:blue")
     ax.set(xticks=x, xticklabels=names, ylim=(0, 1.05), ylabel="turn accuracy", title=f"turn accuracy, 95% CI{tag}")
-    paths.append(_save(fig, out / PLOTS[0]))
+    paths.append(save_figure(fig, out / PLOTS[0]))
 
     fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 3.2))
     dcr = [v["dcr"] for v in variants.values()]
@@ -160,7 +160,7 @@ def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
     ax.axhline(0, color="black", linewidth=0.8)
     ax.margins(y=0.2)
     ax.set(xticks=x, xticklabels=names, ylabel="DCR", title=f"Dependency Contamination Rate{tag}")
-    paths.append(_save(fig, out / PLOTS[1]))
+    paths.append(save_figure(fig, out / PLOTS[1]))
 
     fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 3.2))
     kinds = sorted({k for v in variants.values() for k in v["manager"]["relation_mix"]})
@@ -172,7 +172,7 @@ def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
     if kinds:
         ax.legend(fontsize=8)
     ax.set(xticks=x, xticklabels=names, ylabel="relations of committed states", title=f"relation mix{tag}")
-    paths.append(_save(fig, out / PLOTS[2]))
+    paths.append(save_figure(fig, out / PLOTS[2]))
 
     fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 3.2))
     light = [v["manager"]["repairs"]["light"] for v in variants.values()]
@@ -180,16 +180,16 @@ def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
     ax.bar(x, light, label="light")
     ax.bar(x, heavy, bottom=light, label="heavy")
     for i, v in enumerate(variants.values()):
-        text = f"P {_fmt(v['repair_precision'], 2)} / R {_fmt(v['repair_recall'], 2)}"
+        text = f"P {fmt(v['repair_precision'], 2)} / R {fmt(v['repair_recall'], 2)}"
         ax.annotate(text, (i, light[i] + heavy[i]), ha="center", va="bottom", fontsize=8)
     ax.legend(fontsize=8)
     ax.margins(y=0.2)
     ax.set(xticks=x, xticklabels=names, ylabel="repairs", title=f"repairs (precision / recall){tag}")
-    paths.append(_save(fig, out / PLOTS[3]))
+    paths.append(save_figure(fig, out / PLOTS[3]))
     return paths
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_figure(fig: Any, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()

@@ -29,6 +29,7 @@ import json
 import logging
 import platform
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,8 +127,13 @@ def read_variant(path: Path) -> list[EpisodeRecord]:
     return list(read_episodes(path)) if path.is_file() else []
 
 
-def run_evaluation(config: EvaluationConfig) -> dict[str, Any]:
-    """Run (or resume) the evaluation and write its outputs; returns the results dict (see the module docstring)."""
+def run_evaluation(
+    config: EvaluationConfig, policy_factories: Mapping[str, Callable[[], Any]] | None = None
+) -> dict[str, Any]:
+    """Run (or resume) the evaluation and write its outputs; returns the results dict (see the module docstring).
+
+    ``policy_factories``: variant name -> a function making its policy, instead of ``get_policy(spec)`` (e.g. a
+    chat model behind a custom backend); called only when the variant has episodes to run."""
     from harness.sandbox import Sandbox, SandboxConfig
     from harness.tasks import load_task
 
@@ -145,7 +151,11 @@ def run_evaluation(config: EvaluationConfig) -> dict[str, Any]:
                 len(config.managers), len(todo))  # fmt: skip
     if todo:
         specs = dict(zip(config.variant_names, config.managers, strict=True))
-        policies = {name: make_policy(specs[name], config) for name in dict.fromkeys(n for n, _, _ in todo)}
+        factories = policy_factories or {}
+        policies = {
+            name: factories[name]() if name in factories else make_policy(specs[name], config)
+            for name in dict.fromkeys(n for n, _, _ in todo)
+        }
         with Sandbox(SandboxConfig(isolation=config.isolation)) as sandbox:
             for name, spec, run in tqdm(todo, desc="evaluate", unit="episode", disable=None):
                 record = run_episode(sandbox, tasks[spec.task_id], spec, run, config, policies[name], name)

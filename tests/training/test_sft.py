@@ -99,7 +99,13 @@ def test_labels_are_exactly_the_assistant_tokens(sft_smoke_dir, tiny_model_dir, 
 
 
 def test_config_folders_hold_the_expected_files():
-    assert [p.name for p in SFT_CONFIGS] == ["qwen3-8b-lora.yaml", "qwen3-8b.yaml", "tiny-cpu.yaml"]
+    assert [p.name for p in SFT_CONFIGS] == [
+        "qwen3-8b-lora.yaml",
+        "qwen3-8b.yaml",
+        "smollm2-cpu.yaml",
+        "smollm2-lora-cpu.yaml",
+        "tiny-cpu.yaml",
+    ]
     assert [p.name for p in ACCELERATE_CONFIGS] == [
         "cpu.yaml",
         "multi-gpu.yaml",

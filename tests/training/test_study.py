@@ -1,0 +1,133 @@
+"""The small-model study (issue 11 §2): config checks, the metric math on hand-made episodes, and the miniature study
+end to end (slow: it converts SmolLM2 once, synthesizes, trains every arm a few steps and plays episodes)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from training.study import ARMS, StudyConfig
+from training.study_report import arm_metrics, paired
+
+REPO = Path(__file__).resolve().parents[2]
+STUDY_CONFIGS = sorted((REPO / "configs" / "study").glob("*.yaml"))
+
+
+def test_study_configs_load() -> None:
+    assert [p.name for p in STUDY_CONFIGS] == ["smollm2-mini.yaml", "smollm2.yaml"]
+    for path in STUDY_CONFIGS:
+        config = StudyConfig.from_yaml(path)
+        mini = path.name == "smollm2-mini.yaml"  # without DAPO: its rollouts are full-prompt, minutes per step
+        assert config.arms == [a for a in ARMS if not (mini and a == "sft-dapo")]  # in the order of the issue
+        assert config.prompt_view == ("bare" if mini else "full")
+        assert config.heldout_synthesis.get("domains") is None  # the split's domain is forced to the held-out one
+        assert len(config.heldout_fault_types) == 2 and "fault_types" not in config.train_synthesis  # set by the study
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"arms": ["none", "gpt"]}, "unknown arm"),
+        ({"arms": ["sft-dapo"]}, "trained from sft-full"),
+        ({"heldout_fault_types": ["typo"]}, "heldout_fault_types: unknown"),
+        ({"comparisons": [["none"]]}, "not a pair"),
+        ({"exact_match_samples": 0}, "at least 1"),
+    ],
+)
+def test_bad_study_configs_name_the_fix(overrides: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        StudyConfig(**overrides)
+
+
+def _facts(key: str, task: str, *, legal: list[bool], repaired: list[str], faulted: str | None, total: float) -> dict:
+    turns = ["1", "2", "3"]
+    return {
+        "task_id": task,
+        "key": key,
+        "legal": legal,
+        "repaired": repaired,
+        "faulted": faulted,
+        "turns": turns,
+        "correct": [True, faulted is None, True],
+        "downstream": [] if faulted is None else [True, False][: 3 - turns.index(faulted)],
+        "reward": {"total": total, "protocol": 1.0, "outcome": None},
+    }
+
+
+def test_arm_metrics_by_hand() -> None:
+    facts = [
+        _facts("t1/fault-1", "t1", legal=[True, True, False, True], repaired=["2"], faulted="2", total=1.0),  # TP
+        _facts("t1/clean", "t1", legal=[True, True], repaired=["3"], faulted=None, total=-1.0),  # FP
+        _facts("t2/fault-2", "t2", legal=[True, False], repaired=[], faulted="1", total=0.0),  # FN
+        _facts("t2/clean", "t2", legal=[True, True], repaired=[], faulted=None, total=0.5),
+    ]
+    exact = [
+        {"task_id": "t1", "match": True, "parsed": True},
+        {"task_id": "t2", "match": False, "parsed": False},
+        {"task_id": "t2", "match": True, "parsed": True},
+    ]
+    m = arm_metrics(facts, exact, seed=0, n=200)
+    assert m["legal_action_rate"]["value"] == pytest.approx(8 / 10)
+    assert m["exact_match"]["value"] == pytest.approx(2 / 3) and m["parse_rate_exact"] == pytest.approx(2 / 3)
+    assert (m["repair_precision"], m["repair_recall"]) == (0.5, 0.5)
+    assert m["repair_f1"]["value"] == pytest.approx(2 * 1 / (2 * 1 + 1 + 1))  # 2TP / (2TP + FP + FN)
+    assert m["false_repair_rate"]["value"] == pytest.approx(1 / 10)  # 12 turns, 2 faulted, 1 false repair
+    assert m["reward"] == {"protocol": 1.0, "outcome": None, "total": pytest.approx(0.125)}
+    lo, hi = m["repair_f1"]["ci95"]
+    assert 0.0 <= lo <= m["repair_f1"]["value"] <= hi <= 1.0
+
+
+def test_paired_differences_match_by_id() -> None:
+    a = {"x": ("t1", 0.0), "y": ("t1", 1.0), "z": ("t2", 0.0), "only-a": ("t3", 1.0)}
+    b = {"x": ("t1", 1.0), "y": ("t1", 1.0), "z": ("t2", 1.0), "only-b": ("t3", 0.0)}
+    result = paired(a, b, seed=0, n=500)
+    assert result["diff"] == pytest.approx(2 / 3) and result["n"] == 3 and result["tasks"] == 2
+    assert paired(a, {"w": ("t1", 1.0)}, seed=0, n=10) is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # ~9 min on one busy thread (SFT of three arms, four model arms playing an episode)
+def test_miniature_study(tmp_path: Path) -> None:
+    """configs/study/smollm2-mini.yaml end to end; the numbers are real (small), the report lists every arm."""
+    pytest.importorskip("gguf", reason="the SmolLM2 conversion needs the train extra (gguf)")
+    from training.smollm2 import build_smollm2, cached_smollm2_dir
+
+    model = build_smollm2(cached_smollm2_dir())
+    config = yaml.safe_load((REPO / "configs" / "study" / "smollm2-mini.yaml").read_text())
+    config.update(smollm2_dir=str(model), isolation="bwrap" if shutil.which("bwrap") else "none")
+    config_path = tmp_path / "mini.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "study"
+    command = [sys.executable, "scripts/study_small_model.py", "--config", str(config_path), "--out", str(out)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    ran = list(results["arms"])
+    assert set(ran) | set(results["unavailable"]) == set(config["arms"]) and not set(ran) & set(results["unavailable"])
+    metrics = {arm: results["arms"][arm]["metrics"] for arm in ran}
+    assert metrics["rule"]["legal_action_rate"]["value"] == 1.0  # the rule policy only takes legal actions
+    assert metrics["none"]["legal_action_rate"]["value"] is None and metrics["none"]["repair_counts"]["repaired"] == 0
+    for arm, m in metrics.items():
+        for name in ("legal_action_rate", "exact_match", "repair_f1", "false_repair_rate", "turn_accuracy"):
+            value = m[name]["value"]
+            assert value is None or 0.0 <= value <= 1.0, (arm, name, value)
+        if ARMS[arm].model:
+            assert m["exact_match"]["n"] == results["heldout"]["exact_match_samples"] > 0
+            assert m["legal_action_rate"]["n"] > 0
+    assert metrics["rule"]["turn_accuracy"]["value"] >= metrics["none"]["turn_accuracy"]["value"]
+    for arm in ("sft-lora", "sft-full", "tiny-sft"):
+        curves = results["arms"][arm]["training"]["curves"]["loss"]
+        assert len(curves) >= 2 and all(v > 0 for _, v in curves)
+    report = (out / "report.md").read_text()
+    for arm in config["arms"]:
+        assert f"| {arm} |" in report or f"- {arm}: " in report  # in the table, or listed as not run
+    for plot in ("metrics.png", "rewards.png", "training_sft.png"):
+        assert (out / plot).stat().st_size > 1000
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(summary) >= {"total_s", "unavailable", "rule"}
