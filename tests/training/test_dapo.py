@@ -131,6 +131,55 @@ def test_policy_loss_equals_trls_dapo_loss(tiny_model_dir, qwen3_tokenizer):
     assert not math.isclose(ours.item(), 0.0, abs_tol=1e-3)
 
 
+def test_dapo_trainer_skips_zero_advantage_rows_with_the_same_loss_and_gradient(tiny_model_dir, qwen3_tokenizer):
+    """DapoTrainer leaves the rows of uniform groups (advantage 0) out of the forward; the loss and every gradient
+    equal TRL's on the whole batch, and a batch with no live row gives a zero loss and zero gradients."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from training.rl.trainer import _trainer_class
+
+    def build(cls, **extra):
+        config = GRPOConfig(output_dir="/tmp/unused-dapo-skip", use_cpu=True, bf16=False, loss_type="dapo",
+                            epsilon_high=0.28, beta=0.0, num_generations=3, per_device_train_batch_size=3,
+                            report_to="none")  # fmt: skip
+        data = Dataset.from_dict({"prompt": ["a"]})
+        trainer = cls(model=str(tiny_model_dir), reward_funcs=lambda completions, **_: [0.0] * len(completions),
+                      args=config, train_dataset=data, processing_class=qwen3_tokenizer, **extra)  # fmt: skip
+        trainer.model.eval()
+        return trainer
+
+    gen = torch.Generator().manual_seed(2)
+    prompt_ids, completion_ids = (
+        torch.randint(0, 1000, (3, 6), generator=gen),
+        torch.randint(0, 1000, (3, 5), generator=gen),
+    )
+    completion_mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0]])
+    prompt_mask = torch.tensor([[1] * 6, [0, 0, 1, 1, 1, 1], [1] * 6])
+
+    def inputs(advantages):
+        return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+                "completion_mask": completion_mask, "advantages": torch.tensor(advantages),
+                "old_per_token_logps": None, "num_items_in_batch": completion_mask.sum()}  # fmt: skip
+
+    def loss_and_grads(trainer, advantages):
+        trainer.model.zero_grad()
+        loss = trainer._compute_loss(trainer.model, inputs(advantages))
+        loss.backward()
+        return loss.detach(), [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+                               for p in trainer.model.parameters()]  # fmt: skip
+
+    ours, theirs = build(_trainer_class(), rollouts=lambda prompts, trainer: {}), build(GRPOTrainer)
+    theirs.model.load_state_dict(ours.model.state_dict())
+    loss, grads = loss_and_grads(ours, [0.0, 1.2, -0.7])
+    ref_loss, ref_grads = loss_and_grads(theirs, [0.0, 1.2, -0.7])
+    assert loss.item() == pytest.approx(ref_loss.item(), abs=1e-6) and loss.item() != 0
+    for g, r in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(g, r, atol=1e-5, rtol=1e-4)  # another summation order: float noise only
+    loss, grads = loss_and_grads(ours, [0.0, 0.0, 0.0])
+    assert loss.item() == 0 and all(not g.any() for g in grads)
+
+
 def test_completion_only_scoring_equals_trls_fused_head(tiny_model_dir, qwen3_tokenizer):
     """DapoTrainer's CPU scoring (training.rl.engines.completion_logprobs: one unpadded row at a time, logits of the
     completion only) gives TRL's log-probabilities and entropies on a left- and right-padded batch."""

@@ -1,0 +1,498 @@
+"""DAPO for the manager on TRL's ``GRPOTrainer`` (issue 7, ../shared/DESIGN.md §7).
+
+:func:`run_rl` does the whole job; ``scripts/rl.py`` parses a YAML config into :class:`training.sft.ModelArguments`,
+:class:`RLArguments` and TRL's ``GRPOConfig`` and calls it.
+
+- Trainer: TRL's ``GRPOTrainer`` with ``loss_type: dapo`` (token-level loss), ``epsilon: 0.2`` / ``epsilon_high: 0.28``
+  (clip-higher), ``beta: 0`` (no KL, no reference model), with a ``rollout_func`` (:class:`ManagerRollouts`) that
+  plays rollouts in :class:`envs.ManagerEnv` (:mod:`training.rl.rollout`: one activation per rollout, the exact
+  conversation the served ``llm`` policy sends; environment ids masked with ``env_mask``). ``DapoTrainer`` adds the
+  rollout state to checkpoints and two savings that leave the loss unchanged (both tested against TRL): rows with
+  zero advantage (uniform groups that filled a batch) are not forwarded, and off CUDA only the completion positions
+  are scored (TRL's fused head scores every prompt position there: ~100x the work for a 3.7k-token prompt).
+- Dynamic sampling (:mod:`training.rl.sampling`): the ``prompt`` rows TRL feeds are placeholders (one per group);
+  :class:`ManagerRollouts` draws the start points itself from the replay pool, drops uniform groups and refills
+  within ``max_rounds`` rounds, then trains on what it gathered.
+- Rewards: one TRL reward function per term of the composed reward (:data:`rewards.TERMS`), weighted by
+  ``RewardConfig`` (``reward_config``), so TRL logs ``rewards/<term>/mean`` and the weighted sum is exactly
+  :func:`rewards.score_episode`'s total; plus ``overlong`` (weight 1): DAPO's overlong shaping over the rollout's
+  model tokens (``max_completion_length``, ``overlong_buffer``, ``overlong_factor``). ``reward`` in the logs is the
+  mean of that sum.
+- Logged each step besides TRL's own (``reward``, ``completions/*``, ``clip_ratio/low_mean`` and ``high_mean``,
+  ``frac_reward_zero_std``, ``entropy``): ``dapo/filtered_groups_frac``, ``dapo/sampling_rounds``,
+  ``dapo/groups_played``, ``dapo/buffered_groups``, ``dapo/truncated_frac``, ``dapo/rollout_s``,
+  ``dapo/rollout_share`` (rollout seconds over step seconds), ``manager/illegal_action_rate``,
+  ``manager/repair_precision``, ``manager/repair_recall``, ``manager/false_repair_rate`` (against the gold decision of
+  the start activation and the pool's known fault), ``manager/activations_per_episode``,
+  ``manager/responses_per_rollout``; with vLLM ``dapo/weight_sync_gap`` every ``weight_sync_steps`` steps.
+- Generation: transformers on CPU (:class:`training.rl.engines.TransformersEngine`), vLLM with ``use_vllm: true``
+  (``vllm_mode`` server or colocate, :class:`~training.rl.engines.VLLMEngine`).
+- Model: ``model_name_or_path`` is an SFT output folder, a hub id, or ``tiny`` (the embedded tiny Qwen3, random
+  init, built once into the cache: the default, so the config runs with no SFT checkpoint at hand).
+- Resume: ``--resume_from_checkpoint DIR|true`` restores model, optimizer, scheduler and RNG (the Trainer's
+  checkpoints) and, from ``rl_state-<process>.json`` in the checkpoint folder, the start-point sampler's position and
+  the dynamic-sampling buffer.
+- Output (``output_dir``): the model and tokenizer (servable by ``transformers serve`` / vLLM), ``trainer_state.json``
+  (per-step logs), ``all_results.json`` and a model card ``README.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.import_utils import require
+from training.dapo import overlong_penalty
+from training.rl.rollout import EpisodePlayer, EpisodeTokens, Rollout, RolloutLimits, StartPoint, start_points
+from training.rl.sampling import DynamicSampler, GatherStats, Group, StartPointSampler
+from training.sft import ModelArguments, resolve_model, resolve_resume
+
+if TYPE_CHECKING:
+    from trl import GRPOConfig, GRPOTrainer
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "rl_state-{process}.json"
+"""The rollout state saved in each checkpoint folder, one file per process."""
+
+
+@dataclass
+class RLArguments:
+    """The replay pool, the rollouts and DAPO's additions (TRL's ``GRPOConfig`` holds the rest)."""
+
+    pool: str = field(
+        default="runs/synth-smoke", metadata={"help": "A `stateguard synthesize --out DIR` folder (the replay pool)."}
+    )
+    reward_config: str | None = field(
+        default=None, metadata={"help": "Reward weights YAML (configs/rewards/*.yaml); default: RewardConfig()."}
+    )
+    event_types: list[str] | None = field(
+        default=None,
+        metadata={"help": "Start activations of these events only (turn_start, turn_end, ...); default: all."},
+    )
+    max_start_points: int | None = field(
+        default=None, metadata={"help": "Use only the first N start points of the pool (index order)."}
+    )
+    max_new_tokens: int = field(default=64, metadata={"help": "Token limit of one model response."})
+    max_responses: int = field(
+        default=8, metadata={"help": "Model responses per rollout; later ones are sent as empty (no tokens)."}
+    )
+    max_actions: int = field(default=8, metadata={"help": "The manager runtime's actions per activation."})
+    overlong_buffer: int = field(
+        default=64,
+        metadata={"help": "Overlong shaping: penalty grows over the last N tokens of max_completion_length."},
+    )
+    overlong_factor: float = field(default=1.0, metadata={"help": "Overlong shaping: the penalty at the maximum."})
+    mask_truncated: bool = field(
+        default=False, metadata={"help": "Leave rollouts with a cut response out of the loss (DAPO's option)."}
+    )
+    max_rounds: int = field(default=3, metadata={"help": "Dynamic sampling: generation rounds per batch."})
+    oversample: float = field(default=1.0, metadata={"help": "Dynamic sampling: groups played per missing group."})
+    reward_atol: float = field(default=1e-6, metadata={"help": "Dynamic sampling: rewards this close are alike."})
+    isolation: str | None = field(default=None, metadata={"help": "Sandbox isolation: bwrap | none (default: auto)."})
+    torch_threads: int | None = field(
+        default=None, metadata={"help": "torch.set_num_threads for this process (None: torch's default)."}
+    )
+    weight_sync_steps: int = field(
+        default=10, metadata={"help": "vLLM only: run the weight-sync self-check every N steps (0: never)."}
+    )
+    weight_sync_threshold: float = field(
+        default=0.05, metadata={"help": "vLLM only: warn when the probe's mean |logprob gap| exceeds this."}
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("max_new_tokens", "max_responses", "max_actions", "max_rounds"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+        if self.overlong_buffer < 0 or self.overlong_factor < 0:
+            raise ValueError(
+                f"overlong_buffer={self.overlong_buffer} and overlong_factor={self.overlong_factor} must be >= 0"
+            )
+        if self.oversample < 1:
+            raise ValueError(f"oversample={self.oversample} must be >= 1")
+        if self.max_start_points is not None and self.max_start_points < 1:
+            raise ValueError(f"max_start_points={self.max_start_points} must be >= 1; leave it unset to use all")
+
+
+def check_config(rl_args: RLArguments, config: GRPOConfig) -> None:
+    """Cross-checks between :class:`RLArguments` and ``GRPOConfig``; each error names the fields and the fix."""
+    if config.beta != 0:
+        raise ValueError(f"beta={config.beta}: DAPO has no KL term and no reference model; set beta: 0")
+    if rl_args.overlong_buffer > config.max_completion_length:
+        raise ValueError(
+            f"overlong_buffer={rl_args.overlong_buffer} exceeds max_completion_length={config.max_completion_length}; "
+            "use a buffer inside the maximum"
+        )
+    per_process = config.per_device_train_batch_size * (
+        config.steps_per_generation or config.gradient_accumulation_steps
+    )
+    if per_process % config.num_generations:
+        raise ValueError(
+            f"each process plays whole groups: per_device_train_batch_size x steps_per_generation = {per_process} "
+            f"must be a multiple of num_generations={config.num_generations}"
+        )
+
+
+# ---------------------------------------------------------------- rewards (one TRL reward function per term)
+def reward_functions(weights: dict[str, float]) -> tuple[list[Any], list[float]]:
+    """TRL reward functions for every term of ``weights`` plus ``overlong``, and their weights."""
+    funcs = [_term_reward(name) for name in weights]
+    return [*funcs, _overlong_reward], [*weights.values(), 1.0]
+
+
+def _term_reward(name: str) -> Any:
+    def reward(prompts: list[Any], completions: list[Any], reward_terms: list[dict], **_: Any) -> list[float | None]:
+        return [terms.get(name) for terms in reward_terms]
+
+    reward.__name__ = reward.__qualname__ = name
+    return reward
+
+
+def _overlong_reward(prompts: list[Any], completions: list[Any], overlong: list[float], **_: Any) -> list[float]:
+    return list(overlong)
+
+
+_overlong_reward.__name__ = "overlong"
+
+
+# ---------------------------------------------------------------- the rollout function
+class ManagerRollouts:
+    """TRL's ``rollout_func``: gathers a batch of groups with dynamic sampling (see the module docstring)."""
+
+    def __init__(self, rl_args: RLArguments, config: GRPOConfig, tokenizer: Any, reward_config: Any, seed: int):
+        from envs import ManagerEnv, ReplayPool
+        from harness.manager.runtime import RuntimeConfig
+
+        self.args, self.config = rl_args, config
+        self.pool = ReplayPool(rl_args.pool)
+        self.tokens = EpisodeTokens(tokenizer)
+        self.env = ManagerEnv(
+            pool=self.pool, worker="replay", isolation=rl_args.isolation, reward_config=reward_config,
+            runtime_config=RuntimeConfig(max_actions=rl_args.max_actions),
+        )  # fmt: skip
+        limits = RolloutLimits(rl_args.max_new_tokens, config.max_completion_length, rl_args.max_responses)
+        self.player = EpisodePlayer(self.env, self.tokens, limits)
+        types = tuple(rl_args.event_types) if rl_args.event_types else None
+        points = start_points(self.pool, types)[: rl_args.max_start_points]
+        self.sampler = DynamicSampler(
+            StartPointSampler(points, seed), self.play_group, config.num_generations,
+            rl_args.max_rounds, rl_args.oversample, rl_args.reward_atol,
+        )  # fmt: skip
+        self.engine: Any = None
+        self.seconds = 0.0  # time spent in rollouts, all calls together
+
+    def close(self) -> None:
+        self.env.close()
+
+    def play_group(self, start: StartPoint) -> Group:
+        rollouts = [self.player.play(start, self.engine.session) for _ in range(self.config.num_generations)]
+        for rollout in rollouts:
+            rollout.overlong = overlong_penalty(
+                rollout.model_tokens, self.config.max_completion_length, self.args.overlong_buffer,
+                self.args.overlong_factor,
+            )  # fmt: skip
+        return Group(start, rollouts)
+
+    def use_model(self, model: Any) -> None:
+        """Sample with ``model`` in this process (:class:`~training.rl.engines.TransformersEngine`); the system turn's
+        KV cache is shared by every rollout until the next :meth:`refresh` of the engine."""
+        from training.rl.engines import TransformersEngine
+
+        prefix = self.tokens.encode(self.tokens.system_text())
+        self.engine = TransformersEngine(model, self.tokens.eos_id, prefix, self.config.temperature)
+
+    def _engine(self, trainer: GRPOTrainer) -> Any:
+        from training.rl.engines import VLLMEngine
+
+        if self.engine is None:
+            if trainer.args.use_vllm:
+                self.engine = VLLMEngine(trainer, self.tokens.eos_id, trainer.args.temperature)
+            else:
+                self.use_model(trainer.accelerator.unwrap_model(trainer.model))
+        self.engine.refresh()
+        return self.engine
+
+    def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, list[Any]]:
+        started = time.perf_counter()
+        engine = self._engine(trainer)
+        self._maybe_check_weight_sync(trainer, engine)
+        groups, stats = self.sampler.gather(len(prompts) // self.config.num_generations)
+        rollouts = [r for g in groups for r in g.rollouts]
+        seconds = time.perf_counter() - started
+        self.seconds += seconds
+        metrics = rollout_metrics(groups, stats, self.pool)
+        metrics["dapo/rollout_s"] = seconds
+        for name, value in metrics.items():
+            trainer._metrics["train"][name].append(value)  # TRL averages and logs them with its own metrics
+        return self.batch(rollouts)
+
+    def batch(self, rollouts: list[Rollout]) -> dict[str, list[Any]]:
+        """The rollouts in ``rollout_func``'s output format (trailing env ids trimmed, see :meth:`Rollout.trimmed`)."""
+        out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
+        for rollout in rollouts:
+            ids, mask, logprobs = rollout.trimmed()
+            if self.args.mask_truncated and rollout.truncated:
+                mask = [0] * len(mask)
+            out["prompt_ids"].append(rollout.prompt_ids)
+            out["completion_ids"].append(ids)
+            out["env_mask"].append(mask)
+            out["logprobs"].append(logprobs)
+        out["reward_terms"] = [r.reward_terms for r in rollouts]
+        out["overlong"] = [r.overlong for r in rollouts]
+        return out
+
+    def _maybe_check_weight_sync(self, trainer: GRPOTrainer, engine: Any) -> None:
+        from training.rl.engines import VLLMEngine, check_weight_sync, sequence_logprobs
+
+        every = self.args.weight_sync_steps
+        if not isinstance(engine, VLLMEngine) or not every or trainer.state.global_step % every:
+            return
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        prompt = self.tokens.prompt("# Activation: weight-sync probe")
+        completion = self.tokens.encode('<tool_call>\n{"name": "ABSTAIN", "arguments": {}}\n</tool_call>')
+        gap = check_weight_sync(
+            lambda p, c: sequence_logprobs(model, p, c, trainer.args.temperature),
+            engine.score, prompt, completion + [self.tokens.eos_id], self.args.weight_sync_threshold,
+        )  # fmt: skip
+        trainer._metrics["train"]["dapo/weight_sync_gap"].append(gap)
+
+
+def rollout_metrics(groups: list[Group], stats: GatherStats, pool: Any) -> dict[str, float]:
+    """The per-step training signal of a gathered batch (names in the module docstring)."""
+    rollouts = [(g.start, r) for g in groups for r in g.rollouts]
+    actions = [a for _, r in rollouts for a in r.actions]
+    metrics = {
+        "dapo/filtered_groups_frac": stats.filtered_fraction,
+        "dapo/sampling_rounds": float(stats.rounds),
+        "dapo/groups_played": float(stats.groups_played),
+        "dapo/buffered_groups": float(stats.from_buffer),
+        "dapo/uniform_groups_in_batch": float(stats.uniform_in_batch),
+        "dapo/truncated_frac": sum(r.truncated for _, r in rollouts) / len(rollouts),
+        "manager/activations_per_episode": sum(r.episode_activations for _, r in rollouts) / len(rollouts),
+        "manager/responses_per_rollout": len(actions) / len(rollouts),
+    }
+    if actions:
+        metrics["manager/illegal_action_rate"] = sum(not a["legal"] for a in actions) / len(actions)
+    metrics.update(repair_metrics(rollouts, pool))
+    return metrics
+
+
+def repair_metrics(rollouts: list[tuple[StartPoint, Rollout]], pool: Any) -> dict[str, float]:
+    """Repairs made by the model against the truth of each start activation: a repair is correct when the gold
+    manager repaired there too and the named variable is one the pool's fault corrupts. Metrics whose denominator
+    is empty in this batch are left out."""
+    repairs = correct = warranted = unwarranted = false = 0
+    for start, rollout in rollouts:
+        fault = pool.fault_info(pool.entry(start.episode_id))
+        variables = set(fault.variables) if fault is not None else set()
+        made = [a for a in rollout.actions if a["name"] == "REPAIR" and a["legal"]]
+        repairs += len(made)
+        if start.gold_control == "REPAIR":
+            warranted += 1
+            correct += any(a["error_variable"] in variables for a in made)
+        else:
+            unwarranted += 1
+            false += bool(made)
+    out = {}
+    if repairs:
+        out["manager/repair_precision"] = correct / repairs
+    if warranted:
+        out["manager/repair_recall"] = correct / warranted
+    if unwarranted:
+        out["manager/false_repair_rate"] = false / unwarranted
+    return out
+
+
+# ---------------------------------------------------------------- trainer
+def _trainer_class() -> type:
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+    from trl import GRPOTrainer
+    from trl.kernels.chunked_logprob import _use_triton  # the device test TRL's fused head uses
+
+    class DapoTrainer(GRPOTrainer):
+        """TRL's ``GRPOTrainer`` plus the rollout state (sampler position, dynamic-sampling buffer) in checkpoints,
+        and completion-only scoring off CUDA."""
+
+        def __init__(self, *args: Any, rollouts: ManagerRollouts, **kwargs: Any):
+            self.rollouts = rollouts
+            super().__init__(*args, rollout_func=rollouts, **kwargs)
+
+        def _get_per_token_logps_and_entropies(
+            self, model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, batch_size: int | None = None,
+            compute_entropy: bool = False, compute_aux_loss: bool = False, **multimodal: Any,
+        ) -> tuple[Any, Any, Any]:  # fmt: skip
+            """Off CUDA/XPU, score only the completion positions, one unpadded row at a time (TRL's fused head scores
+            every position there, prompt included: ~100x slower for a 3.7k-token prompt and a 48-token completion);
+            on CUDA/XPU TRL's own fused, compact scoring."""
+            if _use_triton(input_ids.device) or compute_aux_loss or any(v is not None for v in multimodal.values()):
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                    **multimodal,
+                )  # fmt: skip
+            from training.rl.engines import completion_logprobs
+
+            logps, entropy = completion_logprobs(model, input_ids, attention_mask, logits_to_keep, self.temperature)
+            return logps, entropy if compute_entropy else None, None
+
+        def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+            """TRL's loss over the rows whose advantage is not zero only: with ``beta: 0`` a zero-advantage row (a
+            uniform group that filled the batch) adds exactly 0 to the loss and its gradient, and ``dapo`` divides by
+            the batch's token count (``num_items_in_batch``, unchanged), so the loss is the same without its forward
+            and backward. Entropy and clip fractions are then logged over the rows that train."""
+            live = inputs["advantages"] != 0
+            if bool(live.all()):
+                return super()._compute_loss(model, inputs)
+            if not bool(live.any()):  # nothing to learn from this batch: a zero loss on the graph, no forward
+                return sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
+            rows = inputs["advantages"].size(0)
+            subset = {k: v[live] if _is_row_tensor(v, rows) else v for k, v in inputs.items()}
+            return super()._compute_loss(model, subset)
+
+        def _state_path(self, folder: str | os.PathLike) -> Path:
+            return Path(folder) / STATE_FILE.format(process=self.accelerator.process_index)
+
+        def _save_checkpoint(self, model: Any, trial: Any) -> None:
+            super()._save_checkpoint(model, trial)
+            folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            folder.mkdir(parents=True, exist_ok=True)
+            self._state_path(folder).write_text(json.dumps(self.rollouts.sampler.state_dict()), encoding="utf-8")
+
+        def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+            super()._load_optimizer_and_scheduler(checkpoint)
+            if checkpoint is None:
+                return
+            path = self._state_path(checkpoint)
+            if not path.is_file():
+                raise FileNotFoundError(
+                    f"{path}: the checkpoint has no rollout state; resume from a scripts/rl.py run"
+                )
+            self.rollouts.sampler.load_state_dict(json.loads(path.read_text(encoding="utf-8")))
+            logger.info("resumed the rollout state from %s", path)
+
+    return DapoTrainer
+
+
+def _is_row_tensor(value: Any, rows: int) -> bool:
+    """Whether ``value`` is a tensor with one entry per batch row (what a row subset must slice)."""
+    return hasattr(value, "dim") and value.dim() > 0 and value.size(0) == rows
+
+
+def _share_callback(rollouts: ManagerRollouts) -> Any:
+    from transformers import TrainerCallback
+
+    class RolloutShare(TrainerCallback):
+        """``dapo/rollout_share``: the rollout seconds of a step over the step's seconds (logged with the step)."""
+
+        trainer: Any = None
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.started, self.rollout_before = time.perf_counter(), rollouts.seconds
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            step = time.perf_counter() - self.started
+            metrics = self.trainer._metrics["train"]
+            metrics["dapo/rollout_share"].append((rollouts.seconds - self.rollout_before) / step)
+            metrics["dapo/step_s"].append(step)
+
+    return RolloutShare()
+
+
+def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig) -> Any:
+    """The ``DapoTrainer`` over the replay pool (see the module docstring)."""
+    require("trl")
+    import torch
+    from accelerate import PartialState
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from rewards import RewardConfig
+
+    check_config(rl_args, config)
+    if rl_args.torch_threads:
+        torch.set_num_threads(rl_args.torch_threads)
+    model_path = resolve_model(model_args)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    reward_config = RewardConfig.from_yaml(rl_args.reward_config) if rl_args.reward_config else RewardConfig()
+    funcs, config.reward_weights = reward_functions(reward_config.weights())
+    config.model_init_kwargs = {"dtype": model_args.dtype, **(config.model_init_kwargs or {})}
+    seed = config.seed + PartialState().process_index
+    rollouts = ManagerRollouts(rl_args, config, tokenizer, reward_config, seed)
+    per_process = config.per_device_train_batch_size * (
+        config.steps_per_generation or config.gradient_accumulation_steps
+    )
+    slots = [f"group slot {i} (start points come from the replay pool)" for i in range(per_process)]
+    callback = _share_callback(rollouts)
+    trainer = _trainer_class()(
+        model=model_path,
+        reward_funcs=funcs,
+        args=config,
+        train_dataset=Dataset.from_dict({"prompt": slots[:: config.num_generations]}),
+        processing_class=tokenizer,
+        rollouts=rollouts,
+        callbacks=[callback],
+    )
+    callback.trainer = trainer
+    return trainer
+
+
+def run_rl(model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig) -> dict[str, Any]:
+    """Train, save the model, tokenizer, logs and model card in ``output_dir``; return the final metrics."""
+    trainer = build_trainer(model_args, rl_args, config)
+    try:
+        result = trainer.train(resume_from_checkpoint=resolve_resume(config.resume_from_checkpoint))
+    finally:
+        trainer.rollouts.close()
+    metrics = {f"train/{k.removeprefix('train_')}": v for k, v in result.metrics.items()}
+    rewards = [e["reward"] for e in trainer.state.log_history if "reward" in e]
+    if rewards:
+        metrics.update({"rl/reward_first_step": rewards[0], "rl/reward_last_step": rewards[-1]})
+    metrics["rl/rollout_s_total"] = trainer.rollouts.seconds
+    trainer.save_model(config.output_dir)
+    if trainer.accelerator.is_main_process:
+        trainer.save_metrics("all", metrics, combined=False)
+        trainer.state.save_to_json(str(Path(config.output_dir) / "trainer_state.json"))
+        write_model_card(Path(config.output_dir), model_args, rl_args, config, metrics)
+    return metrics
+
+
+def write_model_card(
+    out_dir: Path, model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig, metrics: dict
+) -> Path:
+    """``out_dir/README.md``: base model, pool, the DAPO settings and the final metrics."""
+    settings = {name: getattr(config, name) for name in (
+        "loss_type", "epsilon", "epsilon_high", "beta", "num_generations", "learning_rate", "max_steps",
+        "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length", "temperature",
+        "use_vllm", "seed")}  # fmt: skip
+    settings.update(
+        {
+            name: getattr(rl_args, name)
+            for name in ("overlong_buffer", "overlong_factor", "max_rounds", "max_new_tokens")
+        }
+    )
+    lines = [
+        "# StateGuard manager (SFT + DAPO)",
+        "",
+        f"- base model: `{model_args.model_name_or_path}`",
+        f"- replay pool: `{rl_args.pool}`; one rollout = one manager activation, the exact conversation the served "
+        "`llm` policy sends (training/rl/rollout.py)",
+        "- trained with TRL `GRPOTrainer` (loss_type dapo) via `scripts/rl.py`",
+        "",
+        "## Settings",
+        "",
+        *(f"- {name}: {value}" for name, value in settings.items()),
+        "",
+        "## Metrics",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        *(f"| {k} | {v:.6g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()),
+        "",
+    ]
+    path = out_dir / "README.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
