@@ -80,10 +80,8 @@ def test_conversion_writes_a_plain_llama_checkpoint(smollm2: Path) -> None:
 
 def test_rerun_is_a_no_op_and_a_foreign_folder_is_refused(smollm2: Path, tmp_path: Path, capsys) -> None:
     before = (smollm2 / MANIFEST_NAME).stat().st_mtime_ns
-    start = time.perf_counter()
-    assert build_smollm2(smollm2) == smollm2
-    assert time.perf_counter() - start < 5  # nothing converted (a conversion takes ~20 s)
-    assert (smollm2 / MANIFEST_NAME).stat().st_mtime_ns == before
+    assert build_smollm2(smollm2, install=False) == smollm2
+    assert (smollm2 / MANIFEST_NAME).stat().st_mtime_ns == before  # nothing rewritten
     import argparse
 
     parser = argparse.ArgumentParser()
