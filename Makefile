@@ -16,7 +16,7 @@ DEMO_OUT ?= runs/demo
 .PHONY: demo test lint bench sysdeps browser venv clean
 
 demo: sysdeps $(STAMP)
-	$(BIN)/stateguard demo --out $(DEMO_OUT)
+	$(BIN)/stateguard pipeline --config configs/pipeline/demo.yaml --out $(DEMO_OUT)
 
 test: sysdeps browser $(STAMP) lint
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \

@@ -170,7 +170,7 @@ class OpenAIChatBackend:
 class HFChatBackend:
     """An in-process transformers chat model (greedy by default). Needs ``pip install -e '.[train]'``."""
 
-    def __init__(self, path: str, *, max_new_tokens: int = 512, do_sample: bool = False):
+    def __init__(self, path: str, *, max_new_tokens: int = 512, do_sample: bool = False, prefix_cache: bool = True):
         require("transformers")
         require("torch")
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -181,6 +181,9 @@ class HFChatBackend:
         self.model.eval()
         self.max_new_tokens, self.do_sample = max_new_tokens, do_sample
         self.stop_ids = self._stop_ids()
+        self.prefix_cache = prefix_cache
+        self._cached_ids: list[int] = []  # the tokens whose key/values self._cache holds
+        self._cache: Any = None
 
     def _stop_ids(self) -> set[int]:
         """End-of-turn, end-of-text and pad token ids: the only tokens stripped from a reply."""
@@ -206,22 +209,42 @@ class HFChatBackend:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def chat(self, messages: Sequence[Message], tools: list[dict[str, Any]] | None = None) -> ChatReply:
+        """One reply. With ``prefix_cache`` (default) the key/values of the previous call are kept and reused for the
+        longest common token prefix of this prompt: manager prompts share the ~3,000-token system turn with the
+        tools in every call, and within an activation the whole conversation so far (the chat template is
+        prefix-preserving), so only the new tail is encoded — several times faster on CPU, same tokens (tested)."""
         import torch
 
         encoded = self.tokenizer.apply_chat_template(
             list(messages), tools=tools, add_generation_prompt=True, return_dict=True, return_tensors="pt"
         )
-        input_ids = encoded["input_ids"]
+        input_ids = encoded["input_ids"]  # (1, seq_len)
         pad_id = self.tokenizer.pad_token_id
         if pad_id is None:
             pad_id = self.tokenizer.eos_token_id
+        kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(input_ids)}
+        if self.prefix_cache:
+            kwargs["cache"] = self._reusable_cache(input_ids[0].tolist())
         with torch.no_grad():
             out = self.model.generate(
-                input_ids,
-                attention_mask=encoded.get("attention_mask"),
-                max_new_tokens=self.max_new_tokens,
-                do_sample=self.do_sample,
-                pad_token_id=pad_id,
+                input_ids, max_new_tokens=self.max_new_tokens, do_sample=self.do_sample, pad_token_id=pad_id, **kwargs
             )
+        if self.prefix_cache:
+            self._cached_ids = out[0, : self._cache.get_seq_length()].tolist()
         new = out[0, input_ids.shape[1] :].tolist()
         return ChatReply(self.decode(new), int(input_ids.shape[1]), len(new))
+
+    def _reusable_cache(self, ids: list[int]) -> Any:
+        """The kept cache cropped to the longest prefix it shares with ``ids`` (at least one token left to encode)."""
+        from transformers import DynamicCache
+
+        common = 0
+        for cached, new in zip(self._cached_ids, ids[:-1], strict=False):
+            if cached != new:
+                break
+            common += 1
+        if self._cache is None or common == 0:
+            self._cache = DynamicCache(config=self.model.config)
+        elif common < self._cache.get_seq_length():
+            self._cache.crop(common - self._cache.get_seq_length())  # a negative count: drop that many tokens
+        return self._cache

@@ -27,9 +27,10 @@ Resume: every stage leaves a marker (``OUT/data/<split>/stats.json``, ``OUT/arms
 scores are appended per sample (``OUT/arms/<arm>/exact_match.jsonl``) and episodes per episode (the evaluation's
 own resume), so a killed study re-run with the same ``OUT`` continues where it stopped.
 
-Model inference uses :class:`PrefixCachedBackend`: the key/values of the previous call are reused for the prompt's
-longest common token prefix (the system prompt and tools block, about 3,000 tokens, are the same in every manager
-call), which makes a manager call on two CPU cores several times faster; greedy outputs are unchanged (tested).
+Model inference uses :class:`~harness.llm.HFChatBackend`, prefix-cached: the key/values of the previous call are
+reused for the prompt's longest common token prefix (the system prompt and tools block, about 3,000 tokens, are the
+same in every manager call), which makes a manager call on two CPU cores several times faster; greedy outputs are
+unchanged (tested).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.llm import ChatReply, HFChatBackend, Message
+from harness.llm import HFChatBackend, Message
 from harness.yaml_config import load_yaml_config
 from training.pipeline import ROOT, launch_training
 
@@ -166,52 +167,6 @@ class StudyConfig:
 
 
 # ---------------------------------------------------------------- inference
-class PrefixCachedBackend(HFChatBackend):
-    """:class:`~harness.llm.HFChatBackend` that keeps the key/values of its previous call and reuses them for the
-    longest common token prefix of the next prompt.
-
-    Manager prompts share a long prefix: the system prompt with the tools block (about 3,000 tokens) in every call,
-    and the whole conversation so far within one activation (the chat template is prefix-preserving). Only the new
-    tail is encoded, which makes a call several times faster on CPU; greedy outputs are the same (tested)."""
-
-    def __init__(self, path: str, *, max_new_tokens: int = 160):
-        super().__init__(path, max_new_tokens=max_new_tokens)
-        self._cached_ids: list[int] = []  # the tokens whose key/values self._cache holds
-        self._cache: Any = None
-
-    def chat(self, messages: Sequence[Message], tools: list[dict[str, Any]] | None = None) -> ChatReply:
-        import torch
-        from transformers import DynamicCache
-
-        encoded = self.tokenizer.apply_chat_template(
-            list(messages), tools=tools, add_generation_prompt=True, return_dict=True, return_tensors="pt"
-        )
-        input_ids = encoded["input_ids"]  # (1, seq_len)
-        ids = input_ids[0].tolist()
-        common = 0
-        for cached, new in zip(self._cached_ids, ids[:-1], strict=False):  # keep >= 1 token to encode
-            if cached != new:
-                break
-            common += 1
-        if self._cache is None or common == 0:
-            self._cache = DynamicCache(config=self.model.config)
-        elif common < self._cache.get_seq_length():
-            self._cache.crop(common - self._cache.get_seq_length())  # a negative count: drop that many tokens
-        pad_id = self.tokenizer.pad_token_id
-        with torch.no_grad():
-            out = self.model.generate(
-                input_ids,
-                attention_mask=torch.ones_like(input_ids),
-                cache=self._cache,
-                max_new_tokens=self.max_new_tokens,
-                do_sample=False,
-                pad_token_id=self.tokenizer.eos_token_id if pad_id is None else pad_id,
-            )
-        self._cached_ids = out[0, : self._cache.get_seq_length()].tolist()
-        new_ids = out[0, input_ids.shape[1] :].tolist()
-        return ChatReply(self.decode(new_ids), int(input_ids.shape[1]), len(new_ids))
-
-
 def view(messages: Sequence[Message], tools: Any, prompt_view: str) -> tuple[list[Message], Any]:
     """The messages and tools a model arm sees under ``prompt_view`` (see :attr:`StudyConfig.prompt_view`)."""
     if prompt_view == "bare":
@@ -227,7 +182,7 @@ def model_policy(path: str | Path, max_new_tokens: int, prompt_view: str = "full
         def messages(self, inp: Any) -> list[Message]:
             return view(super().messages(inp), None, prompt_view)[0]
 
-    policy = ViewedPolicy(PrefixCachedBackend(str(path), max_new_tokens=max_new_tokens), name="llm")
+    policy = ViewedPolicy(HFChatBackend(str(path), max_new_tokens=max_new_tokens), name="llm")
     policy.tools = view([], policy.tools, prompt_view)[1]
     return policy
 

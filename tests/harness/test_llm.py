@@ -267,6 +267,28 @@ def test_hf_backend_renders_tools_with_the_template_and_counts_tokens(tiny_model
 
 
 @needs_transformers
+def test_hf_backend_prefix_cache_changes_no_reply(tiny_model):
+    """The kept key/values are reused for a grown conversation and cropped for a shorter one: same greedy replies."""
+    plain = HFChatBackend(str(tiny_model), max_new_tokens=8, prefix_cache=False)
+    cached = HFChatBackend(str(tiny_model), max_new_tokens=8)
+    system = {"role": "system", "content": "be brief"}
+    turns = [
+        [system, {"role": "user", "content": "which step failed?"}],
+        [system, {"role": "user", "content": "which step failed?"}, {"role": "assistant", "content": "step 2"},
+         {"role": "user", "content": "why?"}],
+        [system, {"role": "user", "content": "which step failed first?"}],
+    ]  # fmt: skip
+    for messages in turns:
+        assert cached.chat(messages, tools=tool_schemas()) == plain.chat(messages, tools=tool_schemas())
+        assert len(cached._cached_ids) == cached._cache.get_seq_length() > 0
+    # after the third prompt (sharing the first one's prefix up to "which step failed") the cache holds its tokens
+    prompt = cached.tokenizer.apply_chat_template(
+        turns[2], tools=tool_schemas(), add_generation_prompt=True, return_dict=True
+    )["input_ids"]
+    assert cached._cached_ids[: len(prompt)] == list(prompt)
+
+
+@needs_transformers
 def test_hf_backend_keeps_tool_call_tags_and_strips_only_end_tokens(tiny_model):
     backend = HFChatBackend(str(tiny_model), max_new_tokens=4)
     tokenizer = backend.tokenizer

@@ -136,7 +136,6 @@ def test_a_decoded_reply_parses_to_its_action(smollm2: Path, tokenizer) -> None:
 
 def test_greedy_generation_answers_and_the_prefix_cache_changes_nothing(smollm2: Path) -> None:
     from harness.llm import HFChatBackend
-    from training.study import PrefixCachedBackend
 
     model = AutoModelForCausalLM.from_pretrained(smollm2)
     tok = AutoTokenizer.from_pretrained(smollm2)
@@ -149,8 +148,8 @@ def test_greedy_generation_answers_and_the_prefix_cache_changes_nothing(smollm2:
     assert "Paris" in tok.decode(new, skip_special_tokens=True)
 
     plain, cached = (
+        HFChatBackend(str(smollm2), max_new_tokens=24, prefix_cache=False),
         HFChatBackend(str(smollm2), max_new_tokens=24),
-        PrefixCachedBackend(str(smollm2), max_new_tokens=24),
     )
     # the same conversation grown by one exchange (prefix reused), then back to its start (cache cropped); the
     # small tool list keeps the uncached reference calls fast (the manager's full list is ~3,400 tokens)
