@@ -68,6 +68,9 @@ class PipelineConfig:
     tiny_seed: int = field(default=0, metadata={"help": "Weight-init seed of the tiny model."})
     eval_suite: str = field(default="smoke", metadata={"help": "Evaluation suite (a held-out name or a folder)."})
     eval_limit: int | None = field(default=None, metadata={"help": "Keep only the first N tasks of the suite."})
+    eval_fault_limit: int | None = field(
+        default=None, metadata={"help": "Keep only the first N faults of those tasks (each task keeps its clean run)."}
+    )
     eval_max_tokens: int = field(default=48, metadata={"help": "Cap on one manager reply of the llm variants."})
     eval_max_actions: int | None = field(
         default=None,
@@ -194,6 +197,7 @@ def stage_evaluate(ctx: Context) -> dict[str, Any]:
             managers=["none", "rule", f"llm-hf:{ctx.stage_dir('sft')}", f"llm:{url}"],
             labels=["none", "rule", "llm(SFT)", "llm(SFT+RL)"],
             limit=ctx.config.eval_limit,
+            fault_limit=ctx.config.eval_fault_limit,
             cache=str(ctx.out / "eval-suites"),
             isolation=ctx.config.isolation,
             runtime=runtime,

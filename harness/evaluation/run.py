@@ -67,6 +67,9 @@ class EvaluationConfig:
     faults: str | None = field(default=None, metadata={"help": "faults.jsonl replacing the suite's own faults."})
     runs: int = field(default=1, metadata={"help": "Repetitions of every episode (for sampled workers/managers)."})
     limit: int | None = field(default=None, metadata={"help": "Keep only the first N tasks of the suite."})
+    fault_limit: int | None = field(
+        default=None, metadata={"help": "Keep only the first N faults of those tasks (0: clean episodes only)."}
+    )
     cache: str = field(default=str(DEFAULT_CACHE), metadata={"help": "Folder the named suites are built into."})
     isolation: str = field(default="bwrap", metadata={"help": "Sandbox isolation: bwrap | none."})
     flow: str | None = field(default=None, metadata={"help": "Review cadence turn | segment (default: by kind)."})
@@ -138,7 +141,9 @@ def run_evaluation(
     from harness.tasks import load_task
 
     out = Path(config.out)
-    suite = resolve_suite(config.suite, cache=config.cache, faults=config.faults, limit=config.limit)
+    suite = resolve_suite(
+        config.suite, cache=config.cache, faults=config.faults, limit=config.limit, fault_limit=config.fault_limit
+    )
     if suite.faults and not config.scripted:
         logger.warning("suite %s has faults; they need the scripted worker, so it runs clean", suite.name)
     episodes = suite.episodes(with_faults=config.scripted)

@@ -151,9 +151,15 @@ class Suite:
 
 
 def resolve_suite(
-    spec: str, *, cache: str | Path = DEFAULT_CACHE, faults: str | Path | None = None, limit: int | None = None
+    spec: str,
+    *,
+    cache: str | Path = DEFAULT_CACHE,
+    faults: str | Path | None = None,
+    limit: int | None = None,
+    fault_limit: int | None = None,
 ) -> Suite:
-    """The suite named or located by ``spec`` (see the module docstring); ``limit`` keeps the first N tasks."""
+    """The suite named or located by ``spec`` (see the module docstring); ``limit`` keeps the first N tasks,
+    ``fault_limit`` the first N faults of the tasks kept (every task still has its clean episode)."""
     path = Path(spec)
     if path.is_dir():
         suite = _folder_suite(path, name=path.name)
@@ -167,6 +173,13 @@ def resolve_suite(
         if limit < 1:
             raise SuiteError(f"--limit {limit}: keep at least one task.")
         suite.task_dirs = suite.task_dirs[:limit]
+    if fault_limit is not None:
+        if fault_limit < 0:
+            raise SuiteError(f"--fault_limit {fault_limit}: use 0 (clean episodes only) or more.")
+        from harness.tasks import load_task
+
+        kept = {load_task(task_dir).id for task_dir in suite.task_dirs}
+        suite.faults = [f for f in suite.faults if f.task_id in kept][:fault_limit]
     return suite
 
 

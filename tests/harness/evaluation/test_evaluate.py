@@ -131,6 +131,16 @@ def test_smoke_suite_is_synthesized_once(smoke, cache):
     assert again.task_dirs == smoke.task_dirs and again.faults == smoke.faults
 
 
+def test_fault_limit_keeps_the_first_faults_and_every_clean_episode(smoke, cache):
+    assert len(smoke.faults) >= 2
+    one = resolve_suite("smoke", cache=cache, fault_limit=1)
+    assert one.faults == smoke.faults[:1] and one.task_dirs == smoke.task_dirs
+    assert [spec.fault for spec in one.episodes()] == [None, smoke.faults[0]]
+    assert [spec.fault for spec in resolve_suite("smoke", cache=cache, fault_limit=0).episodes()] == [None]
+    with pytest.raises(SuiteError, match="--fault_limit -1"):
+        resolve_suite("smoke", cache=cache, fault_limit=-1)
+
+
 def test_results_have_the_issue_keys_and_are_labelled_simulated(evaluated, smoke):
     config, results = evaluated
     assert set(results["variants"]) == {"none", "rule"}
