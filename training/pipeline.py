@@ -28,6 +28,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -118,11 +119,38 @@ def launch_training(
     ]  # fmt: skip
     print(f"  $ {shlex.join(command)}", flush=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    with open(log, "w") as fh:
-        code = subprocess.run(command, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
+    code = run_logged(command, env, log, desc=what)
     if code != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
         raise RuntimeError(f"{what}: {script} exited with code {code}; log {log}:\n{tail}")
+
+
+TRAINER_BAR = re.compile(rb"(?:^|[\r\n]) *\d+%\|[^|\r\n]*\| *(\d+)/(\d+) \[")
+"""The Trainer's step bar in a child's output: a tqdm bar *without* a description (dataset maps, shard writers and the
+like have one), e.g. ``\r 25%|██▌       | 2/8 [00:03<00:09, 1.5s/it]``."""
+
+
+def run_logged(command: list[str], env: dict[str, str], log: Path, *, desc: str) -> int:
+    """Run ``command`` with its output (stdout and stderr) going to ``log``; meanwhile show the Trainer's step bar
+    found in that output as a progress bar of our own, so a long training stage is visibly moving. Returns the exit
+    code."""
+    from tqdm import tqdm
+
+    with open(log, "wb") as fh, tqdm(desc=f"  {desc}", unit="step", leave=False) as bar:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert process.stdout is not None
+        tail = b""
+        for chunk in iter(lambda: process.stdout.read1(65536), b""):
+            fh.write(chunk)
+            steps = TRAINER_BAR.findall(tail + chunk)
+            tail = chunk[-200:]  # a bar split across two reads is still found
+            if steps:
+                done, total = (int(x) for x in steps[-1])
+                if bar.total != total:
+                    bar.reset(total=total)
+                bar.n = done
+                bar.refresh()
+        return process.wait()
 
 
 def trainer_log(folder: Path) -> list[dict[str, Any]]:

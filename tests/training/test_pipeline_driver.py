@@ -5,6 +5,8 @@ ones are the library functions tested elsewhere, and `make demo` runs them for r
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import pytest
 
@@ -69,3 +71,28 @@ def test_a_config_with_an_unknown_key_is_refused(tmp_path):
     path.write_text("out: runs/x\nsft_steps: 3\n")
     with pytest.raises(ValueError, match="sft_steps"):
         PipelineConfig.from_yaml(path)
+
+
+def test_run_logged_keeps_the_whole_output_and_follows_the_trainer_bar(tmp_path, monkeypatch):
+    """The child's bytes all land in the log; the step bar (no description) drives ours, described bars do not."""
+    script = (
+        "import sys\n"
+        "sys.stderr.write('Map: 100%|##########| 4/4 [00:00<00:00]\\n')\n"
+        "for i in range(1, 9):\n"
+        "    sys.stderr.write(f'\\r {i * 100 // 8}%|#   | {i}/8 [00:0{i}<00:00, 1.0s/it]')\n"
+        "print('done')\n"
+        "sys.exit(3)\n"
+    )
+    seen: list[tuple[int, int | None]] = []
+    from tqdm import tqdm
+
+    refresh = tqdm.refresh
+    monkeypatch.setattr(tqdm, "refresh", lambda self, *a, **k: (seen.append((self.n, self.total)), refresh(self))[1])
+    log = tmp_path / "log.txt"
+    code = pipeline.run_logged([sys.executable, "-c", script], dict(os.environ), log, desc="stage x")
+    assert code == 3
+    text = log.read_text()
+    assert text.startswith("Map: 100%") and "8/8 [00:08" in text and text.endswith("done\n")
+    steps = [(n, total) for n, total in seen if total == 8]
+    assert steps and steps[-1] == (8, 8)
+    assert all(total != 4 for _, total in seen)  # the described Map bar is not the trainer's
