@@ -99,6 +99,8 @@ def test_vllm_settings_are_built_without_vllm():
     bad.vllm_mode = "remote"
     with pytest.raises(ValueError, match="vllm_mode='remote' is not one of server, colocate"):
         vllm_settings(bad)
+    with pytest.raises(ValueError, match="vllm_tensor_parallel_size=2 with vllm_mode: colocate"):
+        vllm_settings(_grpo(use_vllm=True, vllm_mode="colocate", vllm_tensor_parallel_size=2))
 
 
 def test_trl_vllm_serve_command():

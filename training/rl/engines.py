@@ -12,8 +12,8 @@
   without it.
 - :func:`check_weight_sync`: the log-probabilities of a fixed probe completion under the trainer's model and under
   the engine; a gap above the threshold means the engine samples from other weights (a failed sync) and is logged
-  as a warning. Meaningful only for an engine with its own copy of the weights (vLLM); the transformers engine
-  samples from the trainer's model itself.
+  as a warning. Meaningful only for an engine with its own copy of the weights (vLLM, both modes); the transformers
+  engine samples from the trainer's model itself.
 """
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ class TransformersEngine:
     def refresh(self) -> None:
         """Forget the system-turn cache (the weights changed); the next session rebuilds it."""
         self._prefix_cache = None
+
+    def release(self) -> None:
+        """Nothing to give back after the rollouts: the engine is the trainer's own model."""
 
     def session(self) -> _CachedSession:
         return _CachedSession(self)
@@ -175,6 +178,12 @@ def vllm_settings(config: Any) -> dict[str, Any]:
         share = config.vllm_gpu_memory_utilization
         if not 0 < share <= 1:
             raise ValueError(f"vllm_gpu_memory_utilization={share} must lie in (0, 1]; e.g. 0.3 next to training")
+        if config.vllm_tensor_parallel_size != 1:  # TRL's colocated TP group must generate in lockstep
+            raise ValueError(
+                f"vllm_tensor_parallel_size={config.vllm_tensor_parallel_size} with vllm_mode: colocate: the manager "
+                "rollouts send one request per response from each process independently, so a colocated engine "
+                "must live on one GPU; set vllm_tensor_parallel_size: 1, or use vllm_mode: server for a sharded model"
+            )
         settings.update(gpu_memory_utilization=share, tensor_parallel_size=config.vllm_tensor_parallel_size)
     return settings
 
@@ -190,45 +199,93 @@ def vllm_serve_command(model: str, config: Any, *, gpus: str = "0") -> list[str]
 
 
 class VLLMEngine:
-    """Samples through TRL's vLLM backend of ``trainer`` (see the module docstring); GPU only."""
+    """Samples through TRL's vLLM backend of ``trainer`` (see the module docstring); GPU only.
 
-    def __init__(self, trainer: Any, eos_id: int, temperature: float = 1.0):
+    What TRL's own generation does around a vLLM call and a ``rollout_func`` would otherwise skip, this engine does:
+
+    - ``server``: TRL connects the main process only (it also holds the NCCL group that pushes weights); every other
+      process gets an HTTP-only ``VLLMClient`` of its own, and :meth:`refresh` waits for all processes so that no
+      process samples before the main one has pushed this step's weights.
+    - ``colocate`` with ``vllm_enable_sleep_mode``: :meth:`refresh` wakes the KV cache (and re-pushes the weights if
+      they were discarded since TRL's sync), :meth:`release` puts the engine back to sleep for the optimizer step.
+
+    :meth:`score` reads vLLM's log-probabilities of a *given* completion (prompt log-probabilities: the server's
+    ``/v1/completions`` through ``VLLMClient.get_sequence_logprobs``, or ``prompt_logprobs`` in colocate) for the
+    weight-sync self-check.
+    """
+
+    def __init__(self, trainer: Any, eos_id: int, temperature: float = 1.0, client_factory: Callable | None = None):
         require("vllm")
         self.generation = trainer.vllm_generation
+        self.accelerator = trainer.accelerator
         self.mode = trainer.args.vllm_mode
+        self.sleeps = self.mode == "colocate" and bool(getattr(trainer.args, "vllm_enable_sleep_mode", False))
         self.eos_id, self.temperature = eos_id, temperature
+        self.client = self._server_client(client_factory) if self.mode == "server" else None
+
+    def _server_client(self, factory: Callable | None) -> Any:
+        client = getattr(self.generation, "vllm_client", None)
+        if client is not None:  # the main process: TRL's client
+            return client
+        if factory is None:
+            from trl.generation.vllm_client import VLLMClient as factory
+        g = self.generation
+        base_url = g.server_base_url or f"http://{g.server_host}:{g.server_port}"
+        return factory(base_url=base_url, connection_timeout=g.server_timeout)
 
     def refresh(self) -> None:
-        """Nothing to do: TRL syncs the weights into vLLM before each rollout call."""
+        """Make the engine ready to sample this step's weights (TRL pushed them just before ``rollout_func``)."""
+        if self.mode == "server":
+            self.accelerator.wait_for_everyone()
+        elif self.sleeps:
+            if getattr(self.generation, "_llm_weights_sleeping", False):
+                self.generation.sync_weights()  # level-2 sleep discarded them: push the training weights again
+            self.generation.llm.wake_up(tags=["kv_cache"])
+
+    def release(self) -> None:
+        """After the rollouts: give the GPU memory back to training (colocate sleep mode), as TRL's generation does."""
+        if self.sleeps:
+            self.generation.llm.sleep(level=2)
+            self.generation._llm_weights_sleeping = True
 
     def session(self) -> _VLLMSession:
         return _VLLMSession(self)
 
-    def request(self, context_ids: list[int], max_new_tokens: int, prompt_logprobs: bool = False) -> Any:
+    def request(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        """One sampled response to ``context_ids``: its ids and their log-probabilities."""
         if self.mode == "server":
-            out = self.generation.vllm_client.generate(
-                prompts=[context_ids], n=1, temperature=self.temperature, max_tokens=max_new_tokens, logprobs=0
+            out = self.client.generate(
+                prompts=[list(context_ids)], n=1, temperature=self.temperature, max_tokens=max_new_tokens, logprobs=0
             )
-            return out["completion_ids"][0], [lp[0] for lp in out["logprobs"][0]]
-        from vllm import SamplingParams, TokensPrompt
+            return list(out["completion_ids"][0]), [lp[0] for lp in out["logprobs"][0]]
+        from vllm import SamplingParams
 
-        params = SamplingParams(
-            n=1, temperature=self.temperature, max_tokens=max_new_tokens, logprobs=0,
-            prompt_logprobs=0 if prompt_logprobs else None,
-        )  # fmt: skip
-        result = self.generation.llm.generate([TokensPrompt(prompt_token_ids=context_ids)], params, use_tqdm=False)[0]
-        if prompt_logprobs:
-            return result.prompt_logprobs
-        sample = result.outputs[0]
+        params = SamplingParams(n=1, temperature=self.temperature, max_tokens=max_new_tokens, logprobs=0)
+        sample = self._colocate_generate(context_ids, params).outputs[0]
         ids = list(sample.token_ids)
-        return ids, [next(iter(step.values())).logprob for step in sample.logprobs]
+        return ids, [step[token].logprob for step, token in zip(sample.logprobs, ids, strict=True)]
+
+    def _colocate_generate(self, ids: list[int], params: Any) -> Any:
+        from vllm import TokensPrompt
+
+        return self.generation.llm.generate([TokensPrompt(prompt_token_ids=list(ids))], params, use_tqdm=False)[0]
 
     def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        """Log-probabilities of ``completion_ids`` under vLLM's weights (colocate mode: prompt log-probabilities)."""
-        if self.mode != "colocate":
-            raise NotImplementedError("the weight-sync self-check reads vLLM prompt log-probabilities: colocate only")
-        steps = self.request(list(prompt_ids) + list(completion_ids), 1, prompt_logprobs=True)
-        return [step[token].logprob for step, token in zip(steps[len(prompt_ids) :], completion_ids, strict=True)]
+        """Log-probabilities of ``completion_ids`` after ``prompt_ids`` under vLLM's weights, at temperature 1 (a check
+        of the weights, not of the sampling settings; score the trainer side at temperature 1 too). A completion id
+        vLLM did not report is ``-inf``, which fails the check loudly."""
+        sequence, n_prompt = list(prompt_ids) + list(completion_ids), len(prompt_ids)
+        if self.mode == "server":
+            out = self.client.get_sequence_logprobs([sequence], [n_prompt], top_logprobs=0, temperature=1.0)
+            return [float(step[0]) for step in out["actual_logprobs"][0]]
+        from vllm import SamplingParams
+
+        params = SamplingParams(n=1, temperature=1.0, max_tokens=1, prompt_logprobs=0)
+        steps = self._colocate_generate(sequence, params).prompt_logprobs[n_prompt:]
+        return [
+            step[t].logprob if step and t in step else float("-inf")
+            for step, t in zip(steps, completion_ids, strict=True)
+        ]
 
 
 class _VLLMSession:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
 from training.dapo import overlong_penalty
+from training.rl.engines import vllm_settings
 from training.rl.rollout import EpisodePlayer, EpisodeTokens, Rollout, RolloutLimits, StartPoint, start_points
 from training.rl.sampling import DynamicSampler, GatherStats, Group, StartPointSampler
 from training.sft import ModelArguments, resolve_model, resolve_resume
@@ -123,6 +124,7 @@ def check_config(rl_args: RLArguments, config: GRPOConfig) -> None:
     """Cross-checks between :class:`RLArguments` and ``GRPOConfig``; each error names the fields and the fix."""
     if config.beta != 0:
         raise ValueError(f"beta={config.beta}: DAPO has no KL term and no reference model; set beta: 0")
+    vllm_settings(config)  # the vLLM fields, checked without vLLM
     if rl_args.overlong_buffer > config.max_completion_length:
         raise ValueError(
             f"overlong_buffer={rl_args.overlong_buffer} exceeds max_completion_length={config.max_completion_length}; "
@@ -220,8 +222,11 @@ class ManagerRollouts:
     def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, list[Any]]:
         started = time.perf_counter()
         engine = self._engine(trainer)
-        self._maybe_check_weight_sync(trainer, engine)
-        groups, stats = self.sampler.gather(len(prompts) // self.config.num_generations)
+        try:
+            self._maybe_check_weight_sync(trainer, engine)
+            groups, stats = self.sampler.gather(len(prompts) // self.config.num_generations)
+        finally:
+            engine.release()
         rollouts = [r for g in groups for r in g.rollouts]
         seconds = time.perf_counter() - started
         self.seconds += seconds
@@ -255,8 +260,8 @@ class ManagerRollouts:
         model = trainer.accelerator.unwrap_model(trainer.model)
         prompt = self.tokens.prompt("# Activation: weight-sync probe")
         completion = self.tokens.encode('<tool_call>\n{"name": "ABSTAIN", "arguments": {}}\n</tool_call>')
-        gap = check_weight_sync(
-            lambda p, c: sequence_logprobs(model, p, c, trainer.args.temperature),
+        gap = check_weight_sync(  # both sides at temperature 1: the check is of the weights
+            lambda p, c: sequence_logprobs(model, p, c, 1.0),
             engine.score, prompt, completion + [self.tokens.eos_id], self.args.weight_sync_threshold,
         )  # fmt: skip
         trainer._metrics["train"]["dapo/weight_sync_gap"].append(gap)
