@@ -19,6 +19,15 @@ Figures, from the trainer's per-step logs (the last step; the first step warms u
   ``max_new_tokens`` tokens, no stop) on one rollout prompt, measured in the same process after training, and
   ``ratio`` = ``tokens_per_s / generate_tokens_per_s``.
 
+- ``train_tokens_per_s``: prompt and completion tokens of the trained rows (TRL's ``num_tokens`` for the step times
+  ``trained_rows_frac``) per second of the step outside the rollouts.
+
+GPU (a lent machine only; not run on this CPU machine): ``--shape qwen3-1.7b --device cuda`` builds a random-init
+model of Qwen3-1.7B's shape (:data:`SHAPES`, Qwen3 tokenizer) and trains in bf16 with transformers generation — the
+issue's "tokens/s for rollout and for training" on a 1.7B-shaped model::
+
+    python scripts/bench_rl.py --shape qwen3-1.7b --device cuda --prompts 8 --rollouts 8 --steps 2
+
 The last line is one JSON object with these figures.
 """
 
@@ -36,15 +45,51 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 MICRO_BATCH = 8
+SHAPES = {
+    "qwen3-1.7b": {  # Qwen/Qwen3-1.7B config.json; tied embedding, 1.72 B parameters
+        "hidden_size": 2048, "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8,
+        "head_dim": 128, "intermediate_size": 6144,
+    },
+}  # fmt: skip
+DEVICE_OVERRIDES = {"cpu": {"use_cpu": True, "bf16": False}, "cuda": {"use_cpu": False, "bf16": True}}
 
 
-def generate_tokens_per_second(model_dir: str, prompt_ids: list[int], new_tokens: int, repeats: int = 3) -> float:
+def shaped_model(shape: str, out: Path) -> str:
+    """A random-init Qwen3 of ``shape`` (a :data:`SHAPES` name) with the Qwen3 tokenizer, built into ``out``."""
+    from training.models import build_tiny_qwen3
+
+    return str(build_tiny_qwen3(out, seed=0, **SHAPES[shape]))
+
+
+def step_figures(history: list[dict], rollouts: int) -> dict:
+    """The figures of the last logged step of a ``trainer_state.json`` ``log_history`` (see the module docstring)."""
+    steps = [e for e in history if "dapo/step_s" in e]
+    last = steps[-1]
+    step_tokens = last["num_tokens"] - (steps[-2]["num_tokens"] if len(steps) > 1 else 0)
+    trained = 1 - last["frac_reward_zero_std"]
+    train_s = last["dapo/step_s"] - last["dapo/rollout_s"]
+    return {
+        "step_s": round(last["dapo/step_s"], 2),
+        "rollout_s": round(last["dapo/rollout_s"], 2),
+        "rollout_share": round(last["dapo/rollout_share"], 3),
+        "train_s": round(train_s, 2),
+        "trained_rows_frac": round(trained, 3),
+        "tokens_per_s": round(last["completions/mean_length"] * rollouts / last["dapo/rollout_s"], 1),
+        "train_tokens_per_s": round(step_tokens * trained / train_s, 1) if train_s > 0 else None,
+        "mean_completion_tokens": last["completions/mean_length"],
+    }
+
+
+def generate_tokens_per_second(
+    model_dir: str, prompt_ids: list[int], new_tokens: int, repeats: int = 3, device: str = "cpu"
+) -> float:
     """Plain ``model.generate`` throughput (sampling, no early stop) on ``prompt_ids``, best of ``repeats``."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    ids = torch.tensor([prompt_ids])
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device).eval()
+    ids = torch.tensor([prompt_ids], device=device)
     best = 0.0
     for _ in range(repeats):
         started = time.perf_counter()
@@ -64,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rollouts", type=int, default=8, help="rollouts per start point (num_generations)")
     parser.add_argument("--steps", type=int, default=1, help="DAPO steps (figures from the last)")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    parser.add_argument("--shape", choices=sorted(SHAPES), help="random-init model of this shape (instead of --model)")
+    parser.add_argument("--device", choices=sorted(DEVICE_OVERRIDES), default="cpu", help="cuda: bf16 on a GPU")
     args = parser.parse_args(argv)
     if (args.prompts * args.rollouts) % MICRO_BATCH:
         parser.error(f"--prompts x --rollouts must be a multiple of {MICRO_BATCH} (the micro-batch)")
@@ -76,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-rl-") as tmp:
         pool = args.pool or str(smoke_dataset(Path(tmp) / "synth"))
         out = Path(tmp) / "rl"
+        model = shaped_model(args.shape, Path(tmp) / args.shape) if args.shape else args.model
         overrides = {
-            "model_name_or_path": args.model, "pool": pool, "output_dir": str(out), "max_steps": args.steps,
+            **DEVICE_OVERRIDES[args.device],
+            "model_name_or_path": model, "pool": pool, "output_dir": str(out), "max_steps": args.steps,
             "num_generations": args.rollouts, "per_device_train_batch_size": MICRO_BATCH,
             "gradient_accumulation_steps": args.prompts * args.rollouts // MICRO_BATCH, "max_rounds": 1,
             "save_strategy": "no", "disable_tqdm": True, "temperature": args.temperature,
@@ -88,27 +137,22 @@ def main(argv: list[str] | None = None) -> int:
         model_args, rl_args, config = make_parser().parse_args_and_config(argv_rl)
         run_rl(model_args, rl_args, config)
         history = json.loads((out / "trainer_state.json").read_text())["log_history"]
-        last = [e for e in history if "dapo/step_s" in e][-1]
         from transformers import AutoTokenizer
 
         tokens = EpisodeTokens(AutoTokenizer.from_pretrained(out))
         prompt = tokens.prompt("# Activation: turn_end\n## Observation\n{}")
-        reference = generate_tokens_per_second(str(out), prompt, rl_args.max_new_tokens)
+        reference = generate_tokens_per_second(str(out), prompt, rl_args.max_new_tokens, device=args.device)
 
     rollouts = args.prompts * args.rollouts
-    tokens_per_s = last["completions/mean_length"] * rollouts / last["dapo/rollout_s"]
+    step = step_figures(history, rollouts)
     figures = {
+        "model": args.shape or args.model,
+        "device": args.device,
         "prompts": args.prompts,
         "rollouts_per_prompt": args.rollouts,
-        "step_s": round(last["dapo/step_s"], 2),
-        "rollout_s": round(last["dapo/rollout_s"], 2),
-        "rollout_share": round(last["dapo/rollout_share"], 3),
-        "train_s": round(last["dapo/step_s"] - last["dapo/rollout_s"], 2),
-        "trained_rows_frac": round(1 - last["frac_reward_zero_std"], 3),
-        "tokens_per_s": round(tokens_per_s, 1),
+        **step,
         "generate_tokens_per_s": round(reference, 1),
-        "ratio": round(tokens_per_s / reference, 3),
-        "mean_completion_tokens": last["completions/mean_length"],
+        "ratio": round(step["tokens_per_s"] / reference, 3),
     }
     print(f"{'figure':<24} value")
     for key, value in figures.items():

@@ -27,3 +27,34 @@ def test_bench_prints_the_step_figures_last(sft_smoke_dir, tiny_model_dir, capsy
     assert ["figure", "value"] in [line.split() for line in lines]  # the table, above the JSON line
     with pytest.raises(SystemExit):
         bench.main(["--prompts", "3", "--rollouts", "3"])
+
+
+def test_step_figures_take_the_last_step_and_its_own_tokens():
+    bench = load_script("bench_rl")
+    history = [
+        {"dapo/step_s": 10.0, "dapo/rollout_s": 6.0, "dapo/rollout_share": 0.6, "frac_reward_zero_std": 0.5,
+         "completions/mean_length": 20.0, "num_tokens": 4000},
+        {"loss": 0.1},
+        {"dapo/step_s": 8.0, "dapo/rollout_s": 4.0, "dapo/rollout_share": 0.5, "frac_reward_zero_std": 0.25,
+         "completions/mean_length": 30.0, "num_tokens": 9000},
+    ]  # fmt: skip
+    figures = bench.step_figures(history, rollouts=16)
+    assert figures["step_s"] == 8.0 and figures["train_s"] == 4.0
+    assert figures["tokens_per_s"] == 30.0 * 16 / 4.0
+    assert figures["train_tokens_per_s"] == (9000 - 4000) * 0.75 / 4.0  # this step's tokens, trained rows only
+    assert bench.step_figures(history[:1], rollouts=16)["train_tokens_per_s"] == 4000 * 0.5 / 4.0
+
+
+def test_the_gpu_shape_is_qwen3_1_7b():
+    torch = pytest.importorskip("torch")
+    from transformers import Qwen3ForCausalLM
+
+    from training.models import TinyQwen3Config
+
+    bench = load_script("bench_rl")
+    with torch.device("meta"):  # shapes only, no memory
+        model = Qwen3ForCausalLM(TinyQwen3Config.from_overrides(**bench.SHAPES["qwen3-1.7b"]).to_hf())
+    assert (
+        sum(p.numel() for p in model.parameters()) == 1_720_574_976
+    )  # model card: 1.7 B (tied 151,936 x 2,048 embedding)
+    assert bench.DEVICE_OVERRIDES["cuda"] == {"use_cpu": False, "bf16": True}
