@@ -127,6 +127,11 @@ class StudyConfig:
         default=7680, metadata={"help": "Skip exact-match samples longer than this (SmolLM2's context is 8,192)."}
     )
     eval_limit: int | None = field(default=None, metadata={"help": "Held-out tasks played as episodes (None: all)."})
+    eval_fault_limit: int | None = field(
+        default=None,
+        metadata={"help": "Faulted episodes played, the first N of the kept tasks' (None: all); each task's clean "
+                  "episode is always played."},
+    )  # fmt: skip
     manager_max_tokens: int = field(default=160, metadata={"help": "Cap on one manager reply (tokens)."})
     runtime: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "RuntimeConfig fields of the episodes (e.g. max_actions)."}
@@ -466,6 +471,7 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
         managers=[f"llm-hf:{study.model_dir(a)}" if ARMS[a].model else a for a in arms],
         labels=arms,
         limit=config.eval_limit,
+        fault_limit=config.eval_fault_limit,
         isolation=config.isolation,
         runtime=config.runtime,
         manager_max_tokens=config.manager_max_tokens,

@@ -105,11 +105,13 @@ def arm_metrics(facts: Sequence[dict[str, Any]], exact: Sequence[dict[str, Any]]
         values = [f["reward"][term] for f in facts if f["reward"].get(term) is not None]
         rewards[term] = float(np.mean(values)) if values else None
     has_actions = any(f["legal"] for f in facts)
+    exact_f1 = teacher_forced_repair_f1(exact)
     return {
         "episodes": len(facts),
         "legal_action_rate": _ci(legal, seed, n) if has_actions else {"value": None, "ci95": None, "n": 0},
         "exact_match": _ci([(r["task_id"], float(r["match"])) for r in exact], seed, n),
         "parse_rate_exact": float(np.mean([r["parsed"] for r in exact])) if exact else None,
+        "repair_f1_exact": _ci(exact_f1, seed, n) if exact_f1 else {"value": None, "ci95": None, "n": 0},
         "repair_precision": score.precision,
         "repair_recall": score.recall,
         "repair_f1": _ci(f1_values, seed, n) if faulted or repaired else {"value": None, "ci95": None, "n": 0},
@@ -119,6 +121,20 @@ def arm_metrics(facts: Sequence[dict[str, Any]], exact: Sequence[dict[str, Any]]
         "reward": rewards,
         "reward_total": _ci([(f["task_id"], f["reward"]["total"]) for f in facts], seed, n),
     }
+
+
+def teacher_forced_repair_f1(exact: Sequence[dict[str, Any]]) -> list[tuple[str, float]]:
+    """Per-sample contributions whose mean is the repair F1 of the exact-match samples, ``2TP / (2TP + FP + FN)``:
+    a sample whose gold action is REPAIR counts twice 1.0 if the model repaired there, once 0.0 if not (FN); a
+    REPAIR the gold did not take is one 0.0 (FP); the rest do not enter. (task id, value) pairs, for the bootstrap."""
+    values = []
+    for row in exact:
+        gold, predicted = row["gold"] == "REPAIR", row["predicted"] == "REPAIR"
+        if gold:
+            values += [(row["task_id"], 1.0)] * 2 if predicted else [(row["task_id"], 0.0)]
+        elif predicted:
+            values.append((row["task_id"], 0.0))
+    return values
 
 
 # ---------------------------------------------------------------- paired comparisons
@@ -216,7 +232,7 @@ def collect(
 
     config = study.config
     seed, n = config.seed, config.n_resamples
-    suite = resolve_suite(str(study.data_dir("heldout")), limit=config.eval_limit)
+    suite = resolve_suite(str(study.data_dir("heldout")), limit=config.eval_limit, fault_limit=config.eval_fault_limit)
     specs = {spec.key: spec for spec in suite.episodes(with_faults=True)}
     turn_ids = {s.task_id: [str(t.turn_id) for t in load_task(s.task_dir).turns] for s in specs.values()}
     facts: dict[str, list[dict[str, Any]]] = {}
@@ -274,10 +290,10 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     def value(arm: str, metric: str) -> float | None:
         return (arms.get(arm) or {}).get("metrics", {}).get(metric, {}).get("value")
 
-    prompt_legal, prompt_f1 = value("prompt", "legal_action_rate"), value("prompt", "repair_f1")
+    prompt_legal = value("prompt", "legal_action_rate")
     out = []
     for arm in (a for a in SFT_ARMS if a in arms):
-        legal, f1 = value(arm, "legal_action_rate"), value(arm, "repair_f1")
+        legal = value(arm, "legal_action_rate")
         out.append(
             {
                 "target": f"{arm}: legal-action rate >= {LEGAL_TARGET:.0%} (prompt-only: {fmt(prompt_legal)})",
@@ -285,14 +301,16 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "value": legal,
             }
         )
-        decided = f1 is not None and prompt_f1 is not None
-        out.append(
-            {
-                "target": f"{arm}: repair F1 above prompt-only ({fmt(prompt_f1)})",
-                "status": "met" if decided and f1 > prompt_f1 else "missed" if decided else "n/a",
-                "value": f1,
-            }
-        )
+        for metric, how in (("repair_f1", "in episodes"), ("repair_f1_exact", "teacher-forced")):
+            f1, prompt_f1 = value(arm, metric), value("prompt", metric)
+            decided = f1 is not None and prompt_f1 is not None
+            out.append(
+                {
+                    "target": f"{arm}: repair F1 {how} above prompt-only ({fmt(prompt_f1)})",
+                    "status": "met" if decided and f1 > prompt_f1 else "missed" if decided else "n/a",
+                    "value": f1,
+                }
+            )
     dapo = next((c for c in results["comparisons"] if (c["a"], c["b"]) == ("sft-full", "sft-dapo")), None)
     effect = None if dapo is None else {k: dapo[k] for k in ("reward_total", "turn_accuracy", "legal_action_rate")}
     out.append(
@@ -332,6 +350,7 @@ RESULT_COLUMNS = [
     ("repair P", lambda r: r[1]["metrics"]["repair_precision"]),
     ("repair R", lambda r: r[1]["metrics"]["repair_recall"]),
     ("repair F1 [95% CI]", _metric("repair_f1")),
+    ("repair F1, teacher-forced [95% CI]", _metric("repair_f1_exact")),
     ("false-repair rate [95% CI]", _metric("false_repair_rate")),
     ("turn acc [95% CI]", _metric("turn_accuracy")),
     ("downstream turn acc", lambda r: r[1]["metrics"]["downstream_turn_accuracy"]["value"]),
@@ -365,10 +384,12 @@ def render_report(results: dict[str, Any]) -> str:
         (term, lambda r, t=term: r[1]["metrics"]["reward"].get(t)) for term in [*terms, "total"]
     ]
     held = results["heldout"]
+    fault_limit = results.get("config", {}).get("eval_fault_limit")
+    played = "clean + one per fault" if fault_limit is None else f"clean + the first {fault_limit} faulted"
     lines = [
         "# Small-model study: SmolLM2-135M-Instruct as the manager (SIMULATED worker)\n",
-        f"Held-out split: {held['tasks']} tasks of the held-out domain, {held['episodes']} episodes (clean + one "
-        f"per fault); fault types never in training: {', '.join(held['fault_types_unseen_in_training'])}. "
+        f"Held-out split: {held['tasks']} tasks of the held-out domain, {held['episodes']} episodes ({played}); "
+        f"fault types never in training: {', '.join(held['fault_types_unseen_in_training'])}. "
         f"Exact match on {held['exact_match_samples']} held-out atomic samples per model arm. Training data: "
         f"{results['data']['train']['samples']} samples. Worker: scripted (replays reference or faulty programs), "
         "so turn accuracy, DCR and rewards are SIMULATED.\n",

@@ -68,9 +68,9 @@ def test_arm_metrics_by_hand() -> None:
         _facts("t2/clean", "t2", legal=[True, True], repaired=[], faulted=None, total=0.5),
     ]
     exact = [
-        {"task_id": "t1", "match": True, "parsed": True},
-        {"task_id": "t2", "match": False, "parsed": False},
-        {"task_id": "t2", "match": True, "parsed": True},
+        {"task_id": "t1", "match": True, "parsed": True, "gold": "REPAIR", "predicted": "REPAIR"},  # TP
+        {"task_id": "t2", "match": False, "parsed": False, "gold": "REPAIR", "predicted": None},  # FN
+        {"task_id": "t2", "match": True, "parsed": True, "gold": "COMMIT_STATE", "predicted": "COMMIT_STATE"},
     ]
     m = arm_metrics(facts, exact, seed=0, n=200)
     assert m["legal_action_rate"]["value"] == pytest.approx(8 / 10)
@@ -79,6 +79,10 @@ def test_arm_metrics_by_hand() -> None:
     assert m["repair_f1"]["value"] == pytest.approx(2 * 1 / (2 * 1 + 1 + 1))  # 2TP / (2TP + FP + FN)
     assert m["false_repair_rate"]["value"] == pytest.approx(1 / 10)  # 12 turns, 2 faulted, 1 false repair
     assert m["reward"] == {"protocol": 1.0, "outcome": None, "total": pytest.approx(0.125)}
+    assert m["repair_f1_exact"]["value"] == pytest.approx(2 / 3)  # teacher-forced: 2TP / (2TP + FN), no FP
+    false_repair = {"task_id": "t1", "match": False, "parsed": True, "gold": "COMMIT_STATE", "predicted": "REPAIR"}
+    assert arm_metrics(facts, [*exact, false_repair], seed=0, n=50)["repair_f1_exact"]["value"] == pytest.approx(0.5)
+    assert arm_metrics(facts, exact[2:], seed=0, n=50)["repair_f1_exact"]["value"] is None  # no repair either side
     lo, hi = m["repair_f1"]["ci95"]
     assert 0.0 <= lo <= m["repair_f1"]["value"] <= hi <= 1.0
 
