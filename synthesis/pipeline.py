@@ -147,13 +147,14 @@ def open_sandbox(isolation: str | None) -> Any:
     """The worker's sandbox: ``isolation`` if given, else bwrap when usable, else 'none' (logged)."""
     from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
 
+    settings = {"max_checkpoints": MAX_CHECKPOINTS, "inline_probes": True}  # probes: the fault library's assertions
     if isolation is not None:
-        return Sandbox(SandboxConfig(isolation=isolation, max_checkpoints=MAX_CHECKPOINTS))
+        return Sandbox(SandboxConfig(isolation=isolation, **settings))
     try:
-        return Sandbox(SandboxConfig(isolation="bwrap", max_checkpoints=MAX_CHECKPOINTS))
+        return Sandbox(SandboxConfig(isolation="bwrap", **settings))
     except SandboxUnavailableError as exc:
         logger.warning("bwrap is unusable (%s); synthesis runs with isolation none", exc)
-        return Sandbox(SandboxConfig(isolation="none", max_checkpoints=MAX_CHECKPOINTS))
+        return Sandbox(SandboxConfig(isolation="none", **settings))
 
 
 def _close_worker() -> None:

@@ -63,6 +63,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+SYNTHESIS_RUNTIME = RuntimeConfig(restorable_checkpoints=False)
+"""The runtime settings of every synthesized run unless a caller passes its own: the gold policy never abandons a
+repaired state, so the runtime's checkpoints are recorded (same ids) without forking a snapshot each. The snapshots
+this module takes itself for checkpoint reuse are real ones."""
+
 BRANCHES = ("clean", "faulty", "gold")
 """Episode branches: the clean gold-managed run, the unmanaged faulty continuation, the gold-managed faulted run."""
 
@@ -309,6 +314,7 @@ def run_task(
     reuse_checkpoints: bool = True,
 ) -> TaskRuns:
     """The clean run and every fault's two runs of ``task``, validated (see the module docstring)."""
+    runtime = runtime or SYNTHESIS_RUNTIME
     if not reuse_checkpoints:
         clean = play(task, sandbox, GoldPolicy(None, teacher), None, "clean", runtime)
         reason = _check_clean(task, clean)

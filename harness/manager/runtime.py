@@ -114,6 +114,15 @@ class RuntimeConfig:
     )
     probe_timeout_s: float = field(default=5.0, metadata={"help": "Time limit of one run_probe / constraint check."})
     strict_wire: bool = field(default=True, metadata={"help": "Reject text outside the wire-format tags."})
+    restorable_checkpoints: bool = field(
+        default=True,
+        metadata={
+            "help": "Fork a restorable kernel snapshot at every checkpoint (what ABANDON_STATE rolls a repaired state "
+            "back to). False: checkpoints are recorded with the same ids but nothing is forked (a fork plus the "
+            "copy-on-write faults after it cost ~20 ms here), and abandoning a repaired state is an error. For "
+            "policies that never abandon (synthesis with its gold policy)."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.flow is not None and self.flow not in FLOWS:
@@ -502,6 +511,12 @@ class ManagerRuntime:
     def _abandon(self, act: Action, turn: Turn, _mode: str | None) -> str:
         state_id = self.draft.id if self.draft is not None else None
         repaired = self.draft_repairs > 0
+        if repaired and self.last_checkpoint is not None and not self.config.restorable_checkpoints:
+            raise RuntimeError(
+                f"ABANDON_STATE of repaired state {state_id} (turn {turn.turn_id}) needs a rollback, but this runtime "
+                "runs with restorable_checkpoints=False (no snapshots); use restorable_checkpoints=True for a policy "
+                "that may abandon repaired states."
+            )
         self.draft, self.draft_repairs = None, 0
         self.boundary = len(self.worker.steps)
         rolled_back = repaired and self.last_checkpoint is not None
@@ -567,7 +582,7 @@ class ManagerRuntime:
                     {"state_id": None, "turn_id": turn_id, "checkpoint_id": oldest, "op": "release"}
                 )
         try:
-            checkpoint = self.kernel.checkpoint()
+            checkpoint = self.kernel.checkpoint(restorable=self.config.restorable_checkpoints)
         except SandboxError as exc:
             logger.warning("no %s checkpoint for turn %s: %s", op, turn_id, exc)
             return None

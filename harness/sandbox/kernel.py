@@ -56,10 +56,13 @@ class _Checkpoint:
 
     ``channel`` None: *deferred* — the live kernel's namespace still is this checkpoint's (nothing ran since it was
     taken), so no process has been forked yet; :meth:`Kernel._materialize` forks it before anything changes the
-    namespace."""
+    namespace.
+
+    ``restorable`` False: an id only (see ``Kernel.checkpoint(restorable=False)``): never forked, never restored."""
 
     channel: _Channel | None
     variables: dict[str, VariableInfo]
+    restorable: bool = True
 
     def close(self) -> None:
         if self.channel is not None:
@@ -195,6 +198,7 @@ class Kernel:
         self._hwm: dict[str, int] = {}
         self._files: dict[str, tuple[int, ...]] = {}
         self.restarts = 0
+        self.probe_counts = {"inline": 0, "forked": 0}  # how probes ran (SandboxConfig.inline_probes)
         self.closed = False
         self._start_episode()
         self._files = self._scan_files()
@@ -219,9 +223,14 @@ class Kernel:
         kernel and it cannot write files (Landlock, where available). See the package docstring for the limits."""
         return self._run("probe", code, timeout)
 
-    def checkpoint(self) -> str:
+    def checkpoint(self, restorable: bool = True) -> str:
         """Snapshot the kernel (fork, copy-on-write); returns an id for :meth:`restore`/:meth:`release`.
         The workspace files are *not* part of the snapshot.
+
+        ``restorable=False`` takes an id without a snapshot: it counts against ``max_checkpoints`` and is released
+        like any other, but nothing is forked and :meth:`restore` refuses it. For callers that must record
+        checkpoints but know they will never roll back (synthesis with its gold policy): a fork costs ~10 ms here,
+        and every page the kernel writes after it costs a copy-on-write fault.
 
         When no cell has run since the last checkpoint was taken or restored, the new id shares that checkpoint's
         process (no fork): the namespaces are identical. Ids stay distinct, and each is released on its own (the
@@ -238,6 +247,10 @@ class Kernel:
                 f"kernel {self.kernel_id} already holds {len(self._checkpoints)} checkpoints "
                 f"(max_checkpoints={self.config.max_checkpoints}); release() some or raise max_checkpoints."
             )
+        if not restorable:
+            cid = f"cp{next(self._cp_counter)}"
+            self._checkpoints[cid] = _Checkpoint(None, {}, restorable=False)
+            return cid
         same = self._same_as
         if same is not None and same[0] == self._generation and self._holds(same[1]):
             cid = f"cp{next(self._cp_counter)}"
@@ -273,6 +286,11 @@ class Kernel:
         """Return the kernel's namespace to a checkpoint (which stays available for further restores)."""
         self._check_open()
         cp = self._get_checkpoint(checkpoint_id)
+        if not cp.restorable:
+            raise SandboxError(
+                f"checkpoint {checkpoint_id} was taken with restorable=False (an id without a snapshot) and cannot be "
+                "restored; take it with checkpoint() (restorable=True) to roll back to it."
+            )
         if cp is self._deferred:  # nothing ran since it was taken: the live namespace is the snapshot
             self._vars = dict(cp.variables)
             self._files = self._scan_files()
@@ -302,8 +320,9 @@ class Kernel:
         del self._checkpoints[checkpoint_id]
         if self._holds(cp):  # another id shares this process
             return
-        if cp.channel is None:  # deferred: never forked
-            self._deferred = None
+        if cp.channel is None:  # deferred (never forked) or not restorable
+            if cp is self._deferred:
+                self._deferred = None
             return
         with contextlib.suppress(OSError):
             send_msg(cp.channel.sock, {"op": "release"})
@@ -384,6 +403,8 @@ class Kernel:
         try:
             raw = request(self._kernel(), msg, timeout=wait, max_bytes=self._max_reply)
             result = self._parse(raw, probe=op == "probe")
+            if op == "probe":
+                self.probe_counts["inline" if raw.get("inline") is True else "forked"] += 1
         except DeadlineExceeded:
             reason, deleted = self._restart(
                 f"the cell ignored the interrupt and ran past {timeout:g}s + {self.config.grace_s:g}s grace; "

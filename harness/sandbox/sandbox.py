@@ -221,6 +221,7 @@ class Sandbox:
             "tmp_mb": cfg.tmp_mb,
             "private_network": cfg.private_network,
             "landlock": cfg.landlock,
+            "inline_probes": cfg.inline_probes,
         }
         return {
             "kernel_id": kernel_id,

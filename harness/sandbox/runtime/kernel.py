@@ -6,7 +6,8 @@ Process roles inside one episode (see ``harness/sandbox/__init__.py`` for the wh
 - a **checkpoint** is a fork of the kernel parked on its own channel; ``restore`` makes it fork a new kernel
   (double fork, so the new kernel's parent is the episode init and ``os.kill(os.getppid(), 9)`` cannot hit it);
 - a **probe** is a fork that runs one cell under Landlock with no write access anywhere, reports back over a
-  socketpair, and exits; the kernel kills it at its deadline.
+  socketpair, and exits; the kernel kills it at its deadline. With ``inline_probes`` on, a probe whose syntax shows
+  it cannot change anything (:mod:`.inline`) runs in this process instead, in a shallow copy of the namespace.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from . import procs, syscalls
 from .output import CappedStream, drain_fd_capture, join_capped, to_jsonable
+from .inline import inline_refusal
 from .protocol import ProtocolError, recv_msg, send_msg
 from .tracking import VariableTracker, analyse_cell
 
@@ -285,6 +287,8 @@ class KernelRuntime:
         return pid
 
     def probe(self, code: str, timeout: float, keep: set[int]) -> dict[str, Any]:
+        if self.limits.get("inline_probes") and self._inline_ok(code):
+            return self._probe_inline(code, timeout, keep)
         parent_end, child_end = socket.socketpair()
         start = time.perf_counter()
         pid = os.fork()
@@ -336,6 +340,26 @@ class KernelRuntime:
         self._kill_strays(keep)
         result["changes"] = []
         result["duration_s"] = time.perf_counter() - start
+        return result
+
+    def _inline_ok(self, code: str) -> bool:
+        try:
+            tree = ast.parse(code, "<probe>", "exec")
+        except (SyntaxError, ValueError):
+            return False  # the fork reports the error as before
+        return inline_refusal(tree, self.namespace, {"print_result": self.namespace.get("print_result")}) is None
+
+    def _probe_inline(self, code: str, timeout: float, keep: set[int]) -> dict[str, Any]:
+        """Run a read-only probe (see :mod:`.inline`) here, in a shallow copy of the namespace: what it binds is
+        dropped with the copy; the cell counter is put back, so tracebacks name the cell as a forked probe would."""
+        namespace, count = self.namespace, self.cell_count
+        self.namespace = dict(namespace)
+        try:
+            result = self.run_cell(code, timeout, track=False, keep=keep)
+        finally:
+            self.namespace, self.cell_count = namespace, count
+        result["changes"] = []
+        result["inline"] = True
         return result
 
     # ---- the request loop -----------------------------------------------------------------------------------------

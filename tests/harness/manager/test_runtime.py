@@ -182,6 +182,46 @@ def test_a_fault_the_hint_cannot_fix_escalates_to_heavy_and_is_abandoned(sandbox
     assert not any(s["source_step_start"] == 0 for s in record.states)  # no committed state covers turn 1
 
 
+def test_id_only_checkpoints_record_the_same_episode_without_forking(sandbox):
+    """restorable_checkpoints=False (synthesis): the same record, checkpoint ids and ops included, but the kernel
+    never forked a snapshot for them."""
+    task = load_task(RETAIL)
+    fault = retail_fault(task)
+    records = {}
+    for restorable in (True, False):
+        with sandbox.new_kernel(task.public_dir) as kernel:
+            programs = {t: ref.code for t, ref in task.load_answers().items()}
+            worker = ScriptedWorker(kernel, programs, {"1": Fault(task.id, "1", "unit_slip", fault)})
+            config = RuntimeConfig(restorable_checkpoints=restorable)
+            records[restorable] = ManagerRuntime(task, kernel, worker, get_policy("rule"), config).run()
+            forked = kernel._keep_pids()
+            assert (forked != []) is restorable  # the held turn-start/commit checkpoints: processes or ids only
+    real, ids_only = (json.loads(records[k].to_json()) for k in (True, False))
+    assert ids_only["config"].pop("restorable_checkpoints") is False
+    assert real["config"].pop("restorable_checkpoints") is True
+    assert len(real["checkpoints"]) > 5 and real["repairs"]
+    for key in ("checkpoints", "states", "repairs", "transitions", "final_answers", "grade", "config"):
+        assert ids_only[key] == real[key], key
+    strip = [{k: v for k, v in a.items() if k != "latency_s"} for a in real["activations"]]
+    assert [{k: v for k, v in a.items() if k != "latency_s"} for a in ids_only["activations"]] == strip
+
+
+def test_abandoning_a_repaired_state_without_snapshots_is_a_clear_error(sandbox):
+    task = load_task(RETAIL)
+    code = task.load_answers()["1"].code.replace(
+        "sales['revenue'] = sales['quantity'] * sales['unit_price']",
+        "sales['revenue'] = sales['quantity'] * sales['unit_price'] * 2\nextra = 1",
+    )
+    programs = {t: ref.code for t, ref in task.load_answers().items()}
+    with sandbox.new_kernel(task.public_dir) as kernel:
+        worker = ScriptedWorker(kernel, programs, {"1": Fault(task.id, "1", "x", code, variables=("extra",))})
+        runtime = ManagerRuntime(
+            task, kernel, worker, get_policy("rule"), RuntimeConfig(restorable_checkpoints=False)
+        )
+        with pytest.raises(RuntimeError, match="ABANDON_STATE of repaired state S1 .*restorable_checkpoints=True"):
+            runtime.run()
+
+
 # ---------------------------------------------------------------- malformed and illegal responses
 
 

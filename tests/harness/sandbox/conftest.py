@@ -44,7 +44,7 @@ def isolation(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-@pytest.fixture()
+@pytest.fixture(scope="session")
 def make_config():  # noqa: ANN201
     return small_config
 

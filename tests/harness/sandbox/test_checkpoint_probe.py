@@ -152,3 +152,115 @@ def test_reset_starts_over_like_a_new_kernel(kernel):
     assert kernel.checkpoint() == "cp1"
     assert not old_pids & set(kernel._keep_pids())
     assert kernel.execute("print(a)").stdout == "5\n"
+
+
+def test_an_id_only_checkpoint_forks_nothing_and_refuses_a_restore(kernel):
+    kernel.execute("s = [1]")
+    a = kernel.checkpoint(restorable=False)
+    kernel.execute("s.append(2)")  # a real deferred checkpoint would be forked here
+    assert kernel._keep_pids() == []
+    b = kernel.checkpoint()
+    assert [a, b] == ["cp1", "cp2"]  # one id sequence for both kinds
+    assert kernel._checkpoints[a] is not kernel._checkpoints[b]  # never shared with a restorable one
+    with pytest.raises(SandboxError, match=f"checkpoint {a} was taken with restorable=False.*restorable=True"):
+        kernel.restore(a)
+    assert kernel.execute("s").display == "[1, 2]"  # the refused restore changed nothing
+    kernel.release(a)
+    assert kernel.checkpoints == [b]
+    kernel.execute("s.append(3)")
+    kernel.restore(b)  # the restorable one still works
+    assert kernel.execute("s").display == "[1, 2]"
+
+
+def test_id_only_checkpoints_count_against_the_limit(sandbox, task_dir, make_config):
+    from harness.sandbox import Sandbox
+
+    with Sandbox(make_config(sandbox.config.isolation, max_checkpoints=2)) as small:
+        with small.new_kernel(task_dir / "public") as k:
+            k.checkpoint(restorable=False)
+            k.checkpoint(restorable=False)
+            with pytest.raises(SandboxError, match="max_checkpoints=2"):
+                k.checkpoint(restorable=False)
+
+
+# ---------------------------------------------------------------- inline probes (SandboxConfig.inline_probes)
+
+
+@pytest.fixture(scope="module")
+def inline_sandbox(sandbox, make_config):
+    from harness.sandbox import Sandbox
+
+    with Sandbox(make_config(sandbox.config.isolation, inline_probes=True)) as sb:
+        yield sb
+
+
+@pytest.fixture()
+def inline_kernel(inline_sandbox, task_dir):
+    with inline_sandbox.new_kernel(task_dir / "public") as k:
+        k.execute(
+            "import pandas as pd\nimport numpy as np\n"
+            "df = pd.read_csv(f'{DATA_DIR}/data/sales.csv')\nrates = [0.25, 0.5]\nlimit = 10"
+        )
+        yield k
+
+
+def test_a_read_only_probe_runs_inline_with_the_same_result_as_a_forked_one(inline_kernel, kernel):
+    kernel.execute("import pandas as pd\nimport numpy as np\n"
+                   "df = pd.read_csv(f'{DATA_DIR}/data/sales.csv')\nrates = [0.25, 0.5]\nlimit = 10")
+    probes = [
+        "assert (df['amount'] > 0).all()\nprint(df.groupby('region')['amount'].sum().to_dict())",
+        "assert all(abs(v - round(v, 1)) < 1e-9 for v in rates), 'not rounded'",
+        "assert df['amount'].max() < limit, f'max {df[\"amount\"].max()} over {limit}'",
+        "x = sorted(set(df['region']))\nx",
+        "print_result(float(np.round(df['amount'].mean(), 2)))",
+    ]
+    for code in probes:
+        inline, forked = inline_kernel.probe(code), kernel.probe(code)
+        for field in ("ok", "stdout", "display", "error_type", "error_message", "traceback", "results"):
+            assert getattr(inline, field) == getattr(forked, field), (code, field)
+    assert inline_kernel.probe_counts == {"inline": len(probes), "forked": 0}
+    assert kernel.probe_counts == {"inline": 0, "forked": len(probes)}  # off by default
+    failed = inline_kernel.probe("assert df['amount'].max() < limit, 'too big'")
+    assert not failed.ok and failed.error_type == "AssertionError" and failed.error_message == "too big"
+
+
+def test_an_inline_probe_leaves_the_namespace_and_cell_numbering_untouched(inline_kernel):
+    before = inline_kernel.execute("1 / 0")
+    p = inline_kernel.probe("x = 5\nlimit = 99\nprint(x + limit)")
+    assert p.ok and p.stdout == "104\n" and inline_kernel.probe_counts["inline"] == 1
+    after = inline_kernel.execute("print(limit)\n'x' in dir()")
+    assert after.stdout == "10\n" and after.display == "False" and after.variables == []
+    again = inline_kernel.execute("1 / 0")  # the probe took no cell number: <cell-N> follows on
+    number = int(before.traceback.split("<cell-")[1].split(">")[0])
+    assert f"<cell-{number + 2}>" in again.traceback
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "df.sort_values('amount', inplace=True)",  # inplace= mutates
+        "df['amount'] = 0",  # a subscript store
+        "rates.append(1)",  # a mutating method
+        "d = df\nd.loc[0, 'amount'] = 0",  # a store through an alias
+        "df.to_csv(f'{WORK_DIR}/x.csv')",  # writes a file
+        "open(f'{WORK_DIR}/x.txt', 'w')",  # a builtin that is not allowed
+        "import os\nos.getpid()",  # an import
+        "df['amount'].apply(lambda v: v)",  # a callable
+        "df.__class__",  # a dunder
+    ],
+)
+def test_a_probe_that_could_change_something_is_forked(inline_kernel, code):
+    inline_kernel.probe(code)
+    assert inline_kernel.probe_counts == {"inline": 0, "forked": 1}
+    state = inline_kernel.execute("print(df['amount'].tolist(), rates)\nimport os\nos.listdir(WORK_DIR)")
+    assert state.stdout == "[10, 20, 5] [0.25, 0.5]\n" and state.display == "[]"
+
+
+def test_a_probe_reading_a_user_object_or_a_shadowed_builtin_is_forked(inline_kernel):
+    inline_kernel.execute("class Box:\n    def __eq__(self, other):\n        return True\nbox = Box()")
+    inline_kernel.probe("assert box == 1")
+    inline_kernel.execute("def len(x):\n    return 0")
+    inline_kernel.probe("assert len(rates) == 2")
+    inline_kernel.execute("nested = {'a': [1, box]}")
+    inline_kernel.probe("assert 'a' in nested")
+    assert inline_kernel.probe_counts == {"inline": 0, "forked": 3}

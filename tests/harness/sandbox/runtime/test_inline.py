@@ -1,0 +1,105 @@
+"""The rules that let a probe run inside the kernel (``harness/sandbox/runtime/inline.py``), without a sandbox."""
+
+from __future__ import annotations
+
+import ast
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.sandbox.runtime import inline
+from harness.sandbox.runtime.inline import inline_refusal
+
+NAMESPACE = {
+    "pd": pd,
+    "np": np,
+    "math": math,
+    "df": pd.DataFrame({"a": [1.0, 2.5], "b": ["x", "y"]}),
+    "values": [1.25, 2.5],
+    "rate": 0.7,
+    "table": {"k": (1, 2.0, "s")},
+    "arr": np.arange(3),
+}
+
+
+def refusal(code: str, namespace: dict | None = None) -> str | None:
+    return inline_refusal(ast.parse(code), NAMESPACE if namespace is None else namespace)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "assert all(abs(v - round(v, 2)) < 1e-9 for v in values)",
+        "assert rate == 0.7",
+        "assert (df['b'] != 'z').all()",
+        "assert float(df.loc[df['a'] == 1.0, 'a'].iloc[0]) == 1.0",
+        "assert set(df['b']) <= set(['x', 'y'])",
+        "assert (df['a'] - (df['a'] * 2 * (1 - rate))).abs().max() < 10",
+        "x, y = values\nif x < y:\n    print(f'{x!r} < {y}')",
+        "assert math.isclose(rate, 0.7) and np.isnan(arr).sum() == 0",
+        "sorted(table, key=len)",
+        "{k: v for k, v in table.items()}",
+        "missing_name + 1",  # a NameError at run time, as in a fork
+    ],
+)
+def test_read_only_probes_are_accepted(code):
+    assert refusal(code) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("df.sort_values('a', inplace=True)", "inplace"),
+        ("df['a'] = 1", "store into Subscript"),
+        ("df.a = 1", "store into Attribute"),
+        ("x = 1\nx += 1", "statement AugAssign"),
+        ("del values", "statement Delete"),
+        ("values.append(1)", "method append"),
+        ("df.to_csv('x.csv')", "method to_csv"),
+        ("open('x', 'w')", "call of open"),
+        ("exec('1')", "call of exec"),
+        ("__import__('os')", "call of __import__"),
+        ("import os", "statement Import"),
+        ("def f():\n    pass", "statement FunctionDef"),
+        ("for v in values:\n    pass", "statement For"),
+        ("try:\n    pass\nexcept BaseException:\n    pass", "statement Try"),
+        ("df['a'].apply(lambda v: v)", "method apply"),
+        ("df.merge(df, on='a')", "method merge"),
+        ("df.__class__", "private attribute"),
+        ("print(1, file=None)", "file="),
+        ("print(**table)", "kwargs"),
+        ("np.save('x', arr)", "method save"),
+        ("(y := 1)", "expression NamedExpr"),
+    ],
+)
+def test_probes_that_could_change_something_are_refused(code, reason):
+    assert reason in (refusal(code) or "")
+
+
+def test_names_are_judged_by_what_they_hold():
+    class Box:  # a user object: its dunders could do anything
+        pass
+
+    assert "holds a Box" in refusal("box", {"box": Box()})
+    assert "holds a list" in refusal("nested", {"nested": [[Box()]]})
+    assert "holds a ndarray" in refusal("a", {"a": np.array([Box()], dtype=object)})
+    assert "holds a module" in refusal("os", {"os": __import__("os")})
+    assert refusal("subclass", {"subclass": type("L", (list,), {})([1])}) is not None  # exact types only
+    assert refusal("len(x)", {"x": [1], "len": lambda v: 0}) == "call of len"  # a shadowed builtin
+    assert refusal("huge", {"huge": list(range(inline.MAX_SCANNED + 1))}) is not None
+
+
+def test_the_kernel_helper_is_allowed_only_while_its_name_holds_it():
+    def print_result(value):
+        return value
+
+    namespace = {"print_result": print_result, "rate": 0.5}
+    assert inline_refusal(ast.parse("print_result(rate)"), namespace, {"print_result": print_result}) is None
+    assert inline_refusal(ast.parse("print_result(rate)"), namespace, {"print_result": object()}) is not None
+
+
+def test_pandas_before_copy_on_write_turns_inlining_off(monkeypatch):
+    monkeypatch.setattr(pd, "__version__", "2.2.3")
+    assert "pandas < 3" in refusal("rate")
