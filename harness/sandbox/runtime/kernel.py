@@ -26,8 +26,8 @@ import traceback
 from typing import Any
 
 from . import procs, syscalls
-from .output import CappedStream, drain_fd_capture, join_capped, to_jsonable
 from .inline import inline_refusal
+from .output import CappedStream, drain_fd_capture, join_capped, to_jsonable
 from .protocol import ProtocolError, recv_msg, send_msg
 from .tracking import VariableTracker, analyse_cell
 

@@ -215,9 +215,7 @@ def test_abandoning_a_repaired_state_without_snapshots_is_a_clear_error(sandbox)
     programs = {t: ref.code for t, ref in task.load_answers().items()}
     with sandbox.new_kernel(task.public_dir) as kernel:
         worker = ScriptedWorker(kernel, programs, {"1": Fault(task.id, "1", "x", code, variables=("extra",))})
-        runtime = ManagerRuntime(
-            task, kernel, worker, get_policy("rule"), RuntimeConfig(restorable_checkpoints=False)
-        )
+        runtime = ManagerRuntime(task, kernel, worker, get_policy("rule"), RuntimeConfig(restorable_checkpoints=False))
         with pytest.raises(RuntimeError, match="ABANDON_STATE of repaired state S1 .*restorable_checkpoints=True"):
             runtime.run()
 

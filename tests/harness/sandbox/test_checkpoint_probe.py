@@ -205,8 +205,10 @@ def inline_kernel(inline_sandbox, task_dir):
 
 
 def test_a_read_only_probe_runs_inline_with_the_same_result_as_a_forked_one(inline_kernel, kernel):
-    kernel.execute("import pandas as pd\nimport numpy as np\n"
-                   "df = pd.read_csv(f'{DATA_DIR}/data/sales.csv')\nrates = [0.25, 0.5]\nlimit = 10")
+    kernel.execute(
+        "import pandas as pd\nimport numpy as np\n"
+        "df = pd.read_csv(f'{DATA_DIR}/data/sales.csv')\nrates = [0.25, 0.5]\nlimit = 10"
+    )
     probes = [
         "assert (df['amount'] > 0).all()\nprint(df.groupby('region')['amount'].sum().to_dict())",
         "assert all(abs(v - round(v, 1)) < 1e-9 for v in rates), 'not rounded'",
