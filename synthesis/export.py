@@ -38,6 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from synthesis.pipeline import EPISODE_BRANCHES, episodes_path
+
 if TYPE_CHECKING:
     from synthesis.config import SynthesisConfig
 
@@ -139,9 +141,12 @@ def export(out: Path, shard_paths: Sequence[Path], config: SynthesisConfig, skip
 
     episodes = out / "episodes"
     episodes.mkdir(parents=True, exist_ok=True)
-    for branch in ("clean", "faulty", "gold"):
-        lines = [line for s in good for line in s["episodes"][branch]]
-        (episodes / f"{branch}.jsonl").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    by_branch: dict[str, list[bytes]] = {branch: [] for branch in EPISODE_BRANCHES}
+    for shard in good:
+        for branch, lines in episode_lines(out, shard).items():
+            by_branch[branch] += lines
+    for branch, lines in by_branch.items():
+        (episodes / f"{branch}.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
     (episodes / "index.jsonl").write_text(
         "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in episode_index(good)),
         encoding="utf-8",
@@ -190,23 +195,46 @@ def export(out: Path, shard_paths: Sequence[Path], config: SynthesisConfig, skip
     return stats
 
 
+def episode_lines(out: Path, shard: dict[str, Any]) -> dict[str, list[bytes]]:
+    """A good shard's episode records by branch, as the JSON lines the worker wrote (not parsed). A shard written
+    before the records moved beside it holds them itself (``episodes``)."""
+    if "episodes" in shard:
+        return {b: [line.encode() for line in shard["episodes"][b]] for b in EPISODE_BRANCHES}
+    lines = gzip.decompress(episodes_path(out, shard["task_id"]).read_bytes()).split(b"\n")
+    counts = [len(shard["episode_ids"][b]) for b in EPISODE_BRANCHES]
+    if len(lines) != sum(counts) + 1 or lines[-1]:
+        raise ValueError(
+            f"{episodes_path(out, shard['task_id'])}: {len(lines) - 1} episode lines where the shard lists "
+            f"{sum(counts)}; delete the shard and its episodes file and re-run to synthesize the task again."
+        )
+    starts = [sum(counts[:k]) for k in range(len(counts))]
+    return {b: lines[start : start + n] for b, start, n in zip(EPISODE_BRANCHES, starts, counts, strict=True)}
+
+
+def _episode_ids(shard: dict[str, Any]) -> dict[str, list[str]]:
+    if "episode_ids" in shard:
+        return shard["episode_ids"]
+    return {b: [json.loads(line)["episode_id"] for line in shard["episodes"][b]] for b in EPISODE_BRANCHES}
+
+
 def episode_index(shards: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The lines of ``episodes/index.jsonl`` (see the module docstring) from the good shards, in order."""
     lines: list[dict[str, Any]] = []
     for shard in shards:
         task_id = shard["task_id"]
         base = {"task_id": task_id, "task_dir": f"tasks/{task_id}"}
-        clean_id = json.loads(shard["episodes"]["clean"][0])["episode_id"]
+        ids = _episode_ids(shard)
+        clean_id = ids["clean"][0]
         lines.append({"id": clean_id, "kind": "clean", **base, "episodes": {"clean": clean_id}, "fault": None,
                       "fault_info": None, "injected": None})  # fmt: skip
         kept = [o for o in shard["outcomes"] if o["kept"]]
-        branches = zip(kept, shard["episodes"]["gold"], shard["episodes"]["faulty"], strict=True)
-        for outcome, gold_line, faulty_line in branches:
-            gold, faulty = json.loads(gold_line), json.loads(faulty_line)
+        for index, outcome in enumerate(kept):
+            gold_id, faulty_id = ids["gold"][index], ids["faulty"][index]
             injected = outcome.get("injected")
             if injected is not None:
                 error_variable = injected["error_variable"]
             else:  # an older shard: the variable the gold repair named
+                gold = json.loads(shard["episodes"]["gold"][index])
                 error_variable = next((r["variable"] for r in gold["repairs"]), None)
             info = {
                 "turn_id": outcome["turn_id"],
@@ -215,7 +243,7 @@ def episode_index(shards: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "error_variable": error_variable,
                 "benign": outcome["benign"],
             }
-            episodes = {"gold": gold["episode_id"], "faulty": faulty["episode_id"]}
+            episodes = {"gold": gold_id, "faulty": faulty_id}
             lines.append({"id": outcome["fault_id"], "kind": "fault", **base, "episodes": episodes,
                           "fault": outcome["fault"], "fault_info": info, "injected": injected})  # fmt: skip
     return lines

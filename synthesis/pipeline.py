@@ -8,7 +8,9 @@
 2. **run** (:func:`run_job`, ``workers`` processes, one :class:`~harness.sandbox.Sandbox` and one tokenizer each):
    write the task folder under ``OUT/tasks/`` (running its reference code), generate its faults, play the clean run
    and each fault's two runs (:mod:`synthesis.runs`), build and filter the samples (:mod:`synthesis.samples`) and
-   write everything as ONE shard ``OUT/shards/<task_id>.json`` atomically (temp file + rename). A task that fails
+   write everything as ONE shard ``OUT/shards/<task_id>.json.gz`` atomically (temp file + rename), its episode
+   records first, beside it (``<task_id>.episodes.jsonl.gz``: the clean, faulty and gold lines in that order, which
+   the export concatenates without parsing; the shard holds their ids and counts). A task that fails
    (its reference code raises, say) writes a shard with its ``error``: reported, and the run goes on.
 3. **export** (:func:`synthesis.export.export`): reads all shards in task order, dedupes samples across tasks and
    writes the dataset, card, stats, episodes and ``faults.jsonl``.
@@ -216,6 +218,7 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
     samples += build_samples(runs.clean.log, meta, fault_turn=None, benign=False, kinds=config.kinds)
     outcomes = []
     episodes = {"clean": [runs.clean.record.to_json()], "faulty": [], "gold": []}
+    episode_ids: dict[str, list[str]] = {"clean": [runs.clean.record.episode_id], "faulty": [], "gold": []}
     for outcome in runs.outcomes:
         fid = fault_id(outcome.fault)
         outcomes.append(
@@ -236,6 +239,8 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
         assert outcome.gold is not None and outcome.faulty is not None
         episodes["faulty"].append(outcome.faulty.record.to_json())
         episodes["gold"].append(outcome.gold.record.to_json())
+        episode_ids["faulty"].append(outcome.faulty.record.episode_id)
+        episode_ids["gold"].append(outcome.gold.record.episode_id)
         meta = {**meta, "fault_type": outcome.fault.fault_type, "fault_id": fid}
         samples += build_samples(
             outcome.gold.log,
@@ -246,25 +251,38 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
             atomic_labels=config.faulted_atomic_labels,
         )
     kept, dropped = filter_samples(samples, _WORKER["count"], config.max_tokens)
-    shard.update(task=base, outcomes=outcomes, samples=kept, sample_drops=dict(dropped), episodes=episodes)
+    lines = "".join(f"{line}\n" for branch in EPISODE_BRANCHES for line in episodes[branch])
+    _write_atomic(episodes_path(out, job.task_id), lines.encode())
+    shard.update(task=base, outcomes=outcomes, samples=kept, sample_drops=dict(dropped), episode_ids=episode_ids)
     shard["trajectories"] = 1 + sum(o["kept"] for o in outcomes)
     return _write_shard(out, shard)
+
+
+EPISODE_BRANCHES = ("clean", "faulty", "gold")
 
 
 def shard_path(out: Path, task_id: str) -> Path:
     return out / SHARDS / f"{task_id}.json.gz"
 
 
+def episodes_path(out: Path, task_id: str) -> Path:
+    """The shard's episode records: JSON lines, the clean branch, then faulty, then gold (counts in the shard)."""
+    return out / SHARDS / f"{task_id}.episodes.jsonl.gz"
+
+
 def _write_shard(out: Path, shard: dict[str, Any]) -> dict[str, Any]:
-    """Write ``shard`` atomically: a temp file in the same folder, then ``os.replace``."""
-    path = shard_path(out, shard["task_id"])
+    """Write ``shard`` atomically (its presence marks the task done, so it is written last)."""
+    _write_atomic(shard_path(out, shard["task_id"]), json.dumps(shard, ensure_ascii=False, sort_keys=True).encode())
+    return shard
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """gzip ``data`` into ``path``: a temp file in the same folder, then ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json.gz")
-    data = json.dumps(shard, ensure_ascii=False, sort_keys=True).encode()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".gz")
     with os.fdopen(fd, "wb") as fh:
         fh.write(gzip.compress(data, compresslevel=3, mtime=0))
     os.replace(tmp, path)
-    return shard
 
 
 def _job_in_worker(args: tuple[Job, SynthesisConfig, Path]) -> dict[str, Any]:
@@ -329,7 +347,10 @@ def synthesize(
     logger.info("%d tasks planned, %d already done, %d to run", len(jobs), len(jobs) - len(todo), len(todo))
     bar = tqdm(total=len(todo), unit="task", disable=not progress, desc="synthesize")
     done_trajectories = 0
-    args = [(job, config, out) for job in todo]
+    # Longest first (turn count is the best cost guess before the faults exist): a long task last would leave a
+    # core idle at the end. Only the order of work changes; the export reads the shards in job order.
+    order = sorted(todo, key=lambda job: -int(job.params.get("n_turns") or 0))
+    args = [(job, config, out) for job in order]
     workers = min(config.n_workers, max(len(todo), 1))
 
     def record(summary: dict[str, Any]) -> None:

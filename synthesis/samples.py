@@ -22,9 +22,9 @@ longer than the context budget in Qwen3 tokens are dropped. Every drop is counte
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -64,8 +64,9 @@ class Activation:
     start_repairs: int
     label: str
 
-    @property
+    @functools.cached_property
     def messages(self) -> list[dict[str, str]]:
+        """Built once (atomic and full samples share it); the samples never modify it."""
         last = self.entries[-1]
         return [*MESSAGE_BUILDER.messages(last.inp), {"role": "assistant", "content": last.response}]
 
@@ -74,6 +75,7 @@ class Activation:
         return [e.response for e in self.entries]
 
 
+@functools.lru_cache(maxsize=8192)
 def _action_name(response: str) -> str | None:
     parsed = parse_response(response)
     return parsed.action.name if parsed.ok and parsed.action is not None else None
@@ -131,8 +133,14 @@ def legal_sequence(activations: Sequence[Activation]) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _tools() -> list[dict[str, Any]]:
+    return tool_schemas()
+
+
 def _sample(messages: list[dict[str, str]], kind: str, label: str, turn_id: str, meta: dict[str, Any]) -> dict:
-    return {"messages": messages, "tools": tool_schemas(), "kind": kind, "label": label, "turn_id": turn_id, **meta}
+    """One sample; its ``tools`` list is shared by every sample (built once; nothing modifies it)."""
+    return {"messages": messages, "tools": _tools(), "kind": kind, "label": label, "turn_id": turn_id, **meta}
 
 
 def build_samples(
@@ -173,7 +181,7 @@ def build_samples(
 def content_hash(sample: dict[str, Any]) -> str:
     """The dedupe key: sha256 of the messages with whitespace collapsed and case folded."""
     text = json.dumps(sample["messages"], ensure_ascii=False, sort_keys=True)
-    return hashlib.sha256(re.sub(r"\s+", " ", text).strip().lower().encode()).hexdigest()
+    return hashlib.sha256(" ".join(text.split()).lower().encode()).hexdigest()  # split(): the runs of \s
 
 
 def filter_samples(

@@ -110,6 +110,39 @@ def test_a_killed_run_resumes_to_the_same_result(run, tmp_path):
     assert tree_digest(resumed) == tree_digest(out)
 
 
+def test_the_episode_records_beside_a_shard_export_unparsed_and_a_damaged_file_is_named(run, tmp_path):
+    """The export concatenates each shard's episode lines as written (byte-identical to a shard that still holds
+    them inline, the layout before); a records file whose line count disagrees with its shard is an error naming it."""
+    import gzip
+
+    from synthesis.export import export
+    from synthesis.pipeline import EPISODE_BRANCHES, episodes_path
+
+    out, _ = run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shards = sorted((copy / "shards").glob("*.json.gz"))
+    shard = json.loads(gzip.decompress(shards[0].read_bytes()))
+    lines = gzip.decompress(episodes_path(copy, shard["task_id"]).read_bytes()).decode().splitlines()
+    counts = [len(shard["episode_ids"][b]) for b in EPISODE_BRANCHES]
+    assert len(lines) == sum(counts) and json.loads(lines[0])["episode_id"] == shard["episode_ids"]["clean"][0]
+    inline = {**shard, "episodes": {}}
+    del inline["episode_ids"]
+    for branch, n in zip(EPISODE_BRANCHES, counts, strict=True):
+        inline["episodes"][branch], lines = lines[:n], lines[n:]
+    shards[0].write_bytes(gzip.compress(json.dumps(inline).encode()))
+    episodes_path(copy, shard["task_id"]).unlink()
+    export(copy, shards, small_config(), [])
+    for name in ("clean", "faulty", "gold", "index"):
+        path = Path("episodes") / f"{name}.jsonl"
+        assert (copy / path).read_bytes() == (out / path).read_bytes(), name
+    other = json.loads(gzip.decompress(shards[1].read_bytes()))
+    damaged = episodes_path(copy, other["task_id"])
+    damaged.write_bytes(gzip.compress(gzip.decompress(damaged.read_bytes()).split(b"\n", 1)[1]))
+    with pytest.raises(ValueError, match=f"{damaged.name}: .* episode lines where the shard lists .*re-run"):
+        export(copy, shards, small_config(), [])
+
+
 def test_another_config_in_the_same_folder_is_refused(run):
     out, _ = run
     with pytest.raises(ValueError, match="holds shards of another synthesis config"):

@@ -266,3 +266,34 @@ def test_a_probe_reading_a_user_object_or_a_shadowed_builtin_is_forked(inline_ke
     inline_kernel.execute("nested = {'a': [1, box]}")
     inline_kernel.probe("assert 'a' in nested")
     assert inline_kernel.probe_counts == {"inline": 0, "forked": 3}
+
+
+def test_a_recomputation_probe_runs_inline_and_leaves_no_trace(inline_kernel, kernel):
+    """The shape of the synthesis evidence probes: imports, a helper function with try/except, a frame read from the
+    task data and written into (a fresh local), a comparison with the namespace. Same result as a forked run; the
+    namespace, the files and the frame in the kernel are as before."""
+    kernel.execute("import pandas as pd\ndf = pd.read_csv(f'{DATA_DIR}/data/sales.csv')")
+    inline_kernel.execute("df = df.copy()")  # the fixture's frame, to compare with the fresh read below
+    code = (
+        "import pandas as _pd\n"
+        "def _same(a, b):\n"
+        "    try:\n"
+        "        _pd.testing.assert_frame_equal(a, b, check_dtype=False)\n"
+        "        return True\n"
+        "    except (AssertionError, TypeError, ValueError):\n"
+        "        return False\n"
+        "chk = _pd.read_csv(f'{DATA_DIR}/data/sales.csv')\n"
+        "chk['amount'] = chk['amount'] * 2\n"
+        "chk.loc[chk['region'] == 'north', 'region'] = 'N'\n"
+        "assert 'df' in globals()\n"
+        "assert _same(df, chk), f'df differs from the recomputation: {chk[\"amount\"].tolist()}'\n"
+    )
+    inline, forked = inline_kernel.probe(code), kernel.probe(code)
+    assert inline_kernel.probe_counts == {"inline": 1, "forked": 0}
+    assert not inline.ok and inline.error_type == "AssertionError"
+    assert inline.error_message == forked.error_message == "df differs from the recomputation: [20, 40, 10]"
+    state = inline_kernel.execute(
+        "print(df['amount'].tolist(), df['region'].tolist(), '_same' in dir(), 'chk' in dir())"
+    )
+    assert state.stdout == "[10, 20, 5] ['north', 'south', 'north'] False False\n" and state.variables == []
+    assert inline.files == [] and list(Path(inline_kernel.workspace).iterdir()) == []

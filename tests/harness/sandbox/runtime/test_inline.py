@@ -42,6 +42,16 @@ def refusal(code: str, namespace: dict | None = None) -> str | None:
         "sorted(table, key=len)",
         "{k: v for k, v in table.items()}",
         "missing_name + 1",  # a NameError at run time, as in a fork
+        "total = 0\nfor v in values:\n    total = total + v\nassert total > 0",
+        "import math as _m\nfrom numpy import isnan\nassert not isnan(_m.sqrt(rate))",
+        "chk = pd.read_csv('t.csv')\nchk['c'] = chk['a'] * 2\nchk.loc[chk['a'] > 1, 'c'] = 0\nchk.columns = ['x']",
+        "part = df.dropna().copy()\npart['b'] = part['b'].str.strip().str.title()\npart['a'] += 1",
+        "n = df['a'].sum()\nn += 1",
+        "def same(a, b):\n    try:\n        pd.testing.assert_frame_equal(a, b)\n        return True\n"
+        "    except (AssertionError, ValueError):\n        return False\nassert same(df, df), 'differs'",
+        "check = pd.testing.assert_frame_equal if isinstance(df, pd.DataFrame) else pd.testing.assert_series_equal\n"
+        "check(df, df)",
+        "assert 'df' in globals()",
     ],
 )
 def test_read_only_probes_are_accepted(code):
@@ -54,22 +64,36 @@ def test_read_only_probes_are_accepted(code):
         ("df.sort_values('a', inplace=True)", "inplace"),
         ("df['a'] = 1", "store into Subscript"),
         ("df.a = 1", "store into Attribute"),
-        ("x = 1\nx += 1", "statement AugAssign"),
+        ("x = values\nx += [1]", "augmented assignment to x"),  # list += mutates in place
+        ("x = values.copy()\nx[0]['k'] = 1", "not a fresh local"),  # two levels down: the namespace's object
+        ("x = table.get('k')\nx[0] = 1", "not a fresh local"),  # get() returns the stored object itself
+        ("x = df\nx['a'] = 1", "not a fresh local"),  # an alias
+        ("def f(x):\n    x['a'] = 1\nf(df)", "not a fresh local"),  # a parameter is never fresh
+        ("x = df.copy()\nx = df\nx['a'] = 1", "not a fresh local"),  # rebound: no longer fresh
+        ("globals()['df']['a'] = 1", "store into Subscript of an expression"),
+        ("f = df.to_csv\nf('x.csv')", "call of f"),
+        ("while True:\n    pass", "statement While"),
+        ("with open('x') as f:\n    pass", "statement With"),
+        ("class C:\n    pass", "statement ClassDef"),
+        ("@print\ndef f():\n    pass", "decorated function"),
+        ("try:\n    pass\nexcept:\n    pass", "could catch the cell timeout"),
         ("del values", "statement Delete"),
         ("values.append(1)", "method append"),
         ("df.to_csv('x.csv')", "method to_csv"),
         ("open('x', 'w')", "call of open"),
         ("exec('1')", "call of exec"),
         ("__import__('os')", "call of __import__"),
-        ("import os", "statement Import"),
-        ("def f():\n    pass", "statement FunctionDef"),
-        ("for v in values:\n    pass", "statement For"),
-        ("try:\n    pass\nexcept BaseException:\n    pass", "statement Try"),
+        ("import os", "import of os"),
+        ("from os import path", "import of os"),
+        ("from pandas import *", "import *"),
+        ("try:\n    pass\nexcept BaseException:\n    pass", "could catch the cell timeout"),
+        ("try:\n    pass\nexcept (ValueError, KeyboardInterrupt):\n    pass", "could catch the cell timeout"),
         ("df['a'].apply(lambda v: v)", "method apply"),
         ("df.merge(df, on='a')", "method merge"),
         ("df.__class__", "private attribute"),
         ("print(1, file=None)", "file="),
         ("print(**table)", "kwargs"),
+        ("x = arr.astype(float, copy=False)\nx[0] = 5", "copy="),
         ("np.save('x', arr)", "method save"),
         ("(y := 1)", "expression NamedExpr"),
     ],
