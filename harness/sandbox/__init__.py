@@ -68,7 +68,12 @@ Not contained (accepted risks):
 Probes run with a Landlock layer that forbids all file writes, TCP and signals outside the probe, so they
 cannot change the kernel's namespace, its workspace or ``/tmp``. They *can* still write through file objects the
 kernel already had open for writing, and without Landlock (old Linux) they can write files.
-Checkpoints snapshot the process (the namespace), not the workspace files.
+With ``inline_probes`` (off by default; synthesis turns it on) a probe whose syntax proves it read-only
+(``runtime/inline.py``: assertions, reads of plain values, recomputations into fresh local frames) runs in the
+kernel itself, in a shallow copy of the namespace — <1 ms of overhead instead of a fork; such a probe stuck in one
+long C call past its deadline restarts the kernel instead of losing only itself.
+Checkpoints snapshot the process (the namespace), not the workspace files; ``checkpoint(restorable=False)`` takes an
+id without a snapshot (nothing forked; ``restore`` refuses it).
 
 Fallback
 --------
