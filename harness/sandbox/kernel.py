@@ -298,7 +298,7 @@ class Kernel:
         self._materialize()
         assert cp.channel is not None  # only the deferred checkpoint has no process
         try:
-            new_kernel = spawn_via(cp.channel, "restore", "kernel")
+            new_kernel = self._restore_via(cp.channel)
         except (ProtocolError, SandboxError) as exc:
             self._drop(cp)
             raise SandboxError(f"checkpoint {checkpoint_id} is no longer usable ({exc}); it was dropped") from exc
@@ -313,6 +313,32 @@ class Kernel:
         self._files = self._scan_files()
         self._generation += 1
         self._same_as = (self._generation, cp)
+
+    def _restore_via(self, chan: _Channel) -> _Channel:
+        """Ask a checkpoint process for a live kernel. It forks once: the child parks as the snapshot on ``chan``
+        (whose pids are updated here from its reply), the checkpoint process becomes the kernel and greets on a new
+        channel, which is returned."""
+        host, remote = new_channel()
+        try:
+            try:
+                send_msg(chan.sock, {"op": "restore"}, (remote.fileno(),))
+            except OSError as exc:
+                raise ProtocolError(f"cannot send to the checkpoint: {exc}") from exc
+            finally:
+                remote.close()
+            deadline = time.monotonic() + _CONTROL_TIMEOUT_S
+            reply, extra, host_pid = recv_msg(chan.sock, max_bytes=1 << 16, deadline=deadline, want_creds=True)
+            for fd in extra:
+                os.close(fd)
+            pid = reply.get("pid")
+            if not reply.get("ok") or not isinstance(pid, int) or isinstance(pid, bool):
+                raise ProtocolError(f"restore refused: {str(reply)[:300]}")
+            chan.pid, chan.host_pid = pid, host_pid
+            self._track_host_pid(chan)
+            return read_hello(host, "kernel", _CONTROL_TIMEOUT_S)
+        except (ProtocolError, SandboxError):
+            host.close()
+            raise
 
     def release(self, checkpoint_id: str) -> None:
         """Free a checkpoint's process."""

@@ -3,8 +3,10 @@
 Process roles inside one episode (see ``harness/sandbox/__init__.py`` for the whole picture):
 
 - the **kernel** (this module's :class:`KernelRuntime`) runs user cells and answers the host on its channel;
-- a **checkpoint** is a fork of the kernel parked on its own channel; ``restore`` makes it fork a new kernel
-  (double fork, so the new kernel's parent is the episode init and ``os.kill(os.getppid(), 9)`` cannot hit it);
+- a **checkpoint** is a fork of the kernel parked on its own channel; ``restore`` makes it fork once: the child
+  parks on the same channel as the snapshot, the checkpoint process itself becomes the new kernel (its parent, the
+  replaced kernel, is killed, so it is reparented to the episode init and ``os.kill(os.getppid(), 9)`` cannot hit
+  anything that matters);
 - a **probe** is a fork that runs one cell under Landlock with no write access anywhere, reports back over a
   socketpair, and exits; the kernel kills it at its deadline. With ``inline_probes`` on, a probe whose syntax shows
   it cannot change anything (:mod:`.inline`) runs in this process instead, in a shallow copy of the namespace.
@@ -410,26 +412,20 @@ def checkpoint_main(kernel: KernelRuntime, sock: socket.socket) -> None:
             return
         op = msg.get("op")
         if op == "restore":
-            r, w = os.pipe()
-            mid = os.fork()
-            if mid == 0:  # double fork: the new kernel is reparented to the episode init
-                if os.fork() == 0:
-                    os.close(r)
-                    os.close(w)
-                    os.close(sock.detach())
-                    kernel.pid = os.getpid()
-                    kernel.sock = socket.socket(fileno=fds[0])
-                    kernel._capture_fds()
-                    try:
-                        kernel.serve()
-                    finally:
-                        os._exit(0)
-                os._exit(0)
-            os.close(w)
-            os.waitpid(mid, 0)
-            os.close(r)
-            os.close(fds[0])
-            send_msg(sock, {"ok": True})
+            # One fork, roles swapped: the child stays the parked snapshot on this same channel (it tells the host its
+            # pid), this process becomes the live kernel. The kernel is then the snapshot's parent, as with any
+            # checkpoint it takes; its own parent (the kernel that took this checkpoint) is killed by the host, so it
+            # is reparented to the episode init, which ignores signals from inside.
+            if os.fork() == 0:
+                os.close(fds[0])
+                send_msg(sock, {"ok": True, "pid": os.getpid()})
+                continue
+            os.close(sock.detach())  # the snapshot (the child) serves the checkpoint channel now
+            kernel.pid = os.getpid()
+            kernel.sock = socket.socket(fileno=fds[0])
+            kernel._capture_fds()
+            kernel.serve()
+            return
         elif op == "release":
             return
         else:

@@ -129,6 +129,28 @@ def test_killing_the_parent_process_does_not_hurt(marked):
     assert_still_works(marked)
 
 
+def test_after_a_restore_killing_the_parent_spares_the_snapshot(marked):
+    """A restore forks once and swaps roles: the checkpoint process becomes the kernel, its child parks as the
+    snapshot. The kernel's parent is then the episode init (its old parent, the replaced kernel, is gone), so
+    killing it does nothing, and the snapshot still restores (again and again)."""
+    marked.execute("s = [1]")
+    cp = marked.checkpoint()
+    marked.execute("s.append(2)")
+    snapshot = marked._checkpoints[cp].channel.pid
+    marked.restore(cp)
+    moved = marked._checkpoints[cp].channel.pid
+    assert moved != snapshot and marked._k.pid == snapshot  # the parked process became the kernel
+    code = "import os, time\ntime.sleep(0.2)\ntry:\n    os.kill(os.getppid(), 9)\nexcept OSError:\n    pass\nprint(os.getppid())"
+    r = marked.execute(code)
+    assert r.ok and not r.restarted and int(r.stdout) not in (moved, snapshot)
+    marked.execute("s.append(3)")
+    for _ in range(2):
+        marked.restore(cp)
+        assert marked.execute("s").display == "[1]"
+    marked.release(cp)
+    assert_still_works(marked)
+
+
 def test_killing_everything_reachable_does_not_hurt_the_sandbox(marked, sandbox, task_dir):
     other = sandbox.new_kernel(task_dir / "public")
     try:
