@@ -140,7 +140,10 @@ def test_after_a_restore_killing_the_parent_spares_the_snapshot(marked):
     marked.restore(cp)
     moved = marked._checkpoints[cp].channel.pid
     assert moved != snapshot and marked._k.pid == snapshot  # the parked process became the kernel
-    code = "import os, time\ntime.sleep(0.2)\ntry:\n    os.kill(os.getppid(), 9)\nexcept OSError:\n    pass\nprint(os.getppid())"
+    code = (
+        "import os, time\ntime.sleep(0.2)\n"
+        "try:\n    os.kill(os.getppid(), 9)\nexcept OSError:\n    pass\nprint(os.getppid())"
+    )
     r = marked.execute(code)
     assert r.ok and not r.restarted and int(r.stdout) not in (moved, snapshot)
     marked.execute("s.append(3)")
