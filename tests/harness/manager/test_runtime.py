@@ -161,20 +161,23 @@ def test_builtin_task_none_propagates_and_rule_repairs(sandbox):
     assert clean.repairs == [] and all(per_turn(clean).values()) and len(clean.states) == 5
 
 
-def test_a_fault_the_hint_cannot_fix_escalates_to_heavy_and_is_abandoned(sandbox):
-    """A fault whose corrupted variable is not the one the constraint names: the worker ignores the hints, the
-    harness escalates to heavy repairs (deleting the variable), then the budget is spent and the state abandoned."""
-    task = load_task(RETAIL)
+def hint_resistant_worker(task, kernel):
+    """A turn-1 fault whose corrupted variable is not the one the constraint names. The fault writes `extra` too,
+    but the scripted worker only repairs when the hint names a corrupted variable: the corrupted set is {'extra'}."""
     code = task.load_answers()["1"].code.replace(
         "sales['revenue'] = sales['quantity'] * sales['unit_price']",
         "sales['revenue'] = sales['quantity'] * sales['unit_price'] * 2\nextra = 1",
     )
-    # the fault writes `extra` too, but the scripted worker only repairs when the hint names a corrupted variable:
-    # make the corrupted set {'extra'} by giving it explicitly
     programs = {t: ref.code for t, ref in task.load_answers().items()}
+    return ScriptedWorker(kernel, programs, {"1": Fault(task.id, "1", "x", code, variables=("extra",))})
+
+
+def test_a_fault_the_hint_cannot_fix_escalates_to_heavy_and_is_abandoned(sandbox):
+    """A fault whose corrupted variable is not the one the constraint names: the worker ignores the hints, the
+    harness escalates to heavy repairs (deleting the variable), then the budget is spent and the state abandoned."""
+    task = load_task(RETAIL)
     with sandbox.new_kernel(task.public_dir) as kernel:
-        worker = ScriptedWorker(kernel, programs, {"1": Fault(task.id, "1", "x", code, variables=("extra",))})
-        record = ManagerRuntime(task, kernel, worker, get_policy("rule")).run()
+        record = ManagerRuntime(task, kernel, hint_resistant_worker(task, kernel), get_policy("rule")).run()
     modes = [(r["mode"], r["removed"], r["worker_reaction"]) for r in record.repairs if r["turn_id"] == "1"]
     assert modes == [("light", [], "ignored"), ("heavy", ["sales"], "ignored"), ("heavy", [], "ignored")]
     turn_1 = [a for a in record.activations if a["turn_id"] == "1"]
@@ -208,14 +211,9 @@ def test_id_only_checkpoints_record_the_same_episode_without_forking(sandbox):
 
 def test_abandoning_a_repaired_state_without_snapshots_is_a_clear_error(sandbox):
     task = load_task(RETAIL)
-    code = task.load_answers()["1"].code.replace(
-        "sales['revenue'] = sales['quantity'] * sales['unit_price']",
-        "sales['revenue'] = sales['quantity'] * sales['unit_price'] * 2\nextra = 1",
-    )
-    programs = {t: ref.code for t, ref in task.load_answers().items()}
     with sandbox.new_kernel(task.public_dir) as kernel:
-        worker = ScriptedWorker(kernel, programs, {"1": Fault(task.id, "1", "x", code, variables=("extra",))})
-        runtime = ManagerRuntime(task, kernel, worker, get_policy("rule"), RuntimeConfig(restorable_checkpoints=False))
+        config = RuntimeConfig(restorable_checkpoints=False)
+        runtime = ManagerRuntime(task, kernel, hint_resistant_worker(task, kernel), get_policy("rule"), config)
         with pytest.raises(RuntimeError, match="ABANDON_STATE of repaired state S1 .*restorable_checkpoints=True"):
             runtime.run()
 
