@@ -8,9 +8,10 @@ the namespace, the objects in it, files or processes; the kernel then runs it in
 so whatever the probe binds (names, functions, imports) vanishes with the copy. Anything else — or anything this
 module cannot judge — is forked as before. The rules, all of which must hold:
 
-- statements: expressions, ``assert``, ``if``, ``for``, ``pass``, ``raise``, ``return``; ``try`` whose handlers all
-  name builtin ``Exception`` subclasses (so a ``CellTimeout`` cannot be swallowed); ``import`` of numpy, pandas or
-  math only; ``def`` without decorators; assignments (below). No ``while``, ``with``, ``class``, ``del``, ``global``;
+- statements: expressions, ``assert``, ``if``, ``for``, ``pass``, ``raise``, ``return``; ``try`` without
+  ``finally`` whose handlers all name builtin ``Exception`` subclasses (so a ``CellTimeout`` cannot be swallowed);
+  ``import`` of numpy, pandas or math only; ``def`` without decorators; assignments (below). No ``while``,
+  ``with``, ``class``, ``del``, ``global``;
 - stores: a plain name always (it lands in the copy). A subscript or attribute store (``x['c'] = ...``,
   ``x.loc[m, 'c'] = ...``, ``x.columns = ...``, also augmented) only into a *fresh* local: a name the probe binds
   nowhere but from a call of a method in :data:`FRESH_METHODS` (``pd.read_csv(...)``, ``y.dropna().copy()``) — a new
@@ -23,9 +24,10 @@ module cannot judge — is forked as before. The rules, all of which must hold:
   binds only to allowed methods (and never rebinds otherwise), or a method/module function from
   :data:`INLINE_METHODS` (pure and at most about linear: no ``apply``/``map`` with callables, no file output, no
   joins or pivots), never with ``out=``, ``inplace=``, ``file=`` or ``copy=`` other than ``True``;
-- names read from the namespace hold plain values: scalars, strings, numpy arrays (not object dtype) and scalars,
-  pandas objects, the modules numpy/pandas/math, and lists, tuples, dicts and sets of those (checked up to
-  :data:`MAX_SCANNED` elements, three levels deep); ``globals()`` returns the copy;
+- every name the namespace holds that the probe reads (even one the probe also binds) holds a plain value:
+  scalars, strings, numpy arrays (not object dtype) and scalars, pandas objects, the modules numpy/pandas/math, and
+  lists, tuples, dicts and sets of those (checked up to :data:`MAX_SCANNED` elements, three levels deep);
+  ``globals()`` returns the copy;
 - pandas, when loaded, is 3.0 or newer (copy-on-write: reading a column caches nothing that changes later writes,
   and a frame derived from another never writes into it).
 
@@ -129,13 +131,15 @@ def inline_refusal(tree: ast.Module, namespace: dict[str, Any], helpers: dict[st
             return "an except clause that could catch the cell timeout"
         if isinstance(node, (ast.Import, ast.ImportFrom)) and (reason := _import_refusal(node)):
             return reason
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in scope.local:
-            if node.id in helpers:
-                continue
+        if isinstance(node, ast.Try) and node.finalbody:
+            return "try/finally (a return or continue in it would swallow the cell timeout)"
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in helpers:
+            # A name the namespace holds is judged by its value even where the probe binds it too: a read before
+            # the probe's own binding (``x = x.copy()``) sees the namespace's object.
             if node.id in namespace:
                 if not _plain(namespace[node.id], 0, [0]):
                     return f"name {node.id} holds a {type(namespace[node.id]).__name__}"
-            elif hasattr(builtins, node.id) and not _allowed_builtin(node.id):
+            elif node.id not in scope.local and hasattr(builtins, node.id) and not _allowed_builtin(node.id):
                 return f"name {node.id} (not an allowed builtin)"  # else undefined: a NameError, as in a fork
     return None
 

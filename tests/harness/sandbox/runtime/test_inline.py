@@ -115,6 +115,17 @@ def test_names_are_judged_by_what_they_hold():
     assert refusal("huge", {"huge": list(range(inline.MAX_SCANNED + 1))}) is not None
 
 
+def test_a_name_the_probe_rebinds_is_still_judged_by_the_namespace_value():
+    class Box:  # copy() could return itself: the store below would write into the namespace's object
+        def copy(self):
+            return self
+
+    namespace = {**NAMESPACE, "box": Box(), "check": lambda *a: None}
+    assert "holds a Box" in refusal("box = box.copy()\nbox['a'] = 1", namespace)
+    assert "holds a function" in refusal("check(df)\ncheck = pd.testing.assert_frame_equal", namespace)
+    assert "finally" in refusal("def f():\n    try:\n        pass\n    finally:\n        return 1\nf()")
+
+
 def test_the_kernel_helper_is_allowed_only_while_its_name_holds_it():
     def print_result(value):
         return value
