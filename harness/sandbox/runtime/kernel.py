@@ -62,6 +62,7 @@ class KernelRuntime:
         self.stderr = CappedStream(self.limits["max_output_bytes"], "<stderr>")
         self.namespace: dict[str, Any] = {}
         self.tracker: VariableTracker
+        self.helpers: dict[str, Any] = {}  # the kernel's own functions in the namespace (inline probes may call them)
 
     # ---- setup (runs once per kernel process, before any user code) ------------------------------------------
     def setup(self) -> None:
@@ -89,6 +90,7 @@ class KernelRuntime:
             writable = [paths["workspace"], paths["tmp"], "/dev/null"]
             syscalls.landlock_restrict(writable=writable, readable=self.spec.get("readable"))
         print_result = self._print_result  # one bound-method object, so the tracker can recognise it
+        self.helpers = {"print_result": print_result}
         predefined = {
             "DATA_DIR": paths["public"],
             "BASE_PATH": paths["public"],
@@ -349,7 +351,7 @@ class KernelRuntime:
             tree = ast.parse(code, "<probe>", "exec")
         except (SyntaxError, ValueError):
             return False  # the fork reports the error as before
-        return inline_refusal(tree, self.namespace, {"print_result": self.namespace.get("print_result")}) is None
+        return inline_refusal(tree, self.namespace, self.helpers) is None
 
     def _probe_inline(self, code: str, timeout: float, keep: set[int]) -> dict[str, Any]:
         """Run a read-only probe (see :mod:`.inline`) here, in a shallow copy of the namespace: what it binds is

@@ -265,7 +265,10 @@ def test_a_probe_reading_a_user_object_or_a_shadowed_builtin_is_forked(inline_ke
     inline_kernel.probe("assert len(rates) == 2")
     inline_kernel.execute("nested = {'a': [1, box]}")
     inline_kernel.probe("assert 'a' in nested")
-    assert inline_kernel.probe_counts == {"inline": 0, "forked": 3}
+    inline_kernel.execute("def print_result(value):\n    rates.append(value)")  # no longer the kernel's helper
+    inline_kernel.probe("print_result(1)")
+    assert inline_kernel.probe_counts == {"inline": 0, "forked": 4}
+    assert inline_kernel.execute("rates").display == "[0.25, 0.5]"
 
 
 def test_a_recomputation_probe_runs_inline_and_leaves_no_trace(inline_kernel, kernel):
