@@ -27,6 +27,8 @@ from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
 from .runtime.protocol import DeadlineExceeded, ProtocolError, recv_msg, send_msg
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .cgroups import CgroupHandle
     from .sandbox import Sandbox
 
@@ -128,20 +130,31 @@ def read_hello(sock: socket.socket, role: str, timeout: float) -> _Channel:
     return _Channel(sock, pid, host_pid)
 
 
-def spawn_via(chan: _Channel, op: str, role: str) -> _Channel:
+def spawn_via(
+    chan: _Channel, op: str, role: str, *, on_reply: Callable[[dict[str, Any], int | None], None] | None = None
+) -> _Channel:
     """Ask ``chan``'s process to fork a new process (``op``) and return the new process's channel.
 
     The new process gets the remote end of a fresh socketpair (passed with SCM_RIGHTS) and greets with its
-    ``role`` and pid. Raises ``ProtocolError`` or ``SandboxError``; the half-made channel is closed on failure.
+    ``role`` and pid. ``on_reply(reply, sender_pid)`` sees the accepted reply before the greeting is read (it may
+    raise ``ProtocolError``). Raises ``ProtocolError`` or ``SandboxError``; the half-made channel is closed on failure.
     """
     host, remote = new_channel()
     try:
         try:
-            reply = request(chan, {"op": op}, fds=(remote.fileno(),), timeout=_CONTROL_TIMEOUT_S, max_bytes=1 << 16)
+            send_msg(chan.sock, {"op": op}, (remote.fileno(),))
+        except OSError as exc:
+            raise ProtocolError(f"cannot send to the peer: {exc}") from exc
         finally:
             remote.close()
+        deadline = time.monotonic() + _CONTROL_TIMEOUT_S
+        reply, extra, sender_pid = recv_msg(chan.sock, max_bytes=1 << 16, deadline=deadline, want_creds=True)
+        for fd in extra:
+            os.close(fd)
         if not reply.get("ok"):
             raise ProtocolError(f"{op} refused: {str(reply)[:300]}")
+        if on_reply is not None:
+            on_reply(reply, sender_pid)
         return read_hello(host, role, _CONTROL_TIMEOUT_S)
     except (ProtocolError, SandboxError):
         host.close()
@@ -318,27 +331,15 @@ class Kernel:
         """Ask a checkpoint process for a live kernel. It forks once: the child parks as the snapshot on ``chan``
         (whose pids are updated here from its reply), the checkpoint process becomes the kernel and greets on a new
         channel, which is returned."""
-        host, remote = new_channel()
-        try:
-            try:
-                send_msg(chan.sock, {"op": "restore"}, (remote.fileno(),))
-            except OSError as exc:
-                raise ProtocolError(f"cannot send to the checkpoint: {exc}") from exc
-            finally:
-                remote.close()
-            deadline = time.monotonic() + _CONTROL_TIMEOUT_S
-            reply, extra, host_pid = recv_msg(chan.sock, max_bytes=1 << 16, deadline=deadline, want_creds=True)
-            for fd in extra:
-                os.close(fd)
+
+        def snapshot_moved(reply: dict[str, Any], host_pid: int | None) -> None:
             pid = reply.get("pid")
-            if not reply.get("ok") or not isinstance(pid, int) or isinstance(pid, bool):
+            if not isinstance(pid, int) or isinstance(pid, bool):
                 raise ProtocolError(f"restore refused: {str(reply)[:300]}")
             chan.pid, chan.host_pid = pid, host_pid
             self._track_host_pid(chan)
-            return read_hello(host, "kernel", _CONTROL_TIMEOUT_S)
-        except (ProtocolError, SandboxError):
-            host.close()
-            raise
+
+        return spawn_via(chan, "restore", "kernel", on_reply=snapshot_moved)
 
     def release(self, checkpoint_id: str) -> None:
         """Free a checkpoint's process."""
