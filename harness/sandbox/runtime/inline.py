@@ -84,7 +84,6 @@ class _Scope:
     """What the probe binds: every local name, the fresh ones, and the functions it defines."""
 
     def __init__(self) -> None:
-        self.local: set[str] = set()
         self.not_fresh: set[str] = set()
         self.fresh: set[str] = set()
         self.functions: set[str] = set()
@@ -92,9 +91,11 @@ class _Scope:
 
     def bind(self, name: str, fresh: bool = False, function: bool = False) -> None:
         """``function``: bound to something callable the rules allow (a def of the probe's, an allowed method)."""
-        self.local.add(name)
         (self.fresh if fresh else self.not_fresh).add(name)
         (self.functions if function else self.other).add(name)
+
+    def is_local(self, name: str) -> bool:
+        return name in self.fresh or name in self.not_fresh
 
     def is_fresh(self, name: str) -> bool:
         return name in self.fresh and name not in self.not_fresh
@@ -112,8 +113,7 @@ def inline_refusal(tree: ast.Module, namespace: dict[str, Any], helpers: dict[st
     if not _pandas_ok():
         return "pandas < 3 (no copy-on-write)"
     scope = _Scope()
-    if reason := _collect_bindings(tree, scope):
-        return reason
+    _collect_bindings(tree, scope)
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and not isinstance(node, _STATEMENTS):
             return f"statement {type(node).__name__}"
@@ -139,12 +139,12 @@ def inline_refusal(tree: ast.Module, namespace: dict[str, Any], helpers: dict[st
             if node.id in namespace:
                 if not _plain(namespace[node.id], 0, [0]):
                     return f"name {node.id} holds a {type(namespace[node.id]).__name__}"
-            elif node.id not in scope.local and hasattr(builtins, node.id) and not _allowed_builtin(node.id):
+            elif not scope.is_local(node.id) and hasattr(builtins, node.id) and not _allowed_builtin(node.id):
                 return f"name {node.id} (not an allowed builtin)"  # else undefined: a NameError, as in a fork
     return None
 
 
-def _collect_bindings(tree: ast.Module, scope: _Scope) -> str | None:
+def _collect_bindings(tree: ast.Module, scope: _Scope) -> None:
     """Fill ``scope`` with every name the probe binds anywhere (module level and inside its functions alike)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
@@ -168,7 +168,6 @@ def _collect_bindings(tree: ast.Module, scope: _Scope) -> str | None:
                 scope.bind((alias.asname or alias.name).split(".")[0], function=function)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             scope.bind(node.name)
-    return None
 
 
 def _target_names(target: ast.AST) -> list[str]:
@@ -234,7 +233,7 @@ def _call_refusal(node: ast.Call, namespace: dict[str, Any], scope: _Scope, help
     if isinstance(func, ast.Name):
         if func.id in helpers or scope.is_function(func.id):
             return None
-        if func.id in scope.local or func.id in namespace or func.id not in INLINE_FUNCTIONS:
+        if scope.is_local(func.id) or func.id in namespace or func.id not in INLINE_FUNCTIONS:
             return f"call of {func.id}"
         return None
     if isinstance(func, ast.Attribute):
