@@ -35,10 +35,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.tasks import load_task
 from synthesis.config import SynthesisConfig
+
+if TYPE_CHECKING:
+    from harness.manager.episode import EpisodeRecord
 
 logger = logging.getLogger(__name__)
 
@@ -217,8 +220,7 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
     meta = {"task_id": task.id, "domain": spec.domain, "fault_type": "none", "fault_id": "", "source": job.source}
     samples += build_samples(runs.clean.log, meta, fault_turn=None, benign=False, kinds=config.kinds)
     outcomes = []
-    episodes = {"clean": [runs.clean.record.to_json()], "faulty": [], "gold": []}
-    episode_ids: dict[str, list[str]] = {"clean": [runs.clean.record.episode_id], "faulty": [], "gold": []}
+    records: dict[str, list[EpisodeRecord]] = {"clean": [runs.clean.record], "faulty": [], "gold": []}
     for outcome in runs.outcomes:
         fid = fault_id(outcome.fault)
         outcomes.append(
@@ -237,10 +239,8 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
         if not outcome.kept:
             continue
         assert outcome.gold is not None and outcome.faulty is not None
-        episodes["faulty"].append(outcome.faulty.record.to_json())
-        episodes["gold"].append(outcome.gold.record.to_json())
-        episode_ids["faulty"].append(outcome.faulty.record.episode_id)
-        episode_ids["gold"].append(outcome.gold.record.episode_id)
+        records["faulty"].append(outcome.faulty.record)
+        records["gold"].append(outcome.gold.record)
         meta = {**meta, "fault_type": outcome.fault.fault_type, "fault_id": fid}
         samples += build_samples(
             outcome.gold.log,
@@ -251,7 +251,8 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
             atomic_labels=config.faulted_atomic_labels,
         )
     kept, dropped = filter_samples(samples, _WORKER["count"], config.max_tokens)
-    lines = "".join(f"{line}\n" for branch in EPISODE_BRANCHES for line in episodes[branch])
+    lines = "".join(f"{record.to_json()}\n" for branch in EPISODE_BRANCHES for record in records[branch])
+    episode_ids = {branch: [record.episode_id for record in group] for branch, group in records.items()}
     _write_atomic(episodes_path(out, job.task_id), lines.encode())
     shard.update(task=base, outcomes=outcomes, samples=kept, sample_drops=dict(dropped), episode_ids=episode_ids)
     shard["trajectories"] = 1 + sum(o["kept"] for o in outcomes)
