@@ -15,6 +15,7 @@ The action list and its argument schemas are not repeated here: they reach the m
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any
 
 from harness.manager.policies import PolicyInput
@@ -108,22 +109,55 @@ def _turn_view(inp: PolicyInput) -> dict[str, Any] | None:
     }
 
 
+_OBSERVATION_FIELDS = tuple(json.dumps(f.name) for f in fields(ManagerObservation))
+
+
+def _rendered_lines(observation: str) -> list[str] | None:
+    """The field lines of ``observation`` when it is :meth:`ManagerObservation.render`'s output (one field per line,
+    in declaration order, each value compact JSON: no raw newline inside a value), else None."""
+    lines = observation.split("\n")
+    if len(lines) != len(_OBSERVATION_FIELDS) + 2 or lines[0] != "{" or lines[-1] != "}":
+        return None
+    for name, line in zip(_OBSERVATION_FIELDS, lines[1:-1], strict=True):
+        if not line.startswith(name) or line[len(name) : len(name) + 2] != ": ":
+            return None
+    return lines
+
+
 def activation_observation(observation: str) -> str:
     """The observation as it was when the activation started (``last_action_result`` reset to null).
 
     Within one activation only tool actions and refused actions happen, and neither changes the record, so this is
-    the text the first response of the activation saw: the conversation prefix stays identical between calls."""
-    data = json.loads(observation)
-    if data.get("last_action_result") is None:
+    the text the first response of the activation saw: the conversation prefix stays identical between calls.
+    A rendered observation has its one line replaced (the same text as re-rendering it, without parsing the
+    record); any other JSON is parsed, checked and rendered."""
+    lines = _rendered_lines(observation)
+    if lines is None:
+        data = json.loads(observation)
+        if data.get("last_action_result") is None:
+            return observation
+        data["last_action_result"] = None
+        return ManagerObservation.from_dict(data).render()
+    index = 1 + _OBSERVATION_FIELDS.index('"last_action_result"')
+    line = lines[index]
+    null = '"last_action_result": null' + ("," if line.endswith(",") else "")
+    if line == null:
         return observation
-    data["last_action_result"] = None
-    return ManagerObservation.from_dict(data).render()
+    lines[index] = null
+    return "\n".join(lines)
+
+
+def _event_type(observation: str) -> Any:
+    lines = _rendered_lines(observation)
+    if lines is None:
+        return json.loads(observation).get("event_type")
+    return json.loads(lines[1][len('"event_type": ') :].removesuffix(","))
 
 
 def render_activation(inp: PolicyInput) -> str:
     """The user message that opens one activation: observation, public turn, legal actions."""
     observation = activation_observation(inp.observation)
-    event = json.loads(observation).get("event_type")
+    event = _event_type(observation)
     parts = [f"# Activation: {event}", "## Observation", observation]
     turn = _turn_view(inp)
     if turn is not None:

@@ -21,6 +21,7 @@ Types chosen here (the harness owns the bookkeeping, so ids are harness-made str
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -114,13 +115,17 @@ def _convert(value: object) -> Any:
     return value
 
 
-def _to_dict(record: object) -> dict[str, Any]:
-    """Fields in declaration order; nested records via their ``to_dict``; tuples as lists."""
+def _field_names(record: object) -> tuple[str, ...]:
     cls = type(record)
     names = _FIELD_NAMES.get(cls)
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(record))  # type: ignore[arg-type]
-    return {name: _convert(getattr(record, name)) for name in names}
+    return names
+
+
+def _to_dict(record: object) -> dict[str, Any]:
+    """Fields in declaration order; nested records via their ``to_dict``; tuples as lists."""
+    return {name: _convert(getattr(record, name)) for name in _field_names(record)}
 
 
 # ---------------------------------------------------------------- records
@@ -261,6 +266,12 @@ class StateSummary:
     def to_dict(self) -> dict[str, Any]:
         return _to_dict(self)
 
+    @functools.cached_property
+    def rendered(self) -> str:
+        """``json.dumps(self.to_dict(), ensure_ascii=False)``, computed once: the index is re-rendered in every
+        observation of an episode, and a summary never changes (frozen)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
     @classmethod
     def from_dict(cls, data: object, where: str = "StateSummary") -> StateSummary:
         d = _fields_of(data, where, tuple(f.name for f in fields(cls)))
@@ -349,7 +360,12 @@ class ManagerObservation:
     def render(self) -> str:
         """The observation as the model sees it: one JSON object, one top-level field per line in declaration order,
         each value as compact JSON (deterministic; fewer tokens than indenting nested states; non-ASCII kept)."""
-        lines = [
-            f"{json.dumps(name)}: {json.dumps(value, ensure_ascii=False)}" for name, value in self.to_dict().items()
-        ]
+        lines = []
+        for name in _field_names(self):
+            value = getattr(self, name)
+            if name == "committed_state_index":  # json.dumps of the list, from each summary's cached text
+                text = "[" + ", ".join(summary.rendered for summary in value) + "]"
+            else:
+                text = json.dumps(_convert(value), ensure_ascii=False)
+            lines.append(f"{json.dumps(name)}: {text}")
         return "{\n" + ",\n".join(lines) + "\n}"

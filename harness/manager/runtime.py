@@ -178,6 +178,7 @@ class ManagerRuntime:
         self.reviews = bool(policy.active) and not self.windowed
         self.lifecycle = Lifecycle(max_actions=self.config.max_actions, max_repairs=self.config.max_repairs)
         self.committed: dict[str, AnalyticalState] = {}
+        self._index_cache: tuple[tuple[AnalyticalState, ...], tuple[StateSummary, ...]] = ((), ())
         self.turn_states: dict[str, str] = {}
         self.executor_log: dict[int, tools.ExecutedStep] = {}
         self.draft: AnalyticalState | None = None
@@ -346,12 +347,13 @@ class ManagerRuntime:
         self.lifecycle.begin_activation()
         self._held = []
         t0 = time.perf_counter()
+        opening = self._observation(event_type, last, None)
         entry: dict[str, Any] = {
             "index": self.lifecycle.activation,
             "event_type": event_type,
             "turn_id": turn.turn_id,
             "actor": "policy",
-            "observation": self._observation(event_type, last, None).to_dict(),
+            "observation": opening.to_dict(),
             "actions": [],
         }
         results: list[str] = []
@@ -359,7 +361,7 @@ class ManagerRuntime:
         last_result: str | None = None
         control: str | None = None
         while self.lifecycle.activation_open:
-            obs = self._observation(event_type, last, last_result)
+            obs = opening if last_result is None else self._observation(event_type, last, last_result)
             inp = PolicyInput(
                 observation=obs.render(),
                 tool_results=tuple(results),
@@ -608,8 +610,18 @@ class ManagerRuntime:
             repair_attempts=self.lifecycle.repair_attempts,
             terminal_pending_review=last and event_type in ("turn_end", "task_end"),
             last_action_result=last_result,
-            committed_state_index=tuple(StateSummary.of(s) for s in self.committed.values()),
+            committed_state_index=self._state_index(),
         )
+
+    def _state_index(self) -> tuple[StateSummary, ...]:
+        """One summary per committed state, reused while the committed states are the same objects (each summary
+        caches its rendering)."""
+        states = tuple(self.committed.values())
+        cached_states, index = self._index_cache
+        if len(cached_states) != len(states) or any(a is not b for a, b in zip(cached_states, states, strict=True)):
+            index = tuple(StateSummary.of(s) for s in states)
+            self._index_cache = (states, index)
+        return index
 
     def log_step(self, step: WorkerStep) -> None:
         """Record one worker step (prompt hash of the last text delivered to the worker) and emit it."""

@@ -26,7 +26,7 @@ from harness.manager.prompts import (
     render_activation,
     render_tool_response,
 )
-from harness.manager.records import ManagerObservation
+from harness.manager.records import AnalyticalState, ManagerObservation
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.manager.windowed import WindowedPolicy
 from harness.manager.wire import parse_response, render_action
@@ -142,6 +142,19 @@ def test_the_conversation_replays_earlier_actions_and_keeps_its_prefix():
         {"role": "user", "content": render_tool_response("rejected: no action")},
     ]
     assert activation_observation(observation("rejected: no action")) == observation()
+
+
+def test_activation_observation_resets_the_last_result_in_rendered_and_other_json():
+    """The rendered text has its one line replaced; indented or hand-written JSON is parsed and re-rendered. Both
+    give what rendering the record with last_action_result=None gives, whatever the result text holds."""
+    draft_state = AnalyticalState("S2", "mean fare", conclusions=("3.2",), source_step_start=3, source_step_end=4)
+    start = ManagerObservation("turn_end", "S2", 2, 3, 4, draft_state, 1, False, None).render()
+    for result in ['rejected: "quoted"\nline', '"last_action_result": 1', ""]:
+        later = ManagerObservation("turn_end", "S2", 2, 3, 4, draft_state, 1, False, result)
+        assert activation_observation(later.render()) == start
+        assert activation_observation(json.dumps(later.to_dict(), indent=2)) == start
+    assert activation_observation(start) is start  # nothing to reset: the same text back
+    assert "# Activation: turn_end" in render_activation(policy_input((("x", "rejected: no action"),)))
 
 
 def test_respond_sends_the_tools_and_counts_tokens():

@@ -105,6 +105,10 @@ def test_render_is_deterministic_json_in_field_order() -> None:
     assert "ünïcode" in text  # not \u-escaped
     assert len(text.splitlines()) == 12  # braces + one line per field
     assert text.splitlines()[1] == '"event_type": "segment_pause",'
+    # byte for byte what dumping each field gives (the index comes from the summaries' cached text)
+    expected = [f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in observation.to_dict().items()]
+    assert text == "{\n" + ",\n".join(expected) + "\n}"
+    assert len(observation.committed_state_index) == 2 and text == observation.render()  # cached text reused
 
 
 @pytest.mark.parametrize(
