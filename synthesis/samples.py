@@ -195,6 +195,11 @@ def filter_samples(
     the private ``_activations`` removed) and the drop counts by reason."""
     seen = set() if seen is None else seen
     kept, dropped = [], Counter()
+    samples = list(samples)
+    lengths: dict[int, int] = {}  # by id(sample); longest first: a full sample covers its atomic ones (token_counter)
+    if count_tokens is not None:
+        for sample in sorted(samples, key=lambda sample: -len(sample["messages"])):
+            lengths[id(sample)] = count_tokens(sample)
     for sample in samples:
         activations = sample.pop("_activations", None)
         if activations is not None and legal_sequence(activations) is not None:
@@ -204,7 +209,7 @@ def filter_samples(
         if key in seen:
             dropped["duplicate"] += 1
             continue
-        n_tokens = count_tokens(sample) if count_tokens is not None else 0
+        n_tokens = lengths.get(id(sample), 0)
         if count_tokens is not None and n_tokens > max_tokens:
             dropped["over context budget"] += 1
             continue
@@ -225,28 +230,71 @@ def token_counter(tokenizer: Any, encoding: Any = None) -> Callable[[dict[str, A
     against encoding the whole text) and each distinct chunk is encoded once: the system prompt with the tool list
     and the activations shared by atomic and full samples are then counted once per process.
 
+    The rendering itself is skipped where it is known: the template (``training/chat_template.jinja``) renders a
+    conversation of system, user and assistant messages as a head (system prompt and tools) followed by one
+    ``<|im_start|>`` chunk per message that depends on that message alone. So once a rendering has split into
+    exactly one chunk per message, each message's count is remembered (by role and content, and the head's by
+    system prompt and tool list), and a later sample made only of remembered messages — an atomic sample after the
+    full sample holding its activation — is the sum, without a rendering. Samples with ``tool`` messages, other
+    message fields or a message that itself holds ``<|im_start|>`` are always rendered.
+
     ``encoding``: a ``tiktoken.Encoding`` over the same vocabulary (for the embedded Qwen3 tokenizer,
     :func:`training.tokenizer.qwen3_tiktoken_encoding`, whose ids equal the fast tokenizer's on NFC text) encodes
     the chunks instead of the tokenizer: the same counts, about 2x faster on the synthesized samples."""
-    cache: dict[str, int] = {}
+    chunks_seen: dict[str, int] = {}
+    messages_seen: dict[tuple[str, str], int] = {}
+    heads_seen: dict[tuple[str | None, int], int] = {}
+    tools_held: dict[int, Any] = {}  # keeps each tool list keyed by id alive, so that the id is never reused
 
     def encode(chunk: str) -> int:
         if encoding is not None:
             return len(encoding.encode(unicodedata.normalize("NFC", chunk), allowed_special="all"))
         return len(tokenizer(chunk, add_special_tokens=False)["input_ids"])
 
+    def keys(sample: dict[str, Any]) -> tuple[tuple[str | None, int], list[tuple[str, str]]] | None:
+        messages, tools = sample["messages"], sample["tools"]
+        if len(tools_held) > 64:
+            tools_held.clear()
+            heads_seen.clear()
+        tools_held.setdefault(id(tools), tools)
+        if tools_held[id(tools)] is not tools:
+            return None
+        system = messages[0]["content"] if messages and messages[0].get("role") == "system" else None
+        body = []
+        for message in messages[1:] if system is not None else messages:
+            role, content = message.get("role"), message.get("content")
+            if role not in ("user", "assistant") or not isinstance(content, str) or len(message) != 2:
+                return None
+            body.append((role, content))
+        if not isinstance(system, str | None) or (system is not None and len(messages[0]) != 2):
+            return None
+        return (system, id(tools)), body
+
     def count(sample: dict[str, Any]) -> int:
+        known = keys(sample)
+        if known is not None:
+            head, body = known
+            if head in heads_seen and all(key in messages_seen for key in body):
+                return heads_seen[head] + sum(messages_seen[key] for key in body)
         text = tokenizer.apply_chat_template(sample["messages"], tools=sample["tools"], tokenize=False)
         chunks = text.split(SPLIT_TOKEN)
         chunks = chunks[:1] + [SPLIT_TOKEN + chunk for chunk in chunks[1:]]
-        total = 0
+        counts = []
         for chunk in chunks:
-            if chunk not in cache:
-                cache[chunk] = encode(chunk)
-            total += cache[chunk]
-        if len(cache) > 50_000:
-            cache.clear()
-        return total
+            if chunk not in chunks_seen:
+                chunks_seen[chunk] = encode(chunk)
+            counts.append(chunks_seen[chunk])
+        if known is not None:
+            head, body = known
+            # the text before the first <|im_start|> (empty) and the system block, if any; then the messages
+            n_head = 2 if head[0] is not None or sample["tools"] else 1
+            if len(chunks) == n_head + len(body):  # exactly one chunk per message
+                heads_seen[head] = sum(counts[:n_head])
+                messages_seen.update(zip(body, counts[n_head:], strict=True))
+        if len(chunks_seen) > 50_000 or len(messages_seen) > 50_000:
+            chunks_seen.clear()
+            messages_seen.clear()
+        return sum(counts)
 
     return count
 

@@ -87,3 +87,49 @@ def test_the_chunked_token_counter_equals_encoding_the_whole_rendering(runs):
     samples.append({"messages": [{"role": "user", "content": unnormalized}], "tools": []})
     for sample in samples:
         assert count(sample) == count_tiktoken(sample) == exact_token_count(tokenizer, sample) > 10
+
+
+class CountingTokenizer:
+    """The tokenizer, counting its chat-template renderings."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.renders = tokenizer, 0
+
+    def apply_chat_template(self, *args, **kwargs):
+        self.renders += 1
+        return self.tokenizer.apply_chat_template(*args, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        return self.tokenizer(*args, **kwargs)
+
+
+def test_the_token_counter_sums_remembered_messages_exactly_and_renders_the_rest(runs):
+    """After a full sample, its atomic samples are counted from the remembered messages without a rendering, with
+    the same counts as the whole rendering; samples the rule does not cover are rendered every time."""
+    from training.tokenizer import build_qwen3_tokenizer, qwen3_tiktoken_encoding
+
+    clean, gold, fault = runs
+    tokenizer = build_qwen3_tokenizer()
+    samples = build_samples(gold.log, META, fault_turn=fault.turn_id, benign=False, kinds=["atomic", "full"])
+    full = [s for s in samples if s["kind"] == "full"]
+    atomic = [s for s in samples if s["kind"] == "atomic"]
+    assert len(full) == 1 and len(atomic) >= 2
+    counting = CountingTokenizer(tokenizer)
+    count = token_counter(counting, qwen3_tiktoken_encoding())
+    assert count(full[0]) == exact_token_count(tokenizer, full[0])
+    assert counting.renders == 1
+    for sample in atomic:
+        assert count(sample) == exact_token_count(tokenizer, sample)
+    assert counting.renders == 1  # every atomic sample's messages were in the full sample
+    system, user = full[0]["messages"][:2]
+    uncovered = [
+        {**atomic[0], "messages": [system, {"role": "tool", "content": "out"}, user]},
+        {**atomic[0], "messages": [system, {"role": "user", "content": "a <|im_start|>user\nb"}]},
+        {**atomic[0], "messages": [system, {**user, "name": "x"}]},
+        {**atomic[0], "messages": [system, user], "tools": [dict(t) for t in atomic[0]["tools"]]},  # same text
+    ]
+    for sample in uncovered:
+        before = counting.renders
+        assert count(sample) == exact_token_count(tokenizer, sample)
+        assert count(sample) == exact_token_count(tokenizer, sample)
+        assert counting.renders == before + (1 if sample is uncovered[-1] else 2)
