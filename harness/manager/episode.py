@@ -70,8 +70,8 @@ def execution_summary(result: ExecutionResult | None) -> dict[str, Any] | None:
         "memory_exceeded": result.memory_exceeded,
         "restarted": result.restarted,
         "duration_s": result.duration_s,
-        "variables": [asdict(v) for v in result.variables],
-        "files": [asdict(f) for f in result.files],
+        "variables": [v.to_dict() for v in result.variables],
+        "files": [f.to_dict() for f in result.files],
         "results": result.results,
     }
 

@@ -23,7 +23,7 @@ transition, legal or not, is recorded in :attr:`Lifecycle.history`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -68,7 +68,16 @@ class Transition:
     repair_mode: str | None = None  # light | heavy, for a legal REPAIR
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """``dataclasses.asdict(self)`` without its generic deep copy (every field is a plain value)."""
+        return {
+            "activation": self.activation,
+            "action": self.action,
+            "phase_before": self.phase_before,
+            "phase_after": self.phase_after,
+            "legal": self.legal,
+            "message": self.message,
+            "repair_mode": self.repair_mode,
+        }
 
 
 @dataclass

@@ -173,7 +173,7 @@ class ExecutedStep:
             error_type=result.error_type,
             stdout_tail=cap_text(result.stdout, TAIL_CAP, tail=True) or "",
             results=_cap_results(list(result.results)),
-            variables=[{**asdict(v), "summary": cap_text(v.summary, SUMMARY_CAP)} for v in result.variables],
+            variables=[{**v.to_dict(), "summary": cap_text(v.summary, SUMMARY_CAP)} for v in result.variables],
             error_message=cap_text(result.error_message, 500),
             timed_out=result.timed_out,
         )

@@ -19,6 +19,11 @@ class VariableInfo:
     shape: list[int] | None
     summary: str
 
+    def to_dict(self) -> dict[str, Any]:
+        """``dataclasses.asdict(self)`` without its generic deep copy (plain fields; ``shape`` is copied)."""
+        shape = None if self.shape is None else list(self.shape)
+        return {"name": self.name, "version": self.version, "type": self.type, "shape": shape, "summary": self.summary}
+
 
 @dataclass(frozen=True)
 class VariableChange:
@@ -31,6 +36,18 @@ class VariableChange:
     shape: list[int] | None
     summary: str
 
+    def to_dict(self) -> dict[str, Any]:
+        """``dataclasses.asdict(self)`` without its generic deep copy (plain fields; ``shape`` is copied)."""
+        shape = None if self.shape is None else list(self.shape)
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "version": self.version,
+            "type": self.type,
+            "shape": shape,
+            "summary": self.summary,
+        }
+
 
 @dataclass(frozen=True)
 class FileChange:
@@ -38,6 +55,9 @@ class FileChange:
 
     path: str
     kind: ChangeKind
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind}
 
 
 @dataclass
