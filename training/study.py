@@ -20,8 +20,8 @@ as unavailable) and ``tiny-sft`` (the random-init tiny Qwen3 after the same SFT,
 
 Prompt view (:attr:`StudyConfig.prompt_view`): ``full`` gives the model arms exactly the ``llm`` policy's messages;
 ``bare`` removes the system prompt and the tools block from the SFT data, the exact-match prompts and the episode
-calls alike (the miniature: CPU cost grows with sequence length). DAPO rollouts always render the full prompt (the
-RL environment has no bare view), so ``sft-dapo`` belongs to ``full`` studies.
+calls alike (CPU cost grows with sequence length), and DAPO's rollouts see the same view (``scripts/rl.py
+--prompt_view``, :class:`training.rl.rollout.EpisodeTokens`).
 
 Resume: every stage leaves a marker (``OUT/data/<split>/stats.json``, ``OUT/arms/<arm>/train.json``); exact-match
 scores are appended per sample (``OUT/arms/<arm>/exact_match.jsonl``) and episodes per episode (the evaluation's
@@ -318,6 +318,7 @@ def train_dapo(study: Study, arm: str) -> dict[str, Any]:
         return {"unavailable": reason}
     output = study.model_dir(arm)
     args = ["--model_name_or_path", str(study.model_dir("sft-full")), "--pool", str(study.data_dir("train"))]
+    args += ["--prompt_view", study.config.prompt_view]  # the rollouts see what the SFT taught and the arms serve
     study.launch(arm, "rl.py", study.config.rl_config, [*args, "--output_dir", str(output), *study.config.rl_args])
     return {"checkpoint": str(output)}
 

@@ -77,3 +77,5 @@ def test_cross_field_errors_name_the_fix():
         RLArguments(max_rounds=0)
     with pytest.raises(ValueError, match="oversample=0.5 must be >= 1"):
         RLArguments(oversample=0.5)
+    with pytest.raises(ValueError, match="prompt_view='short': use one of full, bare"):
+        RLArguments(prompt_view="short")

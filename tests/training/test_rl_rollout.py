@@ -139,6 +139,39 @@ def test_the_token_budget_ends_sampling_and_later_responses_are_empty(pool, toke
     assert ids == first and mask == [1] * len(first)
 
 
+def test_the_bare_view_samples_from_the_study_bare_conversation_token_for_token(pool, qwen3_tokenizer, env):
+    """prompt_view="bare": no system turn, no tools block; every context is training.study.view's bare conversation
+    (what the study's SFT data and served bare models see), rendered with the SFT template."""
+    from training.study import view
+
+    tokens = EpisodeTokens(qwen3_tokenizer, prompt_view="bare")
+    assert tokens.system_text() == ""
+    start = _one_turn(pool)[2]
+    raws = [a["raw"] for a in _gold_activation(pool, start)["actions"]]
+    sampled = [tokens.encode(raw) + [tokens.eos_id] for raw in raws]
+    session = ScriptedSession(sampled)
+    player = EpisodePlayer(env, tokens, RolloutLimits(max_new_tokens=4096, max_completion_length=100_000))
+    rollout = player.play(start, lambda: session)
+
+    def bare(messages, generation_prompt):
+        messages, tools = view(messages, CONVERSATION.tools, "bare")
+        assert tools is None and messages[0]["role"] == "user"
+        return tokens.encode(
+            qwen3_tokenizer.apply_chat_template(
+                messages, tools=tools, tokenize=False, add_generation_prompt=generation_prompt
+            )
+        )
+
+    assert len(session.contexts) == len(raws) >= 2
+    for context, inp in zip(session.contexts, player.inputs, strict=True):
+        assert context == bare(CONVERSATION.messages(inp), generation_prompt=True)
+    final = [*CONVERSATION.messages(player.inputs[-1]), {"role": "assistant", "content": raws[-1]}]
+    assert rollout.prompt_ids + rollout.completion_ids == bare(final, generation_prompt=False)
+    assert len(rollout.prompt_ids) < len(tokens.encode(EpisodeTokens(qwen3_tokenizer).system_text()))
+    with pytest.raises(ValueError, match="prompt_view='short'"):
+        EpisodeTokens(qwen3_tokenizer, prompt_view="short")
+
+
 def test_episode_tokens_refuse_a_template_that_is_not_prefix_preserving(qwen3_tokenizer):
     import copy
 

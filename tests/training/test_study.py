@@ -23,9 +23,9 @@ def test_study_configs_load() -> None:
     assert [p.name for p in STUDY_CONFIGS] == ["smollm2-mini.yaml", "smollm2.yaml"]
     for path in STUDY_CONFIGS:
         config = StudyConfig.from_yaml(path)
-        mini = path.name == "smollm2-mini.yaml"  # without DAPO (full-prompt rollouts) and sft-full (= tiny-sft's path)
+        mini = path.name == "smollm2-mini.yaml"  # without DAPO (minutes a step) and sft-full (= tiny-sft's path)
         assert config.arms == [a for a in ARMS if not (mini and a in ("sft-dapo", "sft-full"))]  # the issue's order
-        assert config.prompt_view == ("bare" if mini else "full")
+        assert config.prompt_view == "bare"  # SFT data, inference and DAPO rollouts alike
         assert config.heldout_synthesis.get("domains") is None  # the split's domain is forced to the held-out one
         assert len(config.heldout_fault_types) == 2 and "fault_types" not in config.train_synthesis  # set by the study
 
@@ -43,6 +43,21 @@ def test_study_configs_load() -> None:
 def test_bad_study_configs_name_the_fix(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         StudyConfig(**overrides)
+
+
+@pytest.mark.parametrize("prompt_view", ["bare", "full"])
+def test_the_dapo_arm_launches_rl_with_the_study_view(tmp_path: Path, monkeypatch, prompt_view: str) -> None:
+    """The rollouts see what the SFT taught and the arms serve: scripts/rl.py gets --prompt_view."""
+    from training.study import Study, train_dapo
+
+    launched = []
+    monkeypatch.setattr(Study, "launch", lambda self, arm, script, config, args: launched.append((script, args)))
+    study = Study(StudyConfig(out=str(tmp_path), prompt_view=prompt_view, rl_args=["--max_steps", "2"]), tmp_path)
+    assert train_dapo(study, "sft-dapo") == {"checkpoint": str(study.model_dir("sft-dapo"))}
+    [(script, args)] = launched
+    assert script == "rl.py" and args[args.index("--prompt_view") + 1] == prompt_view
+    assert args[args.index("--model_name_or_path") + 1] == str(study.model_dir("sft-full"))
+    assert args[-2:] == ["--max_steps", "2"]
 
 
 def _facts(key: str, task: str, *, legal: list[bool], repaired: list[str], faulted: str | None, total: float) -> dict:

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from envs.pool import ReplayPool
 
 IM_END = "<|im_end|>"
+PROMPT_VIEWS = ("full", "bare")
 _USER_PROBE = "\x1fUSER\x1f"
 _MODEL_PROBE = "\x1fMODEL\x1f"
 
@@ -68,8 +69,21 @@ class EpisodeTokens:
     whatever that template writes; a template that is not prefix-preserving is refused with a ``ValueError``.
     """
 
-    def __init__(self, tokenizer: Any, system: str | None = None, tools: list[dict[str, Any]] | None = None):
+    def __init__(
+        self,
+        tokenizer: Any,
+        system: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        prompt_view: str = "full",
+    ):
+        """``prompt_view``: ``full`` (the served ``llm`` policy's conversation: system prompt and tools block first) or
+        ``bare`` (neither: the activation is the first turn; the view ``training.study`` trains and serves small
+        models with)."""
+        if prompt_view not in PROMPT_VIEWS:
+            raise ValueError(f"prompt_view={prompt_view!r}: use one of {', '.join(PROMPT_VIEWS)}")
         self.tokenizer = tokenizer
+        self.bare = prompt_view == "bare"
         self.system = CONVERSATION.system if system is None else system
         self.tools = CONVERSATION.tools if tools is None else tools
         self.eos_id = int(tokenizer.convert_tokens_to_ids(IM_END))
@@ -89,9 +103,12 @@ class EpisodeTokens:
         self.user_head, self.user_tail = followed[len(closed) :].split(_USER_PROBE)
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
-        conversation = [{"role": "system", "content": self.system}, *messages]
+        if self.bare:
+            conversation, tools = list(messages), None
+        else:
+            conversation, tools = [{"role": "system", "content": self.system}, *messages], self.tools
         return self.tokenizer.apply_chat_template(
-            conversation, tools=self.tools, tokenize=False, add_generation_prompt=generation_prompt
+            conversation, tools=tools, tokenize=False, add_generation_prompt=generation_prompt
         )
 
     def encode(self, text: str) -> list[int]:
@@ -102,8 +119,9 @@ class EpisodeTokens:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def system_text(self) -> str:
-        """The system turn with the tools: the text every prompt starts with (closed by ``<|im_end|>\\n``)."""
-        return self._render([], generation_prompt=False)
+        """The system turn with the tools: the text every prompt starts with (closed by ``<|im_end|>\\n``); empty in
+        the bare view."""
+        return "" if self.bare else self._render([], generation_prompt=False)
 
     def prompt(self, text: str) -> list[int]:
         """System turn with the tools, ``text`` as the first user turn, the assistant header."""

@@ -49,7 +49,15 @@ from typing import TYPE_CHECKING, Any
 from harness.import_utils import require
 from training.dapo import overlong_penalty
 from training.rl.engines import vllm_settings
-from training.rl.rollout import EpisodePlayer, EpisodeTokens, Rollout, RolloutLimits, StartPoint, start_points
+from training.rl.rollout import (
+    PROMPT_VIEWS,
+    EpisodePlayer,
+    EpisodeTokens,
+    Rollout,
+    RolloutLimits,
+    StartPoint,
+    start_points,
+)
 from training.rl.sampling import DynamicSampler, GatherStats, Group, StartPointSampler
 from training.sft import ModelArguments, resolve_model, resolve_resume
 
@@ -84,6 +92,13 @@ class RLArguments:
         default=8, metadata={"help": "Model responses per rollout; later ones are sent as empty (no tokens)."}
     )
     max_actions: int = field(default=8, metadata={"help": "The manager runtime's actions per activation."})
+    prompt_view: str = field(
+        default="full",
+        metadata={
+            "help": "full: rollouts see the served llm policy's conversation (system prompt + tools block). bare: "
+            "the activation alone, as training.study's bare view trains and serves small models."
+        },
+    )
     overlong_buffer: int = field(
         default=64,
         metadata={"help": "Overlong shaping: penalty grows over the last N tokens of max_completion_length."},
@@ -116,6 +131,8 @@ class RLArguments:
             )
         if self.oversample < 1:
             raise ValueError(f"oversample={self.oversample} must be >= 1")
+        if self.prompt_view not in PROMPT_VIEWS:
+            raise ValueError(f"prompt_view={self.prompt_view!r}: use one of {', '.join(PROMPT_VIEWS)}")
         if self.max_start_points is not None and self.max_start_points < 1:
             raise ValueError(f"max_start_points={self.max_start_points} must be >= 1; leave it unset to use all")
 
@@ -172,7 +189,7 @@ class ManagerRollouts:
 
         self.args, self.config = rl_args, config
         self.pool = ReplayPool(rl_args.pool)
-        self.tokens = EpisodeTokens(tokenizer)
+        self.tokens = EpisodeTokens(tokenizer, prompt_view=rl_args.prompt_view)
         self.env = ManagerEnv(
             pool=self.pool, worker="replay", isolation=rl_args.isolation, reward_config=reward_config,
             runtime_config=RuntimeConfig(max_actions=rl_args.max_actions),
