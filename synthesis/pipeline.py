@@ -148,11 +148,13 @@ MAX_CHECKPOINTS = 128
 """Kernel checkpoints a synthesis kernel may hold (the clean runs' snapshots before every faulted turn)."""
 
 
-def open_sandbox(isolation: str | None) -> Any:
-    """The worker's sandbox: ``isolation`` if given, else bwrap when usable, else 'none' (logged)."""
+def open_sandbox(isolation: str | None, inline_probes: bool = True) -> Any:
+    """The worker's sandbox: ``isolation`` if given, else bwrap when usable, else 'none' (logged). ``inline_probes``
+    (read-only probes run inside the kernel: the fault library's assertions and recomputations) is off only for
+    ``scripts/bench_synthesis.py``'s plain reference."""
     from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
 
-    settings = {"max_checkpoints": MAX_CHECKPOINTS, "inline_probes": True}  # probes: the fault library's assertions
+    settings = {"max_checkpoints": MAX_CHECKPOINTS, "inline_probes": inline_probes}
     if isolation is not None:
         return Sandbox(SandboxConfig(isolation=isolation, **settings))
     try:
@@ -187,26 +189,33 @@ def select_faults(faults: list[Any], limit: int | None, rng: random.Random) -> l
     return chosen
 
 
-def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
-    """Synthesize one task; returns the shard (also written to ``out/shards``). Never raises for a bad task."""
+def prepare_job(job: Job, config: SynthesisConfig, out: Path, sandbox: Any) -> tuple[Any, Any, list[Any]]:
+    """The task folder of ``job`` written under ``out/tasks`` (its reference code run in ``sandbox``), the loaded
+    task and its faults: the seeded candidates, selected, then the ones read from files. Raises for a bad task."""
     from synthesis.domains import write_task_folder
     from synthesis.faults import candidate_faults
+
+    spec = _spec_of(job)
+    task = load_task(write_task_folder(spec, out / "tasks" / job.task_id, sandbox))
+    references = {t: r.answer for t, r in task.load_answers().items()}  # type: ignore[union-attr]
+    rng = random.Random(f"{config.seed}|{job.task_id}")
+    faults: list[Any] = []
+    if config.generate_faults:
+        faults = candidate_faults(spec, rng, config.fault_types, answers=references)
+        faults = select_faults(faults, config.max_faults_per_task, rng)
+    taken = {(f.turn_id, f.fault_type, f.code) for f in faults}
+    faults += [f for f in job.file_faults if (f.turn_id, f.fault_type, f.code) not in taken]
+    return spec, task, faults
+
+
+def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
+    """Synthesize one task; returns the shard (also written to ``out/shards``). Never raises for a bad task."""
     from synthesis.runs import fault_id, run_task
     from synthesis.samples import build_samples, filter_samples
 
     shard: dict[str, Any] = {"index": job.index, "task_id": job.task_id, "source": job.source, "error": None}
     try:
-        spec = _spec_of(job)
-        folder = write_task_folder(spec, out / "tasks" / job.task_id, _WORKER["sandbox"])
-        task = load_task(folder)
-        references = {t: r.answer for t, r in task.load_answers().items()}  # type: ignore[union-attr]
-        rng = random.Random(f"{config.seed}|{job.task_id}")
-        faults: list[Any] = []
-        if config.generate_faults:
-            faults = candidate_faults(spec, rng, config.fault_types, answers=references)
-            faults = select_faults(faults, config.max_faults_per_task, rng)
-        taken = {(f.turn_id, f.fault_type, f.code) for f in faults}
-        faults += [f for f in job.file_faults if (f.turn_id, f.fault_type, f.code) not in taken]
+        spec, task, faults = prepare_job(job, config, out, _WORKER["sandbox"])
         runs = run_task(task, faults, _WORKER["sandbox"], teacher=_WORKER["teacher"])
     except Exception as exc:  # a task that cannot be synthesized is reported; the run goes on
         shard["error"] = f"task {job.task_id} ({job.source} {job.params}): {type(exc).__name__}: {exc}"
