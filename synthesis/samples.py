@@ -236,7 +236,8 @@ def token_counter(tokenizer: Any, encoding: Any = None) -> Callable[[dict[str, A
     exactly one chunk per message, each message's count is remembered (by role and content, and the head's by
     system prompt and tool list), and a later sample made only of remembered messages — an atomic sample after the
     full sample holding its activation — is the sum, without a rendering. Samples with ``tool`` messages, other
-    message fields or a message that itself holds ``<|im_start|>`` are always rendered.
+    message fields or a message that itself holds ``<|im_start|>``, and every sample of a tokenizer with another
+    chat template, are always rendered.
 
     ``encoding``: a ``tiktoken.Encoding`` over the same vocabulary (for the embedded Qwen3 tokenizer,
     :func:`training.tokenizer.qwen3_tiktoken_encoding`, whose ids equal the fast tokenizer's on NFC text) encodes
@@ -245,6 +246,10 @@ def token_counter(tokenizer: Any, encoding: Any = None) -> Callable[[dict[str, A
     messages_seen: dict[tuple[str, str], int] = {}
     heads_seen: dict[tuple[str | None, int], int] = {}
     tools_held: dict[int, Any] = {}  # keeps each tool list keyed by id alive, so that the id is never reused
+    from training.tokenizer import load_chat_template
+
+    # other templates may render a message differently by its position (stock Qwen3 drops earlier <think> blocks)
+    per_message = getattr(tokenizer, "chat_template", None) == load_chat_template()
 
     def encode(chunk: str) -> int:
         if encoding is not None:
@@ -271,7 +276,7 @@ def token_counter(tokenizer: Any, encoding: Any = None) -> Callable[[dict[str, A
         return (system, id(tools)), body
 
     def count(sample: dict[str, Any]) -> int:
-        known = keys(sample)
+        known = keys(sample) if per_message else None
         if known is not None:
             head, body = known
             if head in heads_seen and all(key in messages_seen for key in body):

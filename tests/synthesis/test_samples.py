@@ -94,6 +94,7 @@ class CountingTokenizer:
 
     def __init__(self, tokenizer):
         self.tokenizer, self.renders = tokenizer, 0
+        self.chat_template = tokenizer.chat_template
 
     def apply_chat_template(self, *args, **kwargs):
         self.renders += 1
@@ -133,3 +134,8 @@ def test_the_token_counter_sums_remembered_messages_exactly_and_renders_the_rest
         assert count(sample) == exact_token_count(tokenizer, sample)
         assert count(sample) == exact_token_count(tokenizer, sample)
         assert counting.renders == before + (1 if sample is uncovered[-1] else 2)
+    counting.chat_template = "{{ messages }}"  # another template: nothing is assumed about it, every sample renders
+    other = token_counter(counting, qwen3_tiktoken_encoding())
+    before = counting.renders
+    other(full[0]), other(atomic[0])
+    assert counting.renders == before + 2
