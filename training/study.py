@@ -40,7 +40,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,11 +48,11 @@ from typing import Any
 from harness.llm import HFChatBackend, Message
 from harness.yaml_config import load_yaml_config
 from training.pipeline import ROOT, launch_training
+from training.prompt_view import check_prompt_view, view
 
 logger = logging.getLogger(__name__)
 
 MARKER = "train.json"
-PROMPT_VIEWS = ("full", "bare")
 EXACT_FILE = "exact_match.jsonl"
 
 
@@ -156,8 +156,7 @@ class StudyConfig:
         bad = [t for t in self.heldout_fault_types if t not in FAULT_TYPES]
         if bad:
             raise ValueError(f"heldout_fault_types: unknown {bad}; valid fault types: {sorted(FAULT_TYPES)}")
-        if self.prompt_view not in PROMPT_VIEWS:
-            raise ValueError(f"prompt_view={self.prompt_view!r}: use one of {', '.join(PROMPT_VIEWS)}")
+        check_prompt_view(self.prompt_view)
         for name in ("exact_match_samples", "manager_max_tokens", "max_prompt_tokens", "n_resamples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
@@ -172,13 +171,6 @@ class StudyConfig:
 
 
 # ---------------------------------------------------------------- inference
-def view(messages: Sequence[Message], tools: Any, prompt_view: str) -> tuple[list[Message], Any]:
-    """The messages and tools a model arm sees under ``prompt_view`` (see :attr:`StudyConfig.prompt_view`)."""
-    if prompt_view == "bare":
-        return [m for m in messages if m["role"] != "system"], None
-    return list(messages), tools
-
-
 def model_policy(path: str | Path, max_new_tokens: int, prompt_view: str = "full") -> Any:
     """The ``llm`` manager policy over the checkpoint ``path`` (in process, prefix-cached), seeing ``prompt_view``."""
     from harness.manager.llm_policy import LLMPolicy

@@ -51,13 +51,13 @@ from harness.manager.lifecycle import CONTROL_ACTIONS
 from harness.manager.policies import PolicyInput
 from harness.manager.prompts import render_activation
 from harness.manager.wire import parse_response
+from training.prompt_view import check_prompt_view
 
 if TYPE_CHECKING:
     from envs.manager import ManagerEnv
     from envs.pool import ReplayPool
 
 IM_END = "<|im_end|>"
-PROMPT_VIEWS = ("full", "bare")
 _USER_PROBE = "\x1fUSER\x1f"
 _MODEL_PROBE = "\x1fMODEL\x1f"
 
@@ -80,10 +80,8 @@ class EpisodeTokens:
         """``prompt_view``: ``full`` (the served ``llm`` policy's conversation: system prompt and tools block first) or
         ``bare`` (neither: the activation is the first turn; the view ``training.study`` trains and serves small
         models with)."""
-        if prompt_view not in PROMPT_VIEWS:
-            raise ValueError(f"prompt_view={prompt_view!r}: use one of {', '.join(PROMPT_VIEWS)}")
         self.tokenizer = tokenizer
-        self.bare = prompt_view == "bare"
+        self.bare = check_prompt_view(prompt_view) == "bare"
         self.system = CONVERSATION.system if system is None else system
         self.tools = CONVERSATION.tools if tools is None else tools
         self.eos_id = int(tokenizer.convert_tokens_to_ids(IM_END))

@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
 from training.dapo import overlong_penalty
+from training.prompt_view import check_prompt_view
 from training.rl.engines import vllm_settings
 from training.rl.rollout import (
-    PROMPT_VIEWS,
     EpisodePlayer,
     EpisodeTokens,
     Rollout,
@@ -131,8 +131,7 @@ class RLArguments:
             )
         if self.oversample < 1:
             raise ValueError(f"oversample={self.oversample} must be >= 1")
-        if self.prompt_view not in PROMPT_VIEWS:
-            raise ValueError(f"prompt_view={self.prompt_view!r}: use one of {', '.join(PROMPT_VIEWS)}")
+        check_prompt_view(self.prompt_view)
         if self.max_start_points is not None and self.max_start_points < 1:
             raise ValueError(f"max_start_points={self.max_start_points} must be >= 1; leave it unset to use all")
 
