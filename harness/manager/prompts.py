@@ -131,33 +131,30 @@ def activation_observation(observation: str) -> str:
     the text the first response of the activation saw: the conversation prefix stays identical between calls.
     A rendered observation has its one line replaced (the same text as re-rendering it, without parsing the
     record); any other JSON is parsed, checked and rendered."""
+    return _activation_view(observation)[0]
+
+
+def _activation_view(observation: str) -> tuple[str, Any]:
+    """:func:`activation_observation`'s text and the observation's ``event_type``, with the lines split once."""
     lines = _rendered_lines(observation)
     if lines is None:
         data = json.loads(observation)
         if data.get("last_action_result") is None:
-            return observation
+            return observation, data.get("event_type")
         data["last_action_result"] = None
-        return ManagerObservation.from_dict(data).render()
+        return ManagerObservation.from_dict(data).render(), data.get("event_type")
+    event = json.loads(lines[1][len('"event_type": ') :].removesuffix(","))
     index = 1 + _OBSERVATION_FIELDS.index('"last_action_result"')
-    line = lines[index]
-    null = '"last_action_result": null' + ("," if line.endswith(",") else "")
-    if line == null:
-        return observation
+    null = '"last_action_result": null' + ("," if lines[index].endswith(",") else "")
+    if lines[index] == null:
+        return observation, event
     lines[index] = null
-    return "\n".join(lines)
-
-
-def _event_type(observation: str) -> Any:
-    lines = _rendered_lines(observation)
-    if lines is None:
-        return json.loads(observation).get("event_type")
-    return json.loads(lines[1][len('"event_type": ') :].removesuffix(","))
+    return "\n".join(lines), event
 
 
 def render_activation(inp: PolicyInput) -> str:
     """The user message that opens one activation: observation, public turn, legal actions."""
-    observation = activation_observation(inp.observation)
-    event = _event_type(observation)
+    observation, event = _activation_view(inp.observation)
     parts = [f"# Activation: {event}", "## Observation", observation]
     turn = _turn_view(inp)
     if turn is not None:
