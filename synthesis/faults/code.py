@@ -49,8 +49,10 @@ def _inspect_statement(source: str) -> tuple[tuple[str, ...], tuple[str, ...], t
     return tuple(info["reads"]), tuple(info["inputs"]), tuple(info["writes"])
 
 
+@functools.lru_cache(maxsize=1024)
 def code_writes(code: str) -> tuple[str, ...]:
-    """Names the code assigns (first-seen order; imported modules aside), ``()`` when it does not parse."""
+    """Names the code assigns (first-seen order; imported modules aside), ``()`` when it does not parse. Cached: the
+    fault types ask it of the same reference code again and again."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -186,6 +188,14 @@ class _Renamer(ast.NodeTransformer):
 
 def renamed_slice(codes: Sequence[str]) -> tuple[str, set[str]]:
     """The backward slice as code, with every assigned (non-import) name renamed ``chk_<name>``."""
+    text, assigned = _renamed_slice(tuple(codes))
+    return text, set(assigned)
+
+
+@functools.lru_cache(maxsize=256)
+def _renamed_slice(codes: tuple[str, ...]) -> tuple[str, frozenset[str]]:
+    """:func:`renamed_slice`, cached: it depends on the clean prefix of a turn only, and every fault candidate of
+    that turn asks for it (about half of the fault library's CPU time before the cache)."""
     kept = backward_slice(codes)
     assigned: set[str] = set()
     for stmt in kept:
@@ -193,7 +203,7 @@ def renamed_slice(codes: Sequence[str]) -> tuple[str, set[str]]:
             assigned |= names_of(stmt)[2]
     renamer = _Renamer(assigned)
     body = [renamer.visit(ast.parse(ast.unparse(stmt)).body[0]) for stmt in kept]
-    return "\n".join(ast.unparse(stmt) for stmt in body), assigned
+    return "\n".join(ast.unparse(stmt) for stmt in body), frozenset(assigned)
 
 
 COMPARE_HELPERS = textwrap.dedent(
