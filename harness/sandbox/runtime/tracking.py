@@ -4,7 +4,9 @@ Detection, cheapest signal first (all per tracked name, after every cell):
 
 1. **Presence** — a name that appears is *created*, one that disappears is *deleted*.
 2. **Identity** — the name now points to another object (``id`` differs). Immutable scalars (None, bool, int,
-   float, complex, str, bytes) compare by value instead, so ``x = 500`` run twice is not a change.
+   float, complex, str, bytes) compare by value instead, so ``x = 500`` run twice is not a change. The objects of the
+   names a cell rebinds are kept alive until the cell ends, so a new object cannot take over a freed one's ``id``
+   (which would read as "untouched"); the price is that such an object lives until the end of its cell.
 3. **Shallow fingerprint** — O(1) per object: type, ``len`` of sized containers, ``shape`` of arrays/frames.
    Catches appends/drops made through aliases or functions the AST cannot see.
 4. **Syntax** — the cell's AST says the object was mutated in place: an assignment, augmented assignment or
@@ -413,6 +415,7 @@ class VariableTracker:
         self._module = module_name
         self._entries: dict[str, _Entry] = {}
         self._builtin_names = set(dir(builtins))
+        self._held: list[Any] = []  # the values of the names a running cell rebinds (see before_cell)
 
     def is_tracked(self, name: str, value: Any) -> bool:
         if name.startswith("_") or id(value) in self._hidden or isinstance(value, types.ModuleType):
@@ -428,6 +431,9 @@ class VariableTracker:
     def before_cell(self, namespace: dict[str, Any], names: CellNames) -> set[str]:
         """Compute missing content fingerprints of the suspects; returns the suspect set to re-check after."""
         suspects = set(self._entries) if names.dynamic else set(names.hash_suspects) & set(self._entries)
+        # Keep the objects of the names the cell rebinds alive until after_cell: freed mid-cell, an object's address
+        # (its id) could go to a new object of the same shape, and "same id" would then read as "untouched".
+        self._held = [namespace[name] for name in names.stored if name in self._entries and name in namespace]
         by_id: dict[int, list[str]] = {}
         for name, entry in self._entries.items():
             by_id.setdefault(entry.ident, []).append(name)
@@ -443,6 +449,12 @@ class VariableTracker:
         return suspects
 
     def after_cell(self, namespace: dict[str, Any], names: CellNames, suspects: set[str]) -> list[dict[str, Any]]:
+        try:
+            return self._diff(namespace, names, suspects)
+        finally:
+            self._held = []
+
+    def _diff(self, namespace: dict[str, Any], names: CellNames, suspects: set[str]) -> list[dict[str, Any]]:
         changes: list[dict[str, Any]] = []
         current = {n: v for n, v in list(namespace.items()) if self.is_tracked(n, v)}
         mutated_ids = {self._entries[n].ident for n in names.mutated if n in self._entries}

@@ -132,3 +132,16 @@ def test_content_fingerprint_handles_datetime_and_timedelta_columns():
     assert content_fingerprint(frame) != before
     index_fp = content_fingerprint(pd.DatetimeIndex(["2025-01-01"]))
     assert index_fp != content_fingerprint(pd.DatetimeIndex(["2025-01-02"]))
+
+
+def test_a_rebinding_is_a_change_even_when_the_new_object_could_reuse_the_old_id(s):
+    """Rebinding frees the old object mid-cell, and CPython hands its address (its ``id``) to the next object of the
+    same size: the tracker must not take "same id, same shape" for "untouched" on a name the cell rebound."""
+    rebind = "old = id(x)\nx = None\nx = [4, 5, 6]\nsame_id = id(x) == old\ndel old"
+    plain: dict = {}
+    exec("x = [1, 2, 3]", plain)
+    exec(rebind, plain)
+    assert plain["same_id"] is True  # without the tracker the new list takes the freed list's slot
+    s.run("import pandas as pd\nx = [1, 2, 3]\nframe = pd.DataFrame({'a': [1.0, 2.0]})")
+    assert s.run(rebind)["x"] == "changed"
+    assert s.run("x = x\nframe = frame") == {}  # the very same objects rebound: no change
