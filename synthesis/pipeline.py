@@ -154,7 +154,9 @@ def open_sandbox(isolation: str | None, inline_probes: bool = True) -> Any:
     ``scripts/bench_synthesis.py``'s plain reference."""
     from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
 
-    settings = {"max_checkpoints": MAX_CHECKPOINTS, "inline_probes": inline_probes}
+    # The probes are the fault library's and the task specs' own (recomputations of reference code that already ran
+    # on the same data), so their joins run inline too (SandboxConfig.inline_joins).
+    settings = {"max_checkpoints": MAX_CHECKPOINTS, "inline_probes": inline_probes, "inline_joins": inline_probes}
     if isolation is not None:
         return Sandbox(SandboxConfig(isolation=isolation, **settings))
     try:

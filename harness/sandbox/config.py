@@ -82,6 +82,15 @@ class SandboxConfig:
             "restarts the kernel, where a forked one only loses itself. Synthesis turns it on."
         },
     )
+    inline_joins: bool = field(
+        default=False,
+        metadata={
+            "help": "With inline_probes, also run probes that join frames (merge/join) inline. A join on a "
+            "many-to-many key can run long inside one C call that the cell timeout cannot interrupt, so turn it on "
+            "only where probes repeat joins the task's own reference code already ran on the same data: synthesis "
+            "does (its recomputation probes)."
+        },
+    )
     preload: list[str] = field(
         default_factory=lambda: ["numpy", "pandas"],
         metadata={"help": "Modules the zygote imports once; kernels fork with them ready."},
@@ -123,6 +132,8 @@ class SandboxConfig:
             )
         if self.tmp_mb < 1:
             raise ValueError(f"tmp_mb={self.tmp_mb} must be >= 1 MiB.")
+        if self.inline_joins and not self.inline_probes:
+            raise ValueError("inline_joins=true needs inline_probes=true (it widens what an inline probe may call).")
 
     @property
     def effective_cpu_time_s(self) -> float:

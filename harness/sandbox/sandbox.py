@@ -222,6 +222,7 @@ class Sandbox:
             "private_network": cfg.private_network,
             "landlock": cfg.landlock,
             "inline_probes": cfg.inline_probes,
+            "inline_joins": cfg.inline_joins,
         }
         return {
             "kernel_id": kernel_id,

@@ -23,7 +23,8 @@ module cannot judge — is forked as before. The rules, all of which must hold:
 - calls: a builtin from :data:`INLINE_FUNCTIONS` that nothing shadows, a function the probe defines or a name it
   binds only to allowed methods (and never rebinds otherwise), or a method/module function from
   :data:`INLINE_METHODS` (pure and at most about linear: no ``apply``/``map`` with callables, no file output, no
-  joins or pivots), never with ``out=``, ``inplace=``, ``file=`` or ``copy=`` other than ``True``;
+  joins or pivots; :data:`JOIN_METHODS` only with ``allow_joins``), never with ``out=``, ``inplace=``, ``file=`` or
+  ``copy=`` other than ``True``;
 - every name the namespace holds that the probe reads (even one the probe also binds) holds a plain value:
   scalars, strings, numpy arrays (not object dtype) and scalars, pandas objects, the modules numpy/pandas/math, and
   lists, tuples, dicts and sets of those (checked up to :data:`MAX_SCANNED` elements, three levels deep);
@@ -69,6 +70,12 @@ INLINE_METHODS = FRESH_METHODS | frozenset(
 )
 """Methods (and module functions of numpy/pandas/math) an inline probe may call: pure and at most about linear."""
 
+JOIN_METHODS = frozenset("merge join".split())
+"""Joins: pure (a new frame), but a many-to-many key can make one run long inside a single C call, where the cell
+timeout cannot interrupt it. Allowed inline only with ``allow_joins`` (``SandboxConfig.inline_joins``): for callers
+whose probes repeat joins of the task's own reference code, which already ran in bounded time on the same data
+(the synthesis's recomputation probes)."""
+
 SAFE_MODULES = frozenset({"numpy", "pandas", "math"})
 MAX_SCANNED = 10_000
 INDEXERS = frozenset({"loc", "iloc", "at", "iat"})
@@ -83,7 +90,9 @@ _FORBIDDEN = (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, as
 class _Scope:
     """What the probe binds: every local name, the fresh ones, and the functions it defines."""
 
-    def __init__(self) -> None:
+    def __init__(self, allow_joins: bool = False) -> None:
+        self.methods = INLINE_METHODS | JOIN_METHODS if allow_joins else INLINE_METHODS  # callable methods
+        self.fresh_methods = FRESH_METHODS | JOIN_METHODS if allow_joins else FRESH_METHODS  # results one may write
         self.not_fresh: set[str] = set()
         self.fresh: set[str] = set()
         self.functions: set[str] = set()
@@ -104,15 +113,17 @@ class _Scope:
         return name in self.functions and name not in self.other
 
 
-def inline_refusal(tree: ast.Module, namespace: dict[str, Any], helpers: dict[str, Any] | None = None) -> str | None:
+def inline_refusal(
+    tree: ast.Module, namespace: dict[str, Any], helpers: dict[str, Any] | None = None, *, allow_joins: bool = False
+) -> str | None:
     """None when the probe ``tree`` may run in the kernel (see the module docstring), else why not.
 
     ``helpers``: the kernel's own functions in the namespace (``print_result``), allowed while the name still holds
-    that very object."""
+    that very object. ``allow_joins``: also accept :data:`JOIN_METHODS`."""
     helpers = {name: value for name, value in (helpers or {}).items() if namespace.get(name) is value}
     if not _pandas_ok():
         return "pandas < 3 (no copy-on-write)"
-    scope = _Scope()
+    scope = _Scope(allow_joins)
     _collect_bindings(tree, scope)
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and not isinstance(node, _STATEMENTS):
@@ -148,7 +159,7 @@ def _collect_bindings(tree: ast.Module, scope: _Scope) -> None:
     """Fill ``scope`` with every name the probe binds anywhere (module level and inside its functions alike)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
-            fresh, method = _is_fresh_value(node.value), _is_method_ref(node.value)
+            fresh, method = _is_fresh_value(node.value, scope), _is_method_ref(node.value, scope)
             for target in node.targets:
                 for name in _target_names(target):
                     plain = isinstance(target, ast.Name)
@@ -164,7 +175,7 @@ def _collect_bindings(tree: ast.Module, scope: _Scope) -> None:
                     scope.bind(arg.arg)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:  # ``from numpy import isnan``: callable like the method of that name
-                function = isinstance(node, ast.ImportFrom) and alias.name in INLINE_METHODS
+                function = isinstance(node, ast.ImportFrom) and alias.name in scope.methods
                 scope.bind((alias.asname or alias.name).split(".")[0], function=function)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             scope.bind(node.name)
@@ -179,15 +190,19 @@ def _target_names(target: ast.AST) -> list[str]:
     return []
 
 
-def _is_fresh_value(value: ast.AST) -> bool:
-    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in FRESH_METHODS
+def _is_fresh_value(value: ast.AST, scope: _Scope) -> bool:
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in scope.fresh_methods
+    )
 
 
-def _is_method_ref(value: ast.AST) -> bool:
+def _is_method_ref(value: ast.AST, scope: _Scope) -> bool:
     """``check = pd.testing.assert_frame_equal if ... else ...``: a name bound to allowed methods only."""
     if isinstance(value, ast.IfExp):
-        return _is_method_ref(value.body) and _is_method_ref(value.orelse)
-    return isinstance(value, ast.Attribute) and value.attr in INLINE_METHODS
+        return _is_method_ref(value.body, scope) and _is_method_ref(value.orelse, scope)
+    return isinstance(value, ast.Attribute) and value.attr in scope.methods
 
 
 def _store_refusal(node: ast.Assign | ast.AugAssign, scope: _Scope) -> str | None:
@@ -237,7 +252,7 @@ def _call_refusal(node: ast.Call, namespace: dict[str, Any], scope: _Scope, help
             return f"call of {func.id}"
         return None
     if isinstance(func, ast.Attribute):
-        return None if func.attr in INLINE_METHODS else f"method {func.attr}"
+        return None if func.attr in scope.methods else f"method {func.attr}"
     return f"call of a {type(func).__name__}"
 
 

@@ -351,7 +351,10 @@ class KernelRuntime:
             tree = ast.parse(code, "<probe>", "exec")
         except (SyntaxError, ValueError):
             return False  # the fork reports the error as before
-        return inline_refusal(tree, self.namespace, self.helpers) is None
+        return (
+            inline_refusal(tree, self.namespace, self.helpers, allow_joins=bool(self.limits.get("inline_joins")))
+            is None
+        )
 
     def _probe_inline(self, code: str, timeout: float, keep: set[int]) -> dict[str, Any]:
         """Run a read-only probe (see :mod:`.inline`) here, in a shallow copy of the namespace: what it binds is

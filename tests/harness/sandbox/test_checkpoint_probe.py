@@ -300,3 +300,41 @@ def test_a_recomputation_probe_runs_inline_and_leaves_no_trace(inline_kernel, ke
     )
     assert state.stdout == "[10, 20, 5] ['north', 'south', 'north'] False False\n" and state.variables == []
     assert inline.files == [] and list(Path(inline_kernel.workspace).iterdir()) == []
+
+
+def test_a_join_probe_runs_inline_only_with_inline_joins(inline_sandbox, sandbox, make_config, task_dir, kernel):
+    """``inline_joins`` (synthesis): a recomputation that merges frames runs inline, with the forked result."""
+    from harness.sandbox import Sandbox
+
+    setup = "import pandas as pd\ndf = pd.read_csv(f'{DATA_DIR}/data/sales.csv')"
+    code = (
+        "import pandas as _pd\n"
+        "chk = _pd.read_csv(f'{DATA_DIR}/data/sales.csv')\n"
+        "zones = chk[['region']].drop_duplicates()\n"
+        "zones['zone'] = zones['region'].str.upper()\n"
+        "chk = chk.merge(zones, on='region', how='left')\n"
+        "chk['amount'] = chk['amount'] * 2\n"
+        "assert df['amount'].tolist() == chk['amount'].tolist(), f'zones {chk[\"zone\"].tolist()}'\n"
+    )
+    kernel.execute(setup)
+    forked = kernel.probe(code)
+    assert not forked.ok and forked.error_message == "zones ['NORTH', 'SOUTH', 'NORTH']"
+    with inline_sandbox.new_kernel(task_dir / "public") as k:  # inline_probes only: a join still forks
+        k.execute(setup)
+        assert k.probe(code).error_message == forked.error_message
+        assert k.probe_counts == {"inline": 0, "forked": 1}
+    config = make_config(sandbox.config.isolation, inline_probes=True, inline_joins=True)
+    with Sandbox(config) as sb, sb.new_kernel(task_dir / "public") as k:
+        k.execute(setup)
+        inline = k.probe(code)
+        assert k.probe_counts == {"inline": 1, "forked": 0}
+        for field in ("ok", "stdout", "error_type", "error_message", "traceback", "results"):
+            assert getattr(inline, field) == getattr(forked, field), field
+        assert k.execute("print(sorted(dir()))").stdout.count("chk") == 0  # the probe's names are gone
+
+
+def test_inline_joins_needs_inline_probes():
+    from harness.sandbox import SandboxConfig
+
+    with pytest.raises(ValueError, match="inline_joins=true needs inline_probes=true"):
+        SandboxConfig(isolation="none", inline_joins=True)

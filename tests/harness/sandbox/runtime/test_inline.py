@@ -138,3 +138,14 @@ def test_the_kernel_helper_is_allowed_only_while_its_name_holds_it():
 def test_pandas_before_copy_on_write_turns_inlining_off(monkeypatch):
     monkeypatch.setattr(pd, "__version__", "2.2.3")
     assert "pandas < 3" in refusal("rate")
+
+
+def test_joins_are_allowed_only_with_allow_joins():
+    """A join is pure but can run long inside one C call: callers whose probes repeat the task's own joins opt in."""
+    code = "chk = df.merge(df, on='b')\nchk['a_x'] = chk['a_x'] * 2\nassert len(df.join(df, rsuffix='_r')) == 2"
+    assert refusal(code) is not None and refusal("df.merge(df, on='b')") == "method merge"
+    assert refusal("df.join(df, rsuffix='_r')") == "method join"
+    assert inline_refusal(ast.parse(code), NAMESPACE, allow_joins=True) is None  # merge's result is a fresh local
+    # the other rules still hold: a join into the namespace's object, or with inplace=, is refused
+    assert "not a fresh local" in inline_refusal(ast.parse("df.merge(df)\ndf['a'] = 1"), NAMESPACE, allow_joins=True)
+    assert "apply" in inline_refusal(ast.parse("df.merge(df).apply(len)"), NAMESPACE, allow_joins=True)
