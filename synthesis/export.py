@@ -34,7 +34,7 @@ import gzip
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,8 +47,14 @@ COLUMNS = ("kind", "label", "turn_id", "task_id", "domain", "fault_type", "fault
 HISTOGRAM_BINS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
-def read_shards(paths: Sequence[Path]) -> list[dict[str, Any]]:
-    shards = [json.loads(gzip.decompress(Path(p).read_bytes())) for p in paths]
+def read_shard(path: Path) -> dict[str, Any]:
+    return json.loads(gzip.decompress(Path(path).read_bytes()))
+
+
+def read_shards(paths: Sequence[Path], parsed: Mapping[Path, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The shards at ``paths`` in job order; ``parsed``: shards already read (by path), taken as they are."""
+    parsed = parsed or {}
+    shards = [parsed[Path(p)] if Path(p) in parsed else read_shard(p) for p in paths]
     return sorted(shards, key=lambda s: s["index"])
 
 
@@ -112,13 +118,20 @@ def _count(items: Sequence[Any]) -> dict[str, int]:
     return dict(sorted(Counter(str(i) for i in items).items()))
 
 
-def export(out: Path, shard_paths: Sequence[Path], config: SynthesisConfig, skipped: Sequence[str]) -> dict[str, Any]:
-    """Write every output of ``out`` from its shards; returns the stats (also written to ``stats.json``)."""
+def export(
+    out: Path,
+    shard_paths: Sequence[Path],
+    config: SynthesisConfig,
+    skipped: Sequence[str],
+    parsed: Mapping[Path, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Write every output of ``out`` from its shards; returns the stats (also written to ``stats.json``).
+    ``parsed``: shards already read (the pipeline reads each as its worker finishes, while the others still run)."""
     from datasets import DatasetDict
     from datasets.utils.logging import disable_progress_bar
 
     disable_progress_bar()  # the pipeline has its own progress bar
-    shards = read_shards(shard_paths)
+    shards = read_shards(shard_paths, parsed)
     good = [s for s in shards if s["error"] is None]
     errors = [s["error"] for s in shards if s["error"] is not None]
     validation = split_tasks([s["task_id"] for s in good], config.validation_fraction, config.seed)
