@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import shutil
@@ -95,8 +96,10 @@ def test_gold_repairs_make_every_faulted_turn_right_and_faulty_runs_do_not(run):
 def test_same_config_gives_byte_identical_outputs(run, tmp_path):
     out, _ = run
     again = tmp_path / "again"
-    synthesize(small_config(), again, progress=False)
+    gc_settings = (gc.get_threshold(), gc.get_freeze_count())
+    synthesize(small_config(), again, progress=False)  # workers=1: in this process
     assert tree_digest(again) == tree_digest(out)
+    assert (gc.get_threshold(), gc.get_freeze_count()) == gc_settings  # the worker's GC tuning is put back
 
 
 def test_a_killed_run_resumes_to_the_same_result(run, tmp_path):
