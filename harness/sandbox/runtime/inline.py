@@ -88,7 +88,8 @@ _FORBIDDEN = (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, as
 
 
 class _Scope:
-    """What the probe binds: every local name, the fresh ones, and the functions it defines."""
+    """What the probe binds (every local name, the fresh ones, the functions it defines) and which methods the rules
+    allow it to call and to write into the results of (:data:`JOIN_METHODS` included with ``allow_joins``)."""
 
     def __init__(self, allow_joins: bool = False) -> None:
         self.methods = INLINE_METHODS | JOIN_METHODS if allow_joins else INLINE_METHODS  # callable methods
