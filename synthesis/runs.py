@@ -40,6 +40,7 @@ differ run to run. Checkpoint ids are the kernel's counters and are deterministi
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import pickle
@@ -56,6 +57,7 @@ from harness.sandbox import Kernel
 from harness.tasks import Task, grade_task
 from harness.worker.scripted import ScriptedWorker
 from synthesis.gold import GoldPolicy, LoggedResponse, Teacher
+from synthesis.replay import Recording, ReplayDiverged, ReplayTap
 
 if TYPE_CHECKING:
     from harness.sandbox import Sandbox
@@ -101,6 +103,8 @@ class TaskRuns:
     clean: Run | None
     outcomes: list[FaultOutcome] = field(default_factory=list)
     reason: str | None = None
+    joined: int = 0  # faulted runs that joined a clean run's recording (synthesis.replay)
+    served: int = 0  # kernel operations answered from a recording
 
 
 def episode_id(task_id: str, branch: str, fault: InjectedFault | None) -> str:
@@ -232,15 +236,32 @@ def _take(rt: ManagerRuntime, index: int) -> Snapshot:
     )
 
 
-def _play_from(rt: ManagerRuntime, start: int, snapshot_at: set[int] | None = None) -> tuple[EpisodeRecord, dict]:
+def _play_from(
+    rt: ManagerRuntime,
+    start: int,
+    snapshot_at: set[int] | None = None,
+    *,
+    tap: ReplayTap | None = None,
+    marks: set[int] | None = None,
+    join: Recording | None = None,
+) -> tuple[EpisodeRecord, dict]:
     """Play turns ``start..`` with the runtime's turn flow (snapshots before the turns in ``snapshot_at``), then
-    close the record exactly as :meth:`ManagerRuntime.run` does."""
+    close the record exactly as :meth:`ManagerRuntime.run` does. With ``tap``: note the kernel's digest before the
+    turns in ``marks`` (a run being recorded), or after the first turn try to join the recorded run ``join``."""
     turns = rt.task.turns
     snapshots: dict[int, Snapshot] = {}
-    for index in range(start, len(turns)):
-        if snapshot_at and index in snapshot_at:
-            snapshots[index] = _take(rt, index)
-        _play_turn(rt, turns[index], last=index == len(turns) - 1)
+    try:
+        for index in range(start, len(turns)):
+            if snapshot_at and index in snapshot_at:
+                snapshots[index] = _take(rt, index)
+            if tap is not None and marks and index in marks:
+                tap.mark(index)
+            _play_turn(rt, turns[index], last=index == len(turns) - 1)
+            if tap is not None and join is not None and index == start:
+                tap.follow(join, index + 1)
+    finally:
+        if tap is not None and join is not None:
+            tap.leave()
     rt.record.transitions = [t.to_dict() for t in rt.lifecycle.history]
     rt.record.states = [s.to_dict() for s in rt.committed.values()]
     rt.record.final_answers = dict(rt.worker.answers)
@@ -257,13 +278,26 @@ def _finish(task: Task, rt: ManagerRuntime, record: EpisodeRecord, branch: str, 
 
 
 def play_snapshots(
-    task: Task, kernel: Kernel, policy: Policy, branch: str, at: set[int], runtime: RuntimeConfig | None = None
-) -> tuple[Run, dict[int, Snapshot]]:
-    """Play the clean episode in ``kernel`` and snapshot it before each turn index in ``at``."""
+    task: Task,
+    kernel: Kernel,
+    policy: Policy,
+    branch: str,
+    at: set[int],
+    runtime: RuntimeConfig | None = None,
+    tap: ReplayTap | None = None,
+) -> tuple[Run, dict[int, Snapshot], Recording | None]:
+    """Play the clean episode in ``kernel`` and snapshot it before each turn index in ``at``. With ``tap``, also
+    record it, joinable after each of those turns (see :mod:`synthesis.replay`)."""
     worker = ScriptedWorker.for_task(task, kernel)
     rt = ManagerRuntime(task, kernel, worker, policy, runtime)
-    record, snapshots = _play_from(rt, 0, at)
-    return _finish(task, rt, record, branch, None), snapshots
+    recording = tap.record() if tap is not None else None
+    try:
+        marks = {index + 1 for index in at if index + 1 < len(task.turns)}
+        record, snapshots = _play_from(rt, 0, at, tap=tap, marks=marks)
+    finally:
+        if tap is not None:
+            tap.stop()
+    return _finish(task, rt, record, branch, None), snapshots, recording
 
 
 def play_from_snapshot(
@@ -274,8 +308,33 @@ def play_from_snapshot(
     fault: InjectedFault,
     branch: str,
     runtime: RuntimeConfig | None = None,
+    join: tuple[ReplayTap, Recording] | None = None,
 ) -> Run:
-    """Continue a snapshot of the clean episode with ``fault`` injected (its turn is the snapshot's next turn)."""
+    """Continue a snapshot of the clean episode with ``fault`` injected (its turn is the snapshot's next turn).
+    ``join``: a tap and the clean run's recording, joined after the faulted turn when the states are equal; should
+    the kernel then answer otherwise than recorded, the run is played again without it."""
+    if join is not None:
+        fresh = GoldPolicy(policy.fault, policy.teacher) if isinstance(policy, GoldPolicy) else policy
+        counter = copy.copy(kernel._cp_counter)  # checkpoint ids: the second play must take the same ones
+        try:
+            return _continue(task, kernel, snapshot, policy, fault, branch, runtime, join)
+        except ReplayDiverged as exc:
+            logger.warning("%s; playing the %s run of %s again without joining", exc, branch, fault_id(fault))
+            kernel._cp_counter = counter
+            return _continue(task, kernel, snapshot, fresh, fault, branch, runtime, None)
+    return _continue(task, kernel, snapshot, policy, fault, branch, runtime, None)
+
+
+def _continue(
+    task: Task,
+    kernel: Kernel,
+    snapshot: Snapshot,
+    policy: Policy,
+    fault: InjectedFault,
+    branch: str,
+    runtime: RuntimeConfig | None,
+    join: tuple[ReplayTap, Recording] | None,
+) -> Run:
     kernel.restore(snapshot.checkpoint)
     kernel._hwm = dict(snapshot.versions)  # variable versions continue as in a full replay
     held = set(kernel.checkpoints)
@@ -289,7 +348,8 @@ def play_from_snapshot(
     rt.record.config = config
     if isinstance(policy, GoldPolicy):
         policy.log = list(snapshot.log)
-    record, _ = _play_from(rt, snapshot.index)
+    tap, recording = join if join is not None else (None, None)
+    record, _ = _play_from(rt, snapshot.index, tap=tap, join=recording)
     for checkpoint in [c for c in kernel.checkpoints if c not in held]:
         kernel.release(checkpoint)  # keep the shared kernel's checkpoints bounded
     return _finish(task, rt, record, branch, fault)
@@ -312,8 +372,13 @@ def run_task(
     teacher: Teacher | None = None,
     runtime: RuntimeConfig | None = None,
     reuse_checkpoints: bool = True,
+    join_runs: bool = True,
+    verify_joins: bool = False,
 ) -> TaskRuns:
-    """The clean run and every fault's two runs of ``task``, validated (see the module docstring)."""
+    """The clean run and every fault's two runs of ``task``, validated (see the module docstring). ``join_runs``
+    (with ``reuse_checkpoints``): a faulted run whose state after its faulted turn equals the clean run's takes the
+    clean run's kernel replies from there (:mod:`synthesis.replay`; the records are the same). ``verify_joins``
+    (tests): bring the kernel up to date at the end of every joined run and check it answers as recorded."""
     runtime = runtime or SYNTHESIS_RUNTIME
     if not reuse_checkpoints:
         clean = play(task, sandbox, GoldPolicy(None, teacher), None, "clean", runtime)
@@ -335,7 +400,13 @@ def run_task(
         if kernel.config.max_checkpoints < needed:
             logger.info("task %s: max_checkpoints < %d, replaying every run in full", task.id, needed)
             return run_task(task, faults, sandbox, teacher=teacher, runtime=runtime, reuse_checkpoints=False)
-        clean, gold_snaps = play_snapshots(task, kernel, GoldPolicy(None, teacher), "clean", at | {0}, runtime)
+        tap = ReplayTap(kernel) if join_runs else None
+        if tap is not None:
+            tap.verify = verify_joins
+        kernel.tap = tap
+        clean, gold_snaps, gold_rec = play_snapshots(
+            task, kernel, GoldPolicy(None, teacher), "clean", at | {0}, runtime, tap
+        )
         _release_except(kernel, gold_snaps)
         reason = _check_clean(task, clean)
         if reason is not None:
@@ -345,20 +416,28 @@ def run_task(
             return runs
         kernel.restore(gold_snaps[0].checkpoint)  # the namespace before the first turn
         kernel._hwm = dict(gold_snaps[0].versions)
-        _, none_snaps = play_snapshots(task, kernel, NonePolicy(), "faulty", at, runtime)
+        _, none_snaps, none_rec = play_snapshots(task, kernel, NonePolicy(), "faulty", at, runtime, tap)
         _release_except(kernel, {**gold_snaps, **{-1 - k: v for k, v in none_snaps.items()}})
         for fault in faults:
             index = turn_index[fault.turn_id]
             outcome = FaultOutcome(fault)
             outcome.faulty = play_from_snapshot(
-                task, kernel, none_snaps[index], NonePolicy(), fault, "faulty", runtime
+                task, kernel, none_snaps[index], NonePolicy(), fault, "faulty", runtime, _joining(tap, none_rec)
             )
             if not faulty_verdict(task, clean, outcome.faulty, fault.benign):
+                gold = GoldPolicy(fault, teacher)
+                joining = _joining(tap, gold_rec)
                 outcome.gold = play_from_snapshot(
-                    task, kernel, gold_snaps[index], GoldPolicy(fault, teacher), fault, "gold", runtime
+                    task, kernel, gold_snaps[index], gold, fault, "gold", runtime, joining
                 )
             runs.outcomes.append(_judged(task, clean, outcome))
+        if tap is not None:
+            runs.joined, runs.served = tap.joined, tap.served
     return runs
+
+
+def _joining(tap: ReplayTap | None, recording: Recording | None) -> tuple[ReplayTap, Recording] | None:
+    return None if tap is None or recording is None else (tap, recording)
 
 
 def _release_except(kernel: Kernel, snapshots: dict[int, Snapshot]) -> None:

@@ -10,6 +10,7 @@ starts a new episode on the same kernel: versions start again at 1).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import logging
 import math
@@ -21,7 +22,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
 from .runtime.protocol import DeadlineExceeded, ProtocolError, recv_msg, send_msg
@@ -35,6 +36,27 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 _CONTROL_TIMEOUT_S = 15.0
 _KINDS = ("created", "changed", "deleted")
+
+
+class ReplyTap(Protocol):
+    """Sees every execute/probe reply of a :class:`Kernel` (``Kernel.tap``) and may answer one from a record instead
+    of the kernel process. Synthesis uses it to let a run that reached a recorded run's exact state (equal
+    :meth:`Kernel.digest`) take that run's replies rather than recompute them (:mod:`synthesis.replay`).
+
+    The host's bookkeeping (variable versions, the workspace scan, probe counts) is applied to a served reply exactly
+    as to a real one; the kernel process meanwhile falls behind, and the tap owes it the served operations."""
+
+    def reply(self, op: str, code: str) -> dict[str, Any] | None:
+        """A raw reply to serve for this operation, or None to run it in the kernel process."""
+
+    def seen(self, op: str, code: str, timeout: float, raw: dict[str, Any] | None, result: ExecutionResult) -> None:
+        """The kernel process answered (``raw`` None: it was restarted instead)."""
+
+    def sync(self) -> None:
+        """Bring the kernel process up to the state the served replies describe (before anything snapshots it)."""
+
+    def discard(self) -> None:
+        """The kernel process's state is being replaced (restore, reset): nothing is owed any more."""
 
 
 class SandboxError(RuntimeError):
@@ -212,6 +234,7 @@ class Kernel:
         self._files: dict[str, tuple[int, ...]] = {}
         self.restarts = 0
         self.probe_counts = {"inline": 0, "forked": 0}  # how probes ran (SandboxConfig.inline_probes)
+        self.tap: ReplyTap | None = None
         self.closed = False
         self._start_episode()
         self._files = self._scan_files()
@@ -264,6 +287,8 @@ class Kernel:
             cid = f"cp{next(self._cp_counter)}"
             self._checkpoints[cid] = _Checkpoint(None, {}, restorable=False)
             return cid
+        if self.tap is not None:
+            self.tap.sync()
         same = self._same_as
         if same is not None and same[0] == self._generation and self._holds(same[1]):
             cid = f"cp{next(self._cp_counter)}"
@@ -304,6 +329,8 @@ class Kernel:
                 f"checkpoint {checkpoint_id} was taken with restorable=False (an id without a snapshot) and cannot be "
                 "restored; take it with checkpoint() (restorable=True) to roll back to it."
             )
+        if self.tap is not None:
+            self.tap.discard()
         if cp is self._deferred:  # nothing ran since it was taken: the live namespace is the snapshot
             self._vars = dict(cp.variables)
             self._files = self._scan_files()
@@ -361,6 +388,8 @@ class Kernel:
         checkpoint ids from ``cp1``, an empty workspace. Cheaper than :meth:`close` plus ``Sandbox.new_kernel`` (no
         new bubblewrap episode, no teardown): environments recycle their kernel this way between episodes."""
         self._check_open()
+        if self.tap is not None:
+            self.tap.discard()
         old = [self._k.pid] if self._k is not None else []
         old += self._keep_pids()
         for cp in self._checkpoints.values():
@@ -393,6 +422,25 @@ class Kernel:
         """The tracked variables now, with their current versions."""
         return dict(self._vars)
 
+    def digest(self) -> str | None:
+        """A hash of the kernel's state as later cells see it: the namespace (pickled as one object, so aliasing
+        counts), the variable tracker's entries, the global random states and the workspace listing. None when it
+        cannot be taken (a function or class defined in a cell does not pickle; the kernel did not answer).
+        Equal digests mean the same deterministic cells give the same replies; versions and the cell counter are
+        not part of it."""
+        self._check_open()
+        if self.tap is not None:
+            self.tap.sync()
+        try:
+            raw = request(self._kernel(), {"op": "digest"}, timeout=_CONTROL_TIMEOUT_S, max_bytes=1 << 16)
+        except ProtocolError as exc:  # DeadlineExceeded included; the next cell restarts the kernel as usual
+            logger.warning("sandbox: kernel %s gave no digest (%s)", self.kernel_id, exc)
+            return None
+        value = raw.get("digest")
+        if not isinstance(value, str):
+            return None
+        return hashlib.sha256(f"{value}|{sorted(self._files.items())}".encode()).hexdigest()
+
     def close(self) -> None:
         if self.closed:
             return
@@ -421,14 +469,19 @@ class Kernel:
         timeout = float(timeout if timeout is not None else self.config.cell_timeout_s)
         if not (timeout > 0 and math.isfinite(timeout)):
             raise ValueError(f"timeout={timeout} must be a positive number of seconds")
-        wait = timeout + self.config.grace_s * (2 if op == "probe" else 1)
         if op == "execute":
             self._materialize()
             self._generation += 1
-        msg = {"op": op, "code": code, "timeout": timeout, "keep": self._keep_pids()}
         started = time.perf_counter()
+        if self.tap is not None and (served := self.tap.reply(op, code)) is not None:
+            result = self._parse(served, probe=op == "probe")
+            if op == "probe":
+                self.probe_counts["inline" if served.get("inline") is True else "forked"] += 1
+            result.files = self._diff_files()
+            return result
+        raw: dict[str, Any] | None = None
         try:
-            raw = request(self._kernel(), msg, timeout=wait, max_bytes=self._max_reply)
+            raw = self._exchange(op, code, timeout)
             result = self._parse(raw, probe=op == "probe")
             if op == "probe":
                 self.probe_counts["inline" if raw.get("inline") is True else "forked"] += 1
@@ -448,7 +501,16 @@ class Kernel:
         if result.restarted or not result.duration_s:
             result.duration_s = time.perf_counter() - started
         result.files = self._diff_files()
+        if self.tap is not None:
+            self.tap.seen(op, code, timeout, None if result.restarted else raw, result)
         return result
+
+    def _exchange(self, op: str, code: str, timeout: float) -> dict[str, Any]:
+        """Send one execute/probe to the kernel process and return its raw reply, with no host bookkeeping: for a
+        :class:`ReplyTap` bringing the process up to date. Raises ``ProtocolError`` (``DeadlineExceeded``)."""
+        msg = {"op": op, "code": code, "timeout": timeout, "keep": self._keep_pids()}
+        wait = timeout + self.config.grace_s * (2 if op == "probe" else 1)
+        return request(self._kernel(), msg, timeout=wait, max_bytes=self._max_reply)
 
     def _parse(self, raw: dict[str, Any], probe: bool) -> ExecutionResult:
         """Validate a reply from the (untrusted) kernel; raise ProtocolError on anything unexpected."""

@@ -25,6 +25,7 @@ import socket
 import sys
 import time
 import traceback
+import types
 from typing import Any
 
 from . import procs, syscalls
@@ -369,6 +370,31 @@ class KernelRuntime:
         result["inline"] = True
         return result
 
+    def state_digest(self) -> str | None:
+        """A hash of everything later cells can observe, or None when it cannot be taken (see ``Kernel.digest``):
+        the user namespace pickled as one object (so aliasing between names counts), the tracker's entries, and
+        numpy's global random state. Functions and classes defined in cells do not pickle (their module is not
+        importable here), so a namespace holding one has no digest. The ``random`` module is left out: CPython
+        reseeds it in every forked child, so no restored kernel repeats it anyway."""
+        import hashlib
+        import pickle
+
+        user = {
+            name: (value.__name__ if isinstance(value, types.ModuleType) else value)
+            for name, value in self.namespace.items()
+            if name != "__builtins__" and name not in self.helpers
+        }
+        digest = hashlib.sha256()
+        try:
+            digest.update(pickle.dumps(user, protocol=5))
+            numpy = sys.modules.get("numpy")
+            if numpy is not None:
+                digest.update(pickle.dumps(numpy.random.get_state(), protocol=5))
+            digest.update(repr(self.tracker.state()).encode())
+        except Exception:  # noqa: BLE001 - an unpicklable value: no digest (callers treat it as "unknown")
+            return None
+        return digest.hexdigest()
+
     # ---- the request loop -----------------------------------------------------------------------------------------
     def serve(self) -> None:
         send_msg(self.sock, {"op": "hello", "role": "kernel", "pid": os.getpid()})
@@ -400,6 +426,8 @@ class KernelRuntime:
             return {"ok": True, "pid": self.checkpoint(fds[0])}
         if op == "variables":
             return {"ok": True, "variables": self.tracker.describe_all(self.namespace)}
+        if op == "digest":
+            return {"ok": True, "digest": self.state_digest()}
         if op == "ping":
             return {"ok": True, "pid": os.getpid()}
         if op == "shutdown":

@@ -494,6 +494,16 @@ class VariableTracker:
                 )
         return changes
 
+    def state(self) -> list[tuple[Any, ...]]:
+        """The entries as plain data for a state digest: per name its scalar key, shallow and cached content
+        fingerprints, and the group of names sharing its object (ids themselves differ between processes)."""
+        groups: dict[int, str] = {}
+        for name, entry in sorted(self._entries.items()):
+            groups.setdefault(entry.ident, name)
+        return [
+            (name, e.value_key, e.shallow, e.content, groups[e.ident]) for name, e in sorted(self._entries.items())
+        ]
+
     def describe_all(self, namespace: dict[str, Any]) -> list[dict[str, Any]]:
         return [
             {
