@@ -125,8 +125,9 @@ def inline_refusal(
     if not _pandas_ok():
         return "pandas < 3 (no copy-on-write)"
     scope = _Scope(allow_joins)
-    _collect_bindings(tree, scope)
-    for node in ast.walk(tree):
+    nodes = _walk(tree)
+    _collect_bindings(nodes, scope)
+    for node in nodes:
         if isinstance(node, ast.stmt) and not isinstance(node, _STATEMENTS):
             return f"statement {type(node).__name__}"
         if isinstance(node, _FORBIDDEN):
@@ -156,9 +157,23 @@ def inline_refusal(
     return None
 
 
-def _collect_bindings(tree: ast.Module, scope: _Scope) -> None:
+def _walk(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` in :func:`ast.walk`'s order (breadth first), as a list: about twice as fast, and the
+    two passes of :func:`inline_refusal` share it."""
+    nodes = [tree]
+    for node in nodes:  # the list grows while it is read
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                nodes.append(value)
+            elif isinstance(value, list):
+                nodes.extend(item for item in value if isinstance(item, ast.AST))
+    return nodes
+
+
+def _collect_bindings(nodes: list[ast.AST], scope: _Scope) -> None:
     """Fill ``scope`` with every name the probe binds anywhere (module level and inside its functions alike)."""
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Assign):
             fresh, method = _is_fresh_value(node.value, scope), _is_method_ref(node.value, scope)
             for target in node.targets:

@@ -156,7 +156,10 @@ class KernelRuntime:
         self.results_bytes += size
 
     # ---- running a cell -----------------------------------------------------------------------------------------
-    def run_cell(self, code: str, timeout: float, track: bool, keep: set[int]) -> dict[str, Any]:
+    def run_cell(
+        self, code: str, timeout: float, track: bool, keep: set[int], tree: ast.Module | None = None
+    ) -> dict[str, Any]:
+        """Run ``code`` (``tree``: its parse, when the caller already has it; it is consumed) in the namespace."""
         self.cell_count += 1
         filename = f"<cell-{self.cell_count}>"
         start = time.perf_counter()
@@ -174,7 +177,8 @@ class KernelRuntime:
             "changes": [],
         }
         try:
-            tree = ast.parse(code, filename, "exec")
+            if tree is None:
+                tree = ast.parse(code, filename, "exec")
         except (SyntaxError, ValueError) as exc:
             out.update(
                 ok=False,
@@ -292,8 +296,8 @@ class KernelRuntime:
         return pid
 
     def probe(self, code: str, timeout: float, keep: set[int]) -> dict[str, Any]:
-        if self.limits.get("inline_probes") and self._inline_ok(code):
-            return self._probe_inline(code, timeout, keep)
+        if self.limits.get("inline_probes") and (tree := self._inline_tree(code)) is not None:
+            return self._probe_inline(code, tree, timeout, keep)
         parent_end, child_end = socket.socketpair()
         start = time.perf_counter()
         pid = os.fork()
@@ -347,23 +351,22 @@ class KernelRuntime:
         result["duration_s"] = time.perf_counter() - start
         return result
 
-    def _inline_ok(self, code: str) -> bool:
+    def _inline_tree(self, code: str) -> ast.Module | None:
+        """The probe's parse when it may run inline (:mod:`.inline`), else None (it is forked)."""
         try:
             tree = ast.parse(code, "<probe>", "exec")
         except (SyntaxError, ValueError):
-            return False  # the fork reports the error as before
-        return (
-            inline_refusal(tree, self.namespace, self.helpers, allow_joins=bool(self.limits.get("inline_joins")))
-            is None
-        )
+            return None  # the fork reports the error as before
+        joins = bool(self.limits.get("inline_joins"))
+        return tree if inline_refusal(tree, self.namespace, self.helpers, allow_joins=joins) is None else None
 
-    def _probe_inline(self, code: str, timeout: float, keep: set[int]) -> dict[str, Any]:
+    def _probe_inline(self, code: str, tree: ast.Module, timeout: float, keep: set[int]) -> dict[str, Any]:
         """Run a read-only probe (see :mod:`.inline`) here, in a shallow copy of the namespace: what it binds is
         dropped with the copy; the cell counter is put back, so tracebacks name the cell as a forked probe would."""
         namespace, count = self.namespace, self.cell_count
         self.namespace = dict(namespace)
         try:
-            result = self.run_cell(code, timeout, track=False, keep=keep)
+            result = self.run_cell(code, timeout, track=False, keep=keep, tree=tree)
         finally:
             self.namespace, self.cell_count = namespace, count
         result["changes"] = []
