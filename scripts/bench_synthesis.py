@@ -13,9 +13,9 @@ sensitive to other load.
 
 ``reference`` is measured in the same run, before the main one, because this machine's speed drifts by up to 2x within
 hours: the runs of the first ``--reference-tasks`` tasks (default 3), in this process, once with the pipeline's sandbox
-settings and once with the plain ones (every probe forked, every runtime checkpoint a restorable snapshot), task by
-task in turn. Its ``speedup`` (plain seconds over pipeline seconds) is the part of the figure that does not depend on
-the hour; ``--reference-tasks 0`` skips it.
+settings and once with the plain ones (every probe forked, every runtime checkpoint a restorable snapshot, no faulted
+run joining a clean run's recording), task by task in turn. Its ``speedup`` (plain seconds over pipeline seconds) is
+the part of the figure that does not depend on the hour; ``--reference-tasks 0`` skips it.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def reference(config: SynthesisConfig, n_tasks: int, out: Path) -> dict[str, obj
             _, task, faults = prepare_job(job, config, out, fast)
             for name, sandbox, runtime in (("pipeline", fast, None), ("plain", plain, RuntimeConfig())):
                 start = time.perf_counter()
-                runs = run_task(task, faults, sandbox, runtime=runtime)
+                runs = run_task(task, faults, sandbox, runtime=runtime, join_runs=name == "pipeline")
                 seconds[name] += time.perf_counter() - start
             trajectories += 0 if runs.clean is None else 1 + sum(o.kept for o in runs.outcomes)
     return {

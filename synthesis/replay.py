@@ -53,10 +53,18 @@ class _Op:
 
 @dataclass
 class Recording:
-    """One run's operations in order and, per turn index, ``(digest, position)`` before that turn."""
+    """One run's operations in order and, per turn index, ``(digest, position)`` before that turn (and the host's
+    view of the variables there, a cheap first check)."""
 
     ops: list[_Op] = field(default_factory=list)
     joins: dict[int, tuple[str, int]] = field(default_factory=dict)
+    views: dict[int, Any] = field(default_factory=dict)
+
+
+def _view(kernel: Kernel) -> list[tuple[Any, ...]]:
+    """The host's record of the variables without their versions: states that differ here differ (the digest of
+    the kernel, ~4 ms, is then not asked for)."""
+    return sorted((v.name, v.type, v.shape, v.summary) for v in kernel.variables().values())
 
 
 def _reply_text(raw: dict[str, Any]) -> str:
@@ -88,6 +96,7 @@ class ReplayTap:
         digest = self.kernel.digest()
         if digest is not None:
             self.recording.joins[index] = (digest, len(self.recording.ops))
+            self.recording.views[index] = _view(self.kernel)
 
     def stop(self) -> None:
         self.recording = None
@@ -98,7 +107,7 @@ class ReplayTap:
         if index not in recording.joins or self.recording is not None:
             return False
         digest, position = recording.joins[index]
-        if self.kernel.digest() != digest:
+        if _view(self.kernel) != recording.views[index] or self.kernel.digest() != digest:
             return False
         self._following, self._start, self._cursor = recording, position, position
         self.joined += 1
