@@ -10,6 +10,11 @@ Usage::
         r.ok, r.display, r.variables, r.files                       # never raises for user errors
         cp = k.checkpoint(); k.execute("df = None"); k.restore(cp)   # fork snapshot, restorable many times
         k.probe("df.describe()")                                     # throwaway fork; namespace untouched
+        k.digest()          # hash of the state later cells observe (equal digests: same replies to the same cells)
+
+``Kernel.tap`` (a ``ReplyTap``) sees every execute/probe reply and may answer one from a record instead of the
+kernel process, with the host's bookkeeping applied as to a real reply: synthesis lets a run whose state digest
+equals a recorded run's take that run's replies (``synthesis/replay.py``).
 
 Architecture
 ------------
@@ -85,7 +90,7 @@ private tmp dir, denies TCP and signals out of the kernel — but that is defenc
 """
 
 from .config import SandboxConfig
-from .kernel import Kernel, SandboxError
+from .kernel import Kernel, ReplyTap, SandboxError
 from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
 from .sandbox import Sandbox, SandboxUnavailableError
 
@@ -93,6 +98,7 @@ __all__ = [
     "ExecutionResult",
     "FileChange",
     "Kernel",
+    "ReplyTap",
     "Sandbox",
     "SandboxConfig",
     "SandboxError",
