@@ -424,17 +424,19 @@ class Kernel:
 
     def digest(self) -> str | None:
         """A hash of the kernel's state as later cells see it: the namespace (pickled as one object, so aliasing
-        counts), the variable tracker's entries, the global random states and the workspace listing. None when it
-        cannot be taken (a function or class defined in a cell does not pickle; the kernel did not answer).
-        Equal digests mean the same deterministic cells give the same replies; versions and the cell counter are
-        not part of it."""
+        counts), the variable tracker's entries, numpy's global random state and the workspace listing. None when it
+        cannot be taken (a function or class defined in a cell does not pickle). Equal digests mean the same
+        deterministic cells give the same replies; versions and the cell counter are not part of it. A kernel that
+        does not answer within the cell timeout (pickling is the kernel's own code, but the objects are the user's) is
+        restarted as after a hung cell, and the digest is None."""
         self._check_open()
         if self.tap is not None:
             self.tap.sync()
+        timeout = self.config.cell_timeout_s + self.config.grace_s
         try:
-            raw = request(self._kernel(), {"op": "digest"}, timeout=_CONTROL_TIMEOUT_S, max_bytes=1 << 16)
-        except ProtocolError as exc:  # DeadlineExceeded included; the next cell restarts the kernel as usual
-            logger.warning("sandbox: kernel %s gave no digest (%s)", self.kernel_id, exc)
+            raw = request(self._kernel(), {"op": "digest"}, timeout=timeout, max_bytes=1 << 16)
+        except ProtocolError as exc:  # DeadlineExceeded included: the channel may hold a late reply, so restart
+            self._restart(f"the kernel gave no state digest ({exc})")
             return None
         value = raw.get("digest")
         if not isinstance(value, str):

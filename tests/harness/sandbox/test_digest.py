@@ -121,3 +121,12 @@ def test_a_tap_is_synced_before_a_snapshot_and_discarded_on_restore(kernel):
     assert tap.discarded == 1
     kernel.digest()
     assert tap.synced == 2
+
+
+def test_a_kernel_that_hangs_in_the_digest_is_restarted(kernel):
+    # pickling runs the user's __reduce__: one that never returns must not wedge the host
+    cell = "class Slow:\n    def __reduce__(self):\n        while True: pass\nslow = Slow()\ndel Slow"
+    assert kernel.execute(cell).ok
+    assert kernel.digest() is None
+    assert kernel.restarts == 1 and "slow" not in kernel.variables()
+    assert kernel.execute("x = 1\nprint(x)").stdout == "1\n"  # the next request gets its own reply
