@@ -39,11 +39,14 @@ import importlib.util
 import json
 import logging
 import random
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from harness.llm import HFChatBackend, Message
 from harness.yaml_config import load_yaml_config
@@ -127,6 +130,12 @@ class StudyConfig:
         default=7680, metadata={"help": "Skip exact-match samples longer than this (SmolLM2's context is 8,192)."}
     )
     eval_limit: int | None = field(default=None, metadata={"help": "Held-out tasks played as episodes (None: all)."})
+    eval_turns: int | None = field(
+        default=None,
+        metadata={"help": "Play only the first N turns of every held-out task (a copy of the suite with its tasks "
+                  "cut there, faults at later turns left out; None: whole tasks). For the miniature: a model "
+                  "manager call is seconds on CPU, two or more a turn."},
+    )  # fmt: skip
     eval_fault_limit: int | None = field(
         default=None,
         metadata={"help": "Faulted episodes played, the first N of the kept tasks' (None: all); each task's clean "
@@ -160,6 +169,8 @@ class StudyConfig:
         for name in ("exact_match_samples", "manager_max_tokens", "max_prompt_tokens", "n_resamples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+        if self.eval_turns is not None and self.eval_turns < 1:
+            raise ValueError(f"eval_turns={self.eval_turns} must be at least 1 (or null: whole tasks)")
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> StudyConfig:
@@ -194,6 +205,12 @@ class Study:
 
     def data_dir(self, split: str) -> Path:
         return self.out / "data" / split
+
+    def eval_suite(self) -> Path:
+        """The suite the episodes are played on: the held-out split, or its tasks' first ``eval_turns`` turns."""
+        if self.config.eval_turns is None:
+            return self.data_dir("heldout")
+        return self.out / "data" / f"heldout-first-{self.config.eval_turns}"
 
     def arm_dir(self, arm: str) -> Path:
         return self.out / "arms" / arm
@@ -415,6 +432,38 @@ def score_exact_match(study: Study, arm: str, samples: list[dict[str, Any]], pol
 
 
 # ---------------------------------------------------------------- driver
+def first_turns_suite(src: Path, out: Path, n_turns: int) -> Path:
+    """A copy of the synthesized suite ``src`` whose tasks keep their first ``n_turns`` turns (``config.yaml`` and
+    ``private/reference.json`` cut there; the tables and the rest copied) and whose ``faults.jsonl`` keeps the faults
+    injected in those turns. Turns only depend on earlier ones, so the cut tasks are valid tasks. Rebuilt each time
+    (cheap: a few small files per task)."""
+    from harness.tasks import load_task
+
+    if out.exists():
+        shutil.rmtree(out)
+    kept: dict[str, set[str]] = {}
+    for config_path in sorted((src / "tasks").glob("*/config.yaml")):
+        task_dir = out / "tasks" / config_path.parent.name
+        shutil.copytree(config_path.parent, task_dir)
+        config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+        config["turns"] = config["turns"][:n_turns]
+        turn_ids = {str(turn["turn_id"]) for turn in config["turns"]}
+        (task_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        reference_path = task_dir / "private" / "reference.json"
+        reference = json.loads(reference_path.read_text(encoding="utf-8"))
+        reference = {turn_id: value for turn_id, value in reference.items() if turn_id in turn_ids}
+        reference_path.write_text(json.dumps(reference, indent=2, ensure_ascii=False), encoding="utf-8")
+        kept[load_task(task_dir).id] = turn_ids  # validates the cut task
+    faults_path = src / "faults.jsonl"
+    lines = faults_path.read_text(encoding="utf-8").splitlines() if faults_path.is_file() else []
+    with (out / "faults.jsonl").open("w", encoding="utf-8") as fh:
+        for line in filter(str.strip, lines):
+            fault = json.loads(line)
+            if str(fault.get("turn_id")) in kept.get(str(fault.get("task_id")), set()):
+                fh.write(line + "\n")
+    return out
+
+
 def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) the whole study; writes and returns the results (see :mod:`training.study_report`)."""
     from harness.evaluation.run import EvaluationConfig, run_evaluation
@@ -458,8 +507,10 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
         for arm in model_arms:
             exact[arm] = timed(f"exact_match/{arm}", lambda a=arm: score_exact_match(study, a, samples, policy(a)))
 
+    if config.eval_turns is not None:
+        first_turns_suite(study.data_dir("heldout"), study.eval_suite(), config.eval_turns)
     eval_config = EvaluationConfig(
-        suite=str(study.data_dir("heldout")),
+        suite=str(study.eval_suite()),
         out=str(study.out / "eval"),
         managers=[f"llm-hf:{study.model_dir(a)}" if ARMS[a].model else a for a in arms],
         labels=arms,

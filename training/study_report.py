@@ -232,7 +232,7 @@ def collect(
 
     config = study.config
     seed, n = config.seed, config.n_resamples
-    suite = resolve_suite(str(study.data_dir("heldout")), limit=config.eval_limit, fault_limit=config.eval_fault_limit)
+    suite = resolve_suite(str(study.eval_suite()), limit=config.eval_limit, fault_limit=config.eval_fault_limit)
     specs = {spec.key: spec for spec in suite.episodes(with_faults=True)}
     turn_ids = {s.task_id: [str(t.turn_id) for t in load_task(s.task_dir).turns] for s in specs.values()}
     facts: dict[str, list[dict[str, Any]]] = {}
@@ -268,7 +268,8 @@ def collect(
             for split, s in data.items()
         },
         "heldout": {
-            "suite": str(study.data_dir("heldout")),
+            "suite": str(study.eval_suite()),
+            "turns_per_task": config.eval_turns,
             "episodes": len(specs),
             "tasks": len(turn_ids),
             "fault_types_unseen_in_training": list(config.heldout_fault_types),
@@ -386,6 +387,8 @@ def render_report(results: dict[str, Any]) -> str:
     held = results["heldout"]
     fault_limit = results.get("config", {}).get("eval_fault_limit")
     played = "clean + one per fault" if fault_limit is None else f"clean + the first {fault_limit} faulted"
+    if (turns := results.get("config", {}).get("eval_turns")) is not None:
+        played += f"; each task cut to its first {turns} turns"
     lines = [
         "# Small-model study: SmolLM2-135M-Instruct as the manager (SIMULATED worker)\n",
         f"Held-out split: {held['tasks']} tasks of the held-out domain, {held['episodes']} episodes ({played}); "

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training.study import ARMS, StudyConfig
+from training.study import ARMS, StudyConfig, first_turns_suite
 from training.study_report import arm_metrics, paired
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,8 +23,8 @@ def test_study_configs_load() -> None:
     assert [p.name for p in STUDY_CONFIGS] == ["smollm2-mini.yaml", "smollm2.yaml"]
     for path in STUDY_CONFIGS:
         config = StudyConfig.from_yaml(path)
-        mini = path.name == "smollm2-mini.yaml"  # without DAPO (minutes a step) and sft-full (= tiny-sft's path)
-        assert config.arms == [a for a in ARMS if not (mini and a in ("sft-dapo", "sft-full"))]  # the issue's order
+        mini = path.name == "smollm2-mini.yaml"  # without DAPO (minutes a step) and the full-SFT launches (time)
+        assert config.arms == [a for a in ARMS if not (mini and a in ("sft-dapo", "sft-full", "tiny-sft"))]
         assert config.prompt_view == "bare"  # SFT data, inference and DAPO rollouts alike
         assert config.heldout_synthesis.get("domains") is None  # the split's domain is forced to the held-out one
         assert len(config.heldout_fault_types) == 2 and "fault_types" not in config.train_synthesis  # set by the study
@@ -110,8 +110,33 @@ def test_paired_differences_match_by_id() -> None:
     assert paired(a, {"w": ("t1", 1.0)}, seed=0, n=10) is None
 
 
+def test_first_turns_suite_cuts_tasks_and_their_faults(tmp_path: Path) -> None:
+    from harness.evaluation.suite import resolve_suite
+    from harness.tasks import grade_task, load_task
+
+    src = tmp_path / "suite"
+    shutil.copytree(REPO / "harness" / "builtin_tasks" / "retail-sales", src / "tasks" / "retail-sales")
+    whole = load_task(src / "tasks" / "retail-sales")
+    faults = [{"task_id": whole.id, "turn_id": t, "fault_type": "rounding", "code": "x = 1"} for t in ("1", "4")]
+    (src / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in faults))
+    out = first_turns_suite(src, tmp_path / "cut", 2)
+    task = load_task(out / "tasks" / "retail-sales")
+    assert [t.turn_id for t in task.turns] == [t.turn_id for t in whole.turns[:2]] and len(whole.turns) > 2
+    answers = task.load_answers()
+    assert list(answers) == ["1", "2"]
+    assert grade_task(task, {k: v.answer for k, v in answers.items()}).score == 1.0  # the references still grade
+    suite = resolve_suite(str(out))
+    assert [(f.task_id, f.turn_id) for f in suite.faults] == [(whole.id, "1")]  # turn 4's fault is cut away
+    assert len(suite.episodes(with_faults=True)) == 2  # the clean episode and the turn-1 fault
+    assert (src / "tasks" / "retail-sales" / "config.yaml").read_text() != (
+        out / "tasks" / "retail-sales" / "config.yaml"
+    ).read_text()
+    with pytest.raises(ValueError, match="eval_turns=0"):
+        StudyConfig(arms=["none"], eval_turns=0)
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # 219 s on the idle machine (two SFT arms; three model arms playing a 6-turn episode)
+@pytest.mark.timeout(900)  # ~110 s on the idle machine (one SFT launch; two model arms playing 2 turns of a task)
 def test_miniature_study(tmp_path: Path) -> None:
     """configs/study/smollm2-mini.yaml end to end; the numbers are real (small), the report lists every arm."""
     pytest.importorskip("gguf", reason="the SmolLM2 conversion needs the train extra (gguf)")
