@@ -316,10 +316,13 @@ def play_from_snapshot(
     if join is not None:
         fresh = GoldPolicy(policy.fault, policy.teacher) if isinstance(policy, GoldPolicy) else policy
         counter = copy.copy(kernel._cp_counter)  # checkpoint ids: the second play must take the same ones
+        held = set(kernel.checkpoints)
         try:
             return _continue(task, kernel, snapshot, policy, fault, branch, runtime, join)
         except ReplayDiverged as exc:
             logger.warning("%s; playing the %s run of %s again without joining", exc, branch, fault_id(fault))
+            for checkpoint in [c for c in kernel.checkpoints if c not in held]:
+                kernel.release(checkpoint)  # the abandoned play's
             kernel._cp_counter = counter
             return _continue(task, kernel, snapshot, fresh, fault, branch, runtime, None)
     return _continue(task, kernel, snapshot, policy, fault, branch, runtime, None)

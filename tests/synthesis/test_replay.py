@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.sandbox import Kernel
 from synthesis import replay
 from synthesis.replay import ReplayDiverged, ReplayTap
 from synthesis.runs import run_task
@@ -41,9 +42,21 @@ def test_a_divergence_plays_the_run_again_without_joining(sandbox, task, candida
             raise ReplayDiverged("simulated")
 
     monkeypatch.setattr(ReplayTap, "leave", diverge)
+    held = []
+    real_checkpoint = Kernel.checkpoint
+
+    def checkpoint(self, restorable=True):
+        cid = real_checkpoint(self, restorable)
+        held.append(len(self.checkpoints))
+        return cid
+
+    monkeypatch.setattr(Kernel, "checkpoint", checkpoint)
     runs = run_task(task, candidates, sandbox, join_runs=True)
     assert runs.joined > 0
     assert _everything(runs) == _everything(played)
+    # the abandoned plays' checkpoints are released: never more held than the snapshots plus one play's own
+    fault_turns = {f.turn_id for f in candidates}
+    assert max(held) <= 2 * len(fault_turns) + 2 * len(task.turns) + 1
 
 
 def test_the_tap_checks_served_replies_when_it_brings_the_kernel_up_to_date(sandbox, task):
