@@ -316,13 +316,10 @@ def play_from_snapshot(
     if join is not None:
         fresh = GoldPolicy(policy.fault, policy.teacher) if isinstance(policy, GoldPolicy) else policy
         counter = copy.copy(kernel._cp_counter)  # checkpoint ids: the second play must take the same ones
-        held = set(kernel.checkpoints)
         try:
             return _continue(task, kernel, snapshot, policy, fault, branch, runtime, join)
         except ReplayDiverged as exc:
             logger.warning("%s; playing the %s run of %s again without joining", exc, branch, fault_id(fault))
-            for checkpoint in [c for c in kernel.checkpoints if c not in held]:
-                kernel.release(checkpoint)  # the abandoned play's
             kernel._cp_counter = counter
             return _continue(task, kernel, snapshot, fresh, fault, branch, runtime, None)
     return _continue(task, kernel, snapshot, policy, fault, branch, runtime, None)
@@ -352,9 +349,11 @@ def _continue(
     if isinstance(policy, GoldPolicy):
         policy.log = list(snapshot.log)
     tap, recording = join if join is not None else (None, None)
-    record, _ = _play_from(rt, snapshot.index, tap=tap, join=recording)
-    for checkpoint in [c for c in kernel.checkpoints if c not in held]:
-        kernel.release(checkpoint)  # keep the shared kernel's checkpoints bounded
+    try:
+        record, _ = _play_from(rt, snapshot.index, tap=tap, join=recording)
+    finally:
+        for checkpoint in [c for c in kernel.checkpoints if c not in held]:
+            kernel.release(checkpoint)  # keep the shared kernel's checkpoints bounded (an abandoned play's too)
     return _finish(task, rt, record, branch, fault)
 
 

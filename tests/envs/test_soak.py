@@ -71,10 +71,11 @@ def soak(pool, episodes: int) -> None:
     assert holder.kernels_recycled > 0
     # Flat up to one process: whether the live episode's last checkpoint is already forked or still deferred (the
     # sandbox forks it only before the namespace changes) depends on where the episode stopped. A leak grows.
-    # On a loaded machine a killed kernel can take longer than settled() waits to exit: allow rare transients (1 %);
-    # a leak would keep every later sample above the band.
+    # On a loaded machine a killed kernel can take longer than settled() waits to exit: allow rare transients (1 %,
+    # and at least one: a CI run of the short soak once saw [7, 6, 7, 6, 8, 6, 7, ...]); a leak would keep every
+    # later sample above the band, the last one included.
     above = [p for p in processes if p > min(processes) + 1]
-    assert len(above) <= len(processes) // 100 and processes[-1] <= min(processes) + 1, (
+    assert len(above) <= max(1, len(processes) // 100) and processes[-1] <= min(processes) + 1, (
         f"process count drifted: {processes}"
     )
     assert rss[-1] - rss[0] < RSS_SLACK_MB, f"RSS grew from {rss[0]:.0f} MB to {rss[-1]:.0f} MB"
