@@ -10,8 +10,11 @@
    types it (``accelerate launch scripts/sft.py --config ...``; ``scripts/rl.py`` for DAPO). LoRA adapters are merged
    into a plain checkpoint for evaluation.
 3. **evaluate**: per model arm, *teacher-forced exact match* on held-out atomic samples (the gold context of one
-   activation, then the model's next response: does its control action name equal the gold one?), then every arm
-   on the held-out episodes with the scripted (simulated) worker through :func:`harness.evaluation.run_evaluation`.
+   activation, then the model's next response: does its control action name equal the gold one?); per manager arm,
+   *decision points* (:mod:`training.study_decisions`, ``decision_points``): the held-out activations where the gold
+   manager repairs or commits, played closed loop in the real manager env, the gold manager playing the rest of the
+   episode (repair precision / recall / F1 where whole faulted episodes are too long for a CPU); then every arm on
+   the held-out episodes with the scripted (simulated) worker through :func:`harness.evaluation.run_evaluation`.
 4. **report**: :mod:`training.study_report` writes ``results.json``, ``report.md`` and the plots.
 
 Arms (:data:`ARMS`): ``none``, ``rule``, ``prompt`` (SmolLM2-135M-Instruct as converted, prompt only), ``sft-lora``,
@@ -24,8 +27,12 @@ calls alike (CPU cost grows with sequence length), and DAPO's rollouts see the s
 --prompt_view``, :class:`training.rl.rollout.EpisodeTokens`).
 
 Resume: every stage leaves a marker (``OUT/data/<split>/stats.json``, ``OUT/arms/<arm>/train.json``); exact-match
-scores are appended per sample (``OUT/arms/<arm>/exact_match.jsonl``) and episodes per episode (the evaluation's
-own resume), so a killed study re-run with the same ``OUT`` continues where it stopped.
+scores are appended per sample (``OUT/arms/<arm>/exact_match.jsonl``), decision points per point
+(``OUT/arms/<arm>/decisions.jsonl``) and episodes per episode (the evaluation's own resume), so a killed study re-run
+with the same ``OUT`` continues where it stopped; ``OUT/timing.json`` sums each stage's seconds over the
+invocations (a trained arm's is its launch's wall time, from its marker), so the report's times are the study's cost
+however often it was resumed. A data split synthesized with another config than the one given is
+refused (the message names the fields), not silently reused.
 
 Model inference uses :class:`~harness.llm.HFChatBackend`, prefix-cached: the key/values of the previous call are
 reused for the prompt's longest common token prefix (the system prompt and tools block, about 3,000 tokens, are the
@@ -57,6 +64,7 @@ logger = logging.getLogger(__name__)
 
 MARKER = "train.json"
 EXACT_FILE = "exact_match.jsonl"
+TIMING_FILE = "timing.json"  # seconds per stage, summed over the invocations that ran it (a resume adds its own)
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,15 @@ class StudyConfig:
         metadata={"help": "Faulted episodes played, the first N of the kept tasks' (None: all); each task's clean "
                   "episode is always played."},
     )  # fmt: skip
+    decision_points: int = field(
+        default=0,
+        metadata={"help": "Held-out decision points played closed loop by every manager arm (0: none): turn-end "
+                  "activations where the gold manager repairs or commits, half of each kind as far as there are; "
+                  "the gold manager plays the rest of the episode (training/study_decisions.py)."},
+    )  # fmt: skip
+    decision_max_responses: int = field(
+        default=2, metadata={"help": "Responses an arm may give in a decision point's activation (check, then act)."}
+    )
     manager_max_tokens: int = field(default=160, metadata={"help": "Cap on one manager reply (tokens)."})
     runtime: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "RuntimeConfig fields of the episodes (e.g. max_actions)."}
@@ -169,6 +186,10 @@ class StudyConfig:
         for name in ("exact_match_samples", "manager_max_tokens", "max_prompt_tokens", "n_resamples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+        if self.decision_points < 0:
+            raise ValueError(f"decision_points={self.decision_points} must be 0 (none) or more")
+        if self.decision_max_responses < 1:
+            raise ValueError(f"decision_max_responses={self.decision_max_responses} must be at least 1")
         if self.eval_turns is not None and self.eval_turns < 1:
             raise ValueError(f"eval_turns={self.eval_turns} must be at least 1 (or null: whole tasks)")
 
@@ -242,8 +263,6 @@ def synthesize_split(study: Study, split: str) -> dict[str, Any]:
 
     out = study.data_dir(split)
     stats = out / "stats.json"
-    if stats.is_file():
-        return json.loads(stats.read_text())
     config = study.config
     if split == "train":
         fields = {
@@ -252,6 +271,17 @@ def synthesize_split(study: Study, split: str) -> dict[str, Any]:
         }
     else:
         fields = {**config.heldout_synthesis, "domains": list(HELDOUT_DOMAINS), "validation_fraction": 0.0}
+    if stats.is_file():
+        done = json.loads(stats.read_text())
+        had = done.get("config", {})
+        changed = [k for k, v in fields.items() if k not in ("workers", "isolation") and had.get(k) != v]
+        if changed:
+            raise ValueError(
+                f"{stats}: the {split} split there was synthesized with other {', '.join(changed)} than the config "
+                f"asks ({', '.join(f'{k}={had.get(k)!r} vs {fields[k]!r}' for k in changed)}); every later stage "
+                f"of the study depends on it: use another --out, or delete {out.parent} to start over"
+            )
+        return done
     logger.info("synthesizing the %s split into %s", split, out)
     synthesize(SynthesisConfig(**{"isolation": config.isolation, **fields}), out, progress=True)
     return json.loads(stats.read_text())
@@ -395,6 +425,8 @@ def exact_match_samples(study: Study, tokenizer: Any) -> list[dict[str, Any]]:
 def score_exact_match(study: Study, arm: str, samples: list[dict[str, Any]], policy: Any) -> list[dict[str, Any]]:
     """Each sample's gold context (all but the last message), the arm's next response, and whether its action name
     equals the gold control action's. Appended per sample to ``OUT/arms/<arm>/exact_match.jsonl`` (resumable)."""
+    from tqdm import tqdm
+
     from harness.manager.llm_policy import reply_to_text
     from harness.manager.wire import parse_response
 
@@ -402,10 +434,11 @@ def score_exact_match(study: Study, arm: str, samples: list[dict[str, Any]], pol
     path.parent.mkdir(parents=True, exist_ok=True)
     done = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
     seen = {row["content_hash"] for row in done}
-    with path.open("a", encoding="utf-8") as handle:
-        for sample in samples:
-            if sample["content_hash"] in seen:
-                continue
+    todo = [sample for sample in samples if sample["content_hash"] not in seen]
+    wanted = {sample["content_hash"] for sample in samples}
+    bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"exact match {arm}", unit="sample")
+    with bar, path.open("a", encoding="utf-8") as handle:
+        for sample in todo:
             tools = sample["tools"]
             tools = json.loads(tools) if isinstance(tools, str) else tools
             messages, tools = view(sample["messages"][:-1], tools, study.config.prompt_view)
@@ -427,8 +460,41 @@ def score_exact_match(study: Study, arm: str, samples: list[dict[str, Any]], pol
             handle.write(json.dumps(row) + "\n")
             handle.flush()
             done.append(row)
-    wanted = {s["content_hash"] for s in samples}
+            bar.update()
+            bar.set_postfix(matched=sum(r["match"] for r in done if r["content_hash"] in wanted))
     return [row for row in done if row["content_hash"] in wanted]
+
+
+# ---------------------------------------------------------------- decision points
+def play_decision_points(
+    study: Study, arms: list[str], policy: Callable[[str], Any], timed: Callable[[str, Callable[[], Any]], Any]
+) -> dict[str, list[dict[str, Any]]]:
+    """Every manager arm on the same held-out decision points (:mod:`training.study_decisions`), one env for all."""
+    from envs import ManagerEnv, ReplayPool
+    from harness.manager.policies import RulePolicy
+    from training.study_decisions import DECISIONS_FILE, decision_points, score_decisions
+
+    config = study.config
+    pool = ReplayPool(study.data_dir("heldout"))
+    points = decision_points(pool, config.decision_points, config.seed)
+    env = ManagerEnv(pool=pool, worker="replay", isolation=config.isolation)
+    try:
+        return {
+            arm: timed(
+                f"decisions/{arm}",
+                lambda a=arm: score_decisions(
+                    study.arm_dir(a) / DECISIONS_FILE,
+                    env,
+                    points,
+                    policy(a) if ARMS[a].model else RulePolicy(),
+                    config.decision_max_responses,
+                    label=a,
+                ),
+            )
+            for arm in arms
+        }
+    finally:
+        env.close()
 
 
 # ---------------------------------------------------------------- driver
@@ -472,13 +538,18 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
 
     study = Study(config, Path(out) if out is not None else config.path(config.out))
     study.out.mkdir(parents=True, exist_ok=True)
-    timing: dict[str, float] = {}
+    timing_path = study.out / TIMING_FILE
+    timing: dict[str, float] = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
 
     def timed(name: str, fn: Callable[[], Any]) -> Any:
         began = time.perf_counter()
         value = fn()
-        timing[name] = round(time.perf_counter() - began, 1)
-        logger.info("study: %s took %.1f s", name, timing[name])
+        took = time.perf_counter() - began
+        logger.info("study: %s took %.1f s", name, took)
+        timing[name] = round(timing.get(name, 0.0) + took, 1)
+        if name.startswith("train/") and isinstance(value, dict) and "seconds" in value:
+            timing[name] = value["seconds"]  # the training launch's own wall time (a resumed arm's from its marker)
+        timing_path.write_text(json.dumps(timing, indent=2) + "\n")
         return value
 
     if any(ARMS[a].model and a != "tiny-sft" for a in config.arms):
@@ -507,6 +578,10 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
         for arm in model_arms:
             exact[arm] = timed(f"exact_match/{arm}", lambda a=arm: score_exact_match(study, a, samples, policy(a)))
 
+    decisions: dict[str, list[dict[str, Any]]] = {}
+    if config.decision_points:
+        decisions = play_decision_points(study, [a for a in arms if a != "none"], policy, timed)
+
     if config.eval_turns is not None:
         first_turns_suite(study.data_dir("heldout"), study.eval_suite(), config.eval_turns)
     eval_config = EvaluationConfig(
@@ -524,7 +599,9 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
     )
     factories = {arm: (lambda a=arm: policy(a)) for arm in model_arms}
     evaluation = timed("episodes", lambda: run_evaluation(eval_config, policy_factories=factories))
-    results = collect(study, data=data, trained=trained, exact=exact, evaluation=evaluation, timing=timing)
+    results = collect(
+        study, data=data, trained=trained, exact=exact, evaluation=evaluation, timing=timing, decisions=decisions
+    )
     results["config"] = asdict(config)
     write_outputs(study.out, results)
     return results

@@ -24,6 +24,7 @@ All worker numbers are SIMULATED: the scripted worker replays reference or fault
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,23 +83,24 @@ def _ci(pairs: Sequence[tuple[str, float]], seed: int, n: int) -> dict[str, Any]
     return {"value": ci.estimate, "ci95": [ci.low, ci.high], "n": ci.n_values}
 
 
+def metric_entry(metrics: Mapping[str, Any], name: str) -> Any:
+    """``metrics[name]``; a dotted ``name`` ("decisions.repair_f1") looks into sub-dicts; None if missing."""
+    found: Any = metrics
+    for part in name.split("."):
+        found = found.get(part) if isinstance(found, Mapping) else None
+    return found
+
+
 def arm_metrics(facts: Sequence[dict[str, Any]], exact: Sequence[dict[str, Any]], seed: int, n: int) -> dict:
     """The metrics of one arm (see the module docstring)."""
     legal = [(f["task_id"], float(v)) for f in facts for v in f["legal"]]
     faulted = {(f["key"], f["faulted"]) for f in facts if f["faulted"] is not None}
     repaired = {(f["key"], t) for f in facts for t in f["repaired"]}
     score = repair_precision_recall(repaired, faulted)
-    f1_values = []
-    false_values = []
-    for f in facts:
-        for turn in f["turns"]:
-            key = (f["key"], turn)
-            if key in faulted:
-                f1_values += [(f["task_id"], 1.0)] * 2 if key in repaired else [(f["task_id"], 0.0)]
-            else:
-                false_values.append((f["task_id"], float(key in repaired)))
-                if key in repaired:
-                    f1_values.append((f["task_id"], 0.0))
+    keys = [(f["task_id"], (f["key"], turn)) for f in facts for turn in f["turns"]]
+    decisions = [(task, key in faulted, key in repaired) for task, key in keys]
+    f1_values = f1_contributions(decisions)
+    false_values = [(task, float(did)) for task, should, did in decisions if not should]
     terms = sorted({t for f in facts for t in f["reward"]})
     rewards = {}
     for term in terms:
@@ -127,14 +129,46 @@ def teacher_forced_repair_f1(exact: Sequence[dict[str, Any]]) -> list[tuple[str,
     """Per-sample contributions whose mean is the repair F1 of the exact-match samples, ``2TP / (2TP + FP + FN)``:
     a sample whose gold action is REPAIR counts twice 1.0 if the model repaired there, once 0.0 if not (FN); a
     REPAIR the gold did not take is one 0.0 (FP); the rest do not enter. (task id, value) pairs, for the bootstrap."""
+    return f1_contributions([(row["task_id"], row["gold"] == "REPAIR", row["predicted"] == "REPAIR") for row in exact])
+
+
+def f1_contributions(decisions: Sequence[tuple[str, bool, bool]]) -> list[tuple[str, float]]:
+    """``(task id, should repair, did repair)`` -> (task id, value) pairs whose pooled mean is the repair F1
+    ``2TP / (2TP + FP + FN)``: a TP gives two values 1.0, an FN or an FP one value 0.0, a true negative none (so a
+    task-clustered bootstrap of the pooled mean resamples F1 itself)."""
     values = []
-    for row in exact:
-        gold, predicted = row["gold"] == "REPAIR", row["predicted"] == "REPAIR"
-        if gold:
-            values += [(row["task_id"], 1.0)] * 2 if predicted else [(row["task_id"], 0.0)]
-        elif predicted:
-            values.append((row["task_id"], 0.0))
+    for task, should, did in decisions:
+        if should:
+            values += [(task, 1.0)] * 2 if did else [(task, 0.0)]
+        elif did:
+            values.append((task, 0.0))
     return values
+
+
+def decision_metrics(rows: Sequence[dict[str, Any]], seed: int, n: int) -> dict[str, Any]:
+    """The metrics of one arm's decision points (:mod:`training.study_decisions`): legal-action rate over the arm's
+    actions in the point activations, control match (the control action that ended the activation equals the gold
+    one), repair precision / recall / F1 against the REPAIR points, the false-repair rate over the COMMIT points,
+    and the mean episode reward; each with its task-clustered bootstrap CI."""
+    decisions = [(r["task_id"], r["gold"] == "REPAIR", bool(r["repaired"])) for r in rows]
+    score = repair_precision_recall(
+        [r["key"] for r in rows if r["repaired"]], [r["key"] for r in rows if r["gold"] == "REPAIR"]
+    )
+    legal = [(r["task_id"], float(a["legal"])) for r in rows for a in r["actions"]]
+    f1 = f1_contributions(decisions)
+    return {
+        "points": len(rows),
+        "repair_points": score.faulted,
+        "legal_action_rate": _ci(legal, seed, n),
+        "control_match": _ci([(r["task_id"], float(r["control"] == r["gold"])) for r in rows], seed, n),
+        "repair_precision": score.precision,
+        "repair_recall": score.recall,
+        "repair_f1": _ci(f1, seed, n),
+        "repair_counts": {"true_positive": score.true_positives, "repaired": score.repaired, "faulted": score.faulted},
+        "false_repair_rate": _ci([(task, float(did)) for task, should, did in decisions if not should], seed, n),
+        "reward_total": _ci([(r["task_id"], r["reward"]) for r in rows], seed, n),
+        "controls": dict(sorted(Counter(str(r["control"]) for r in rows).items())),
+    }
 
 
 # ---------------------------------------------------------------- paired comparisons
@@ -164,7 +198,12 @@ def _per_episode(facts: Sequence[dict[str, Any]], value: Callable[[dict[str, Any
 
 
 def comparisons(
-    pairs: Sequence[Sequence[str]], facts: Mapping[str, list], exact: Mapping[str, list], seed: int, n: int
+    pairs: Sequence[Sequence[str]],
+    facts: Mapping[str, list],
+    exact: Mapping[str, list],
+    seed: int,
+    n: int,
+    decisions: Mapping[str, list] | None = None,
 ) -> list[dict[str, Any]]:
     """Every configured pair whose arms both ran: paired differences per metric (None where they share nothing)."""
     rows = []
@@ -192,8 +231,17 @@ def comparisons(
             for side in (a, b)
         }
         row["exact_match"] = paired(sample[a], sample[b], seed, n)
+        for name, value in (("decision_reward", lambda r: r["reward"]), ("decision_match", _control_match)):
+            point = {
+                side: {r["key"]: (r["task_id"], value(r)) for r in (decisions or {}).get(side, [])} for side in (a, b)
+            }
+            row[name] = paired(point[a], point[b], seed, n)
         rows.append(row)
     return rows
+
+
+def _control_match(row: dict[str, Any]) -> float:
+    return float(row["control"] == row["gold"])
 
 
 # ---------------------------------------------------------------- collection
@@ -222,6 +270,7 @@ def collect(
     exact: dict[str, list[dict[str, Any]]],
     evaluation: dict[str, Any],
     timing: dict[str, float],
+    decisions: dict[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The study's results dict (written to ``results.json``)."""
     from harness.evaluation.run import read_variant, variant_file
@@ -249,6 +298,7 @@ def collect(
             turn_accuracy={"value": summary["turn_accuracy"], "ci95": summary["turn_accuracy_ci95"]},
             dcr=summary["dcr"],
             manager=summary["manager"],
+            decisions=decision_metrics(decisions[arm], seed, n) if decisions and decisions.get(arm) else None,
         )
         folder = trained.get(arm, {}).get("adapter") or trained.get(arm, {}).get("checkpoint")
         arms[arm] = {
@@ -274,10 +324,12 @@ def collect(
             "tasks": len(turn_ids),
             "fault_types_unseen_in_training": list(config.heldout_fault_types),
             "exact_match_samples": len(next(iter(exact.values()), [])),
+            "decision_points": len(next(iter((decisions or {}).values()), [])),
+            "decision_max_responses": config.decision_max_responses,
         },
         "arms": arms,
         "unavailable": {arm: t["unavailable"] for arm, t in trained.items() if "unavailable" in t},
-        "comparisons": comparisons(config.comparisons, facts, exact, seed, n),
+        "comparisons": comparisons(config.comparisons, facts, exact, seed, n, decisions),
         "timing": {**timing, "total": round(sum(timing.values()), 1)},
     }
     results["targets"] = targets(results)
@@ -289,20 +341,30 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     arms = results["arms"]
 
     def value(arm: str, metric: str) -> float | None:
-        return (arms.get(arm) or {}).get("metrics", {}).get(metric, {}).get("value")
+        entry = metric_entry((arms.get(arm) or {}).get("metrics", {}), metric)
+        return entry.get("value") if isinstance(entry, dict) else None
 
     prompt_legal = value("prompt", "legal_action_rate")
     out = []
     for arm in (a for a in SFT_ARMS if a in arms):
         legal = value(arm, "legal_action_rate")
+        at_points = value(arm, "decisions.legal_action_rate")
+        prompt_at_points = value("prompt", "decisions.legal_action_rate")
+        note = f"(at the decision points: {fmt(at_points)}, prompt-only {fmt(prompt_at_points)})"
         out.append(
             {
-                "target": f"{arm}: legal-action rate >= {LEGAL_TARGET:.0%} (prompt-only: {fmt(prompt_legal)})",
+                "target": f"{arm}: legal-action rate in the episodes >= {LEGAL_TARGET:.0%} (prompt-only: "
+                f"{fmt(prompt_legal)})",
                 "status": "n/a" if legal is None else "met" if legal >= LEGAL_TARGET else "missed",
                 "value": legal,
+                "note": "" if at_points is None else note,
             }
         )
-        for metric, how in (("repair_f1", "in episodes"), ("repair_f1_exact", "teacher-forced")):
+        for metric, how in (
+            ("repair_f1", "in episodes"),
+            ("decisions.repair_f1", "closed loop at decision points"),
+            ("repair_f1_exact", "teacher-forced"),
+        ):
             f1, prompt_f1 = value(arm, metric), value("prompt", metric)
             decided = f1 is not None and prompt_f1 is not None
             out.append(
@@ -313,7 +375,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     dapo = next((c for c in results["comparisons"] if (c["a"], c["b"]) == ("sft-full", "sft-dapo")), None)
-    effect = None if dapo is None else {k: dapo[k] for k in ("reward_total", "turn_accuracy", "legal_action_rate")}
+    measured = ("reward_total", "turn_accuracy", "legal_action_rate", "exact_match", "decision_reward")
+    measured += ("decision_match",)
+    effect = None if dapo is None else {k: dapo.get(k) for k in measured}
     out.append(
         {
             "target": "DAPO over SFT-only (sft-dapo - sft-full), measured with its CI",
@@ -335,7 +399,7 @@ def write_outputs(out: Path, results: dict[str, Any]) -> None:
 
 def _metric(name: str, digits: int = 3) -> Callable[[tuple[str, dict]], str]:
     def get(row: tuple[str, dict]) -> str:
-        entry = row[1]["metrics"][name]
+        entry = metric_entry(row[1]["metrics"], name)
         if not isinstance(entry, dict):
             return fmt(entry, digits)
         ci = f" {interval(entry['ci95'])}" if entry.get("ci95") else ""
@@ -375,7 +439,17 @@ COMPARISON_COLUMNS = [
     ("legal rate b-a (per episode)", _diff("legal_action_rate")),
     ("turn acc b-a", _diff("turn_accuracy")),
     ("reward b-a", _diff("reward_total")),
+    ("decision control=gold b-a", _diff("decision_match")),
+    ("decision reward b-a", _diff("decision_reward")),
 ]
+
+
+def _target_value(value: Any) -> str:
+    """A target's number, or a measured effect's paired differences (``{metric: {diff, ci95}}``) one by one."""
+    if not isinstance(value, dict):
+        return fmt(value)
+    shown = [f"{name} {d['diff']:+.3f} {interval(d['ci95'])}" for name, d in value.items() if d is not None]
+    return "; ".join(shown) or "n/a (nothing both arms share)"
 
 
 def render_report(results: dict[str, Any]) -> str:
@@ -391,14 +465,16 @@ def render_report(results: dict[str, Any]) -> str:
         played += f"; each task cut to its first {turns} turns"
     lines = [
         "# Small-model study: SmolLM2-135M-Instruct as the manager (SIMULATED worker)\n",
-        f"Held-out split: {held['tasks']} tasks of the held-out domain, {held['episodes']} episodes ({played}); "
-        f"fault types never in training: {', '.join(held['fault_types_unseen_in_training'])}. "
+        f"Held-out split: the held-out domain; fault types never in training: "
+        f"{', '.join(held['fault_types_unseen_in_training'])}. Episodes: {held['tasks']} task(s), "
+        f"{held['episodes']} episode(s) ({played}). "
         f"Exact match on {held['exact_match_samples']} held-out atomic samples per model arm. Training data: "
         f"{results['data']['train']['samples']} samples. Worker: scripted (replays reference or faulty programs), "
         "so turn accuracy, DCR and rewards are SIMULATED.\n",
         "## Results\n",
         markdown_table(RESULT_COLUMNS, list(arms.items())),
         "\n![metrics](metrics.png)\n",
+        *decision_section(results),
         "## Reward by term (mean over episodes)\n",
         markdown_table(reward_columns, list(arms.items())),
         "\n![rewards](rewards.png)\n",
@@ -406,7 +482,7 @@ def render_report(results: dict[str, Any]) -> str:
         markdown_table(COMPARISON_COLUMNS, results["comparisons"]) if results["comparisons"] else "(none)",
         "\n## Targets\n",
         *(
-            f"- **{t['status']}**: {t['target']}: {fmt(t['value']) if not isinstance(t['value'], dict) else ''}"
+            f"- **{t['status']}**: {t['target']}: {_target_value(t['value'])}"
             + (f" {t.get('note')}" if t.get("note") else "")
             for t in results["targets"]
         ),  # fmt: skip
@@ -417,11 +493,45 @@ def render_report(results: dict[str, Any]) -> str:
         markdown_table(TRAINING_COLUMNS, [(a, v) for a, v in arms.items() if v["training"]]),
         "\n## Arms not run\n",
         "\n".join(f"- {arm}: {reason}" for arm, reason in results["unavailable"].items()) or "(every arm ran)",
-        "\n## Wall time (s)\n",
+        "\n## Time per stage (s; summed over the invocations that ran it, a training stage is its launch's)\n",
         markdown_table([("stage", lambda r: r[0]), ("seconds", lambda r: r[1])], list(results["timing"].items())),
         "",
     ]
     return "\n".join(lines)
+
+
+DECISION_COLUMNS = [
+    ("arm", lambda r: r[0]),
+    ("points (REPAIR)", lambda r: "{points} ({repair_points})".format(**r[1]["metrics"]["decisions"])),
+    ("legal-action rate [95% CI]", _metric("decisions.legal_action_rate")),
+    ("control = gold [95% CI]", _metric("decisions.control_match")),
+    ("repair P", _metric("decisions.repair_precision")),
+    ("repair R", _metric("decisions.repair_recall")),
+    ("repair F1 [95% CI]", _metric("decisions.repair_f1")),
+    ("false-repair rate [95% CI]", _metric("decisions.false_repair_rate")),
+    ("reward [95% CI]", _metric("decisions.reward_total")),
+    ("controls taken", lambda r: ", ".join(f"{k} {v}" for k, v in r[1]["metrics"]["decisions"]["controls"].items())),
+]
+
+
+def decision_section(results: dict[str, Any]) -> list[str]:
+    """The decision-point table (closed loop at the commit-or-repair activations), when any arm played them."""
+    rows = [(arm, a) for arm, a in results["arms"].items() if a["metrics"].get("decisions")]
+    if not rows:
+        return []
+    held = results["heldout"]
+    return [
+        "## Decision points: commit or repair, closed loop\n",
+        f"{held['decision_points']} held-out turn-end activations where the gold manager repairs (a harmful fault) "
+        "or commits (repairing there is a false repair). The gold manager plays the episode up to the point and "
+        f"after it; the arm plays the point's activation in the real manager env (tool calls run in the sandbox, "
+        f"at most {held['decision_max_responses']} responses). The reward is the whole episode's (SIMULATED "
+        "worker): an activation that ends without a control action leaves the turn end to the gold manager's next "
+        "activation, which may still repair, so a missed repair there costs less reward than finalizing the faulty "
+        "state. Module: `training/study_decisions.py`.\n",
+        markdown_table(DECISION_COLUMNS, rows),
+        "",
+    ]
 
 
 def scale_notes(results: dict[str, Any]) -> list[str]:
@@ -470,17 +580,24 @@ def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
     names = list(arms)
     paths = []
     metrics = ["legal_action_rate", "exact_match", "repair_f1", "false_repair_rate", "turn_accuracy"]
+    if any(arms[a]["metrics"].get("decisions") for a in names):
+        metrics += ["decisions.control_match", "decisions.repair_f1"]
+
+    def entry(arm: str, metric: str) -> dict[str, Any]:
+        found = metric_entry(arms[arm]["metrics"], metric) or {}
+        return {"value": found.get("value"), "ci95": found.get("ci95")}
+
     fig, ax = plt.subplots(figsize=(1.4 * len(names) + 4, 3.6))
     width = 0.8 / len(metrics)
     for i, metric in enumerate(metrics):
-        entries = [arms[a]["metrics"][metric] for a in names]
+        entries = [entry(a, metric) for a in names]
         values = [e["value"] or 0.0 for e in entries]
         errors = [
             [v - (e["ci95"] or [v, v])[0] for v, e in zip(values, entries, strict=True)],
             [(e["ci95"] or [v, v])[1] - v for v, e in zip(values, entries, strict=True)],
         ]
         x = [j + (i - len(metrics) / 2 + 0.5) * width for j in range(len(names))]
-        ax.bar(x, values, width, yerr=errors, capsize=2, label=metric.replace("_", " "))
+        ax.bar(x, values, width, yerr=errors, capsize=2, label=metric.replace("_", " ").replace(".", ": "))
     ax.set(xticks=range(len(names)), xticklabels=names, ylim=(0, 1.05), title="per arm, 95% CI (SIMULATED worker)")
     ax.legend(fontsize=7, ncol=3)
     paths.append(save_figure(fig, out / PLOTS[0]))

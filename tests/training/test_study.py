@@ -136,7 +136,7 @@ def test_first_turns_suite_cuts_tasks_and_their_faults(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # ~110 s on the idle machine (one SFT launch; two model arms playing 2 turns of a task)
+@pytest.mark.timeout(900)  # ~130 s on the idle machine (the study ~100 s, then its resume ~25 s)
 def test_miniature_study(tmp_path: Path) -> None:
     """configs/study/smollm2-mini.yaml end to end; the numbers are real (small), the report lists every arm."""
     pytest.importorskip("gguf", reason="the SmolLM2 conversion needs the train extra (gguf)")
@@ -165,6 +165,13 @@ def test_miniature_study(tmp_path: Path) -> None:
             assert m["exact_match"]["n"] == results["heldout"]["exact_match_samples"] > 0
             assert m["legal_action_rate"]["n"] > 0
     assert metrics["rule"]["turn_accuracy"]["value"] >= metrics["none"]["turn_accuracy"]["value"]
+    # decision points: every manager arm on the same points (one REPAIR, one COMMIT_STATE), none has no manager
+    assert metrics["none"]["decisions"] is None and results["heldout"]["decision_points"] == 2
+    for arm in (a for a in ran if a != "none"):
+        decisions = metrics[arm]["decisions"]
+        assert (decisions["points"], decisions["repair_points"]) == (2, 1), arm
+        assert sum(decisions["controls"].values()) == 2 and 0.0 <= decisions["legal_action_rate"]["value"] <= 1.0
+    assert metrics["rule"]["decisions"]["legal_action_rate"]["value"] == 1.0
     for arm in [a for a in ran if ARMS[a].train is not None]:
         curves = results["arms"][arm]["training"]["curves"]["loss"]
         assert len(curves) >= 2 and all(v > 0 for _, v in curves)
@@ -175,3 +182,15 @@ def test_miniature_study(tmp_path: Path) -> None:
         assert (out / plot).stat().st_size > 1000
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(summary) >= {"total_s", "unavailable", "rule"}
+    # the stage times persist (OUT/timing.json); a training stage's is its launch's wall time, from the arm's marker
+    timing = json.loads((out / "timing.json").read_text())
+    assert results["timing"] == {**timing, "total": pytest.approx(sum(timing.values()), abs=0.1)}
+    assert timing["train/sft-lora"] == json.loads((out / "arms" / "sft-lora" / "train.json").read_text())["seconds"]
+    # a re-run resumes everything: nothing is trained or generated again, the numbers are the same
+    rows = {arm: (out / "arms" / arm / "decisions.jsonl").read_text() for arm in ran if arm != "none"}
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert {arm: (out / "arms" / arm / "decisions.jsonl").read_text() for arm in rows} == rows
+    resumed = json.loads((out / "results.json").read_text())
+    assert resumed["arms"] == results["arms"] and resumed["timing"]["train/sft-lora"] == timing["train/sft-lora"]
+    assert all(resumed["timing"][stage] >= seconds for stage, seconds in timing.items())  # summed, never reset

@@ -270,7 +270,7 @@ class EpisodePlayer:
                 action, closed = self._respond(rollout, session)
             _, reward, terminated, truncated, info = self.env.step(action)
             if activation == start.activation:
-                rollout.actions.append(_action_stats(action, info.get("legal", False)))
+                rollout.actions.append(action_stats(action, info.get("legal", False)))
             if terminated or truncated:
                 break
         if session is None:
@@ -300,7 +300,7 @@ class EpisodePlayer:
         return self.tokens.decode(ids[:-1] if closed else ids), closed
 
 
-def _action_stats(text: str, legal: bool) -> dict[str, Any]:
+def action_stats(text: str, legal: bool) -> dict[str, Any]:
     """What the training metrics need of one model response: its action name (None: unparseable), legality and,
     for a REPAIR, the variable it names."""
     parsed = parse_response(text) if text.strip() else None

@@ -1,0 +1,174 @@
+"""Decision points of the small-model study (training/study_decisions.py): which activations are chosen, how one is
+played closed loop in the real manager env, the resumable per-arm file, and the metrics on hand-made rows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from training.study_decisions import DECISION_CONTROLS, decision_points, play_decision, point_key, score_decisions
+from training.study_report import decision_metrics, render_report
+
+ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
+
+
+@pytest.fixture(scope="module")
+def pool(sft_smoke_dir):
+    """The training tests' smoke synthesis (commerce and energy, up to four faults a task): both kinds of points."""
+    from envs import ReplayPool
+
+    return ReplayPool(sft_smoke_dir)
+
+
+@pytest.fixture(scope="module")
+def env(pool):
+    from envs import ManagerEnv
+
+    env = ManagerEnv(pool=pool, worker="replay", isolation=ISOLATION)
+    yield env
+    env.close()
+
+
+class Silent:
+    """A manager that never answers (every response empty)."""
+
+    calls = 0
+
+    def respond(self, inp) -> str:
+        self.calls += 1
+        return ""
+
+
+def test_decision_points_alternate_kinds_seeded(pool) -> None:
+    from training.rl.rollout import start_points
+
+    every = [p for p in start_points(pool, ("turn_end",)) if p.gold_control in DECISION_CONTROLS]
+    kinds = Counter(p.gold_control for p in every)
+    assert kinds["REPAIR"] >= 2 and kinds["COMMIT_STATE"] > kinds["REPAIR"]  # the fixture has both, repairs rarer
+    points = decision_points(pool, 4, seed=0)
+    assert [p.gold_control for p in points] == ["REPAIR", "COMMIT_STATE"] * 2
+    assert points == decision_points(pool, 4, seed=0) and len(set(map(point_key, points))) == 4
+    assert decision_points(pool, 4, seed=1) != points  # another seed, another draw
+    many = decision_points(pool, 1000, seed=0)
+    assert len(many) == len(every) and Counter(p.gold_control for p in many) == kinds  # all, once each
+    with pytest.raises(ValueError, match="n=0"):
+        decision_points(pool, 0)
+
+
+def test_the_gold_manager_at_a_decision_point_repairs_exactly_where_gold_did(pool, env) -> None:
+    points = decision_points(pool, 4, seed=0)
+    rows = [play_decision(env, p, pool.entry(p.episode_id).gold_policy(), max_responses=3) for p in points]
+    for point, row in zip(points, rows, strict=True):
+        assert row["control"] == point.gold_control and row["repaired"] == (point.gold_control == "REPAIR")
+        assert all(a["legal"] for a in row["actions"]) and row["actions"][-1]["name"] == point.gold_control
+        assert row["task_id"] == pool.entry(point.episode_id).task_id and not row["truncated"]
+    m = decision_metrics(rows, seed=0, n=200)
+    assert (m["points"], m["repair_points"]) == (4, 2)
+    assert m["legal_action_rate"]["value"] == 1.0 and m["control_match"]["value"] == 1.0
+    assert (m["repair_precision"], m["repair_recall"], m["repair_f1"]["value"]) == (1.0, 1.0, 1.0)
+    assert m["false_repair_rate"]["value"] == 0.0
+    assert m["controls"] == {"COMMIT_STATE": 2, "REPAIR": 2}
+    # a manager that says nothing: its responses count (illegal) up to the budget, then the runtime's fallback
+    silent = Silent()
+    row = play_decision(env, points[0], silent, max_responses=2)
+    assert silent.calls == 2 and [a["legal"] for a in row["actions"]] == [False, False]
+    assert row["control"] is None and not row["repaired"]
+    # the gold manager's repair is worth more than the fallback's outcome at the same point (same episode)
+    assert rows[0]["reward"] > row["reward"]
+
+
+def test_score_decisions_appends_and_resumes(pool, env, tmp_path: Path) -> None:
+    points = decision_points(pool, 2, seed=0)
+    path = tmp_path / "arm" / "decisions.jsonl"
+    first = score_decisions(path, env, points[:1], Silent(), max_responses=1)
+    assert len(first) == 1 and len(path.read_text().splitlines()) == 1
+
+    class Boom:
+        def respond(self, inp):
+            raise AssertionError("a played point must not be played again")
+
+    with pytest.raises(AssertionError, match="played again"):
+        score_decisions(path, env, points, Boom(), max_responses=1)  # the second point is new
+    silent = Silent()
+    rows = score_decisions(path, env, points, silent, max_responses=1)
+    assert silent.calls == 1 and [r["key"] for r in rows] == [point_key(p) for p in points]
+    assert [json.loads(line)["key"] for line in path.read_text().splitlines()] == [r["key"] for r in rows]
+
+
+def _row(key: str, task: str, gold: str, control: str | None, legal: list[bool], reward: float) -> dict:
+    actions = [{"name": "x", "legal": v} for v in legal]
+    return {"key": key, "task_id": task, "gold": gold, "control": control, "repaired": control == "REPAIR",
+            "actions": actions, "reward": reward}  # fmt: skip
+
+
+def test_decision_metrics_by_hand() -> None:
+    rows = [
+        _row("a@1", "t1", "REPAIR", "REPAIR", [True, True], 1.0),  # TP
+        _row("b@2", "t1", "REPAIR", "COMMIT_STATE", [False, True], 0.0),  # FN
+        _row("c@3", "t2", "COMMIT_STATE", "REPAIR", [True], -1.0),  # FP
+        _row("d@4", "t2", "COMMIT_STATE", "COMMIT_STATE", [True], 1.0),  # TN
+        _row("e@5", "t2", "COMMIT_STATE", None, [False, False], 0.5),  # TN, no control
+    ]
+    m = decision_metrics(rows, seed=0, n=300)
+    assert m["legal_action_rate"]["value"] == pytest.approx(5 / 8)
+    assert m["control_match"]["value"] == pytest.approx(2 / 5)
+    assert (m["repair_precision"], m["repair_recall"]) == (0.5, 0.5)
+    assert m["repair_f1"]["value"] == pytest.approx(2 / (2 + 1 + 1))
+    assert m["false_repair_rate"]["value"] == pytest.approx(1 / 3)
+    assert m["reward_total"]["value"] == pytest.approx(1.5 / 5)
+    assert m["controls"] == {"COMMIT_STATE": 2, "None": 1, "REPAIR": 2}
+    lo, hi = m["repair_f1"]["ci95"]
+    assert 0.0 <= lo <= 0.5 <= hi <= 1.0
+
+
+def test_the_report_has_the_decision_table() -> None:
+    rows = [_row("a@1", "t1", "REPAIR", "REPAIR", [True], 1.0), _row("d@4", "t2", "COMMIT_STATE", None, [False], 0)]
+    decisions = decision_metrics(rows, seed=0, n=50)
+    empty = {"value": None, "ci95": None, "n": 0}
+    metrics = {
+        name: empty
+        for name in ("legal_action_rate", "exact_match", "repair_f1", "repair_f1_exact", "false_repair_rate",
+                     "turn_accuracy", "downstream_turn_accuracy", "reward_total")
+    }  # fmt: skip
+    metrics.update(repair_precision=None, repair_recall=None, dcr=None, reward={}, decisions=decisions)
+    results = {
+        "heldout": {"tasks": 1, "episodes": 1, "fault_types_unseen_in_training": ["unit_slip"],
+                    "exact_match_samples": 0, "decision_points": 2, "decision_max_responses": 2},
+        "data": {"train": {"samples": 3}},
+        "arms": {"rule": {"metrics": metrics, "training": None}},
+        "comparisons": [], "targets": [], "unavailable": {}, "timing": {"total": 1.0},
+    }  # fmt: skip
+    report = render_report(results)
+    assert "## Decision points: commit or repair, closed loop" in report
+    line = next(line for line in report.splitlines() if line.startswith("| rule | 2 (1) | 0.500"))
+    assert "COMMIT_STATE" not in line and "REPAIR 1" in line and "None 1" in line
+
+
+def test_a_study_refuses_data_synthesized_with_another_config(tmp_path: Path) -> None:
+    from training.study import Study, StudyConfig, synthesize_split
+
+    study = Study(StudyConfig(arms=["none"], heldout_synthesis={"tasks_per_domain": 6, "seed": 2000}), tmp_path)
+    held = study.data_dir("heldout")
+    held.mkdir(parents=True)
+    (held / "stats.json").write_text(json.dumps({"config": {"tasks_per_domain": 2, "seed": 2000}}))
+    with pytest.raises(ValueError, match=r"tasks_per_domain=2 vs 6.*another --out"):
+        synthesize_split(study, "heldout")
+    same = {"config": {"tasks_per_domain": 6, "seed": 2000, "domains": ["logistics"], "validation_fraction": 0.0}}
+    (held / "stats.json").write_text(json.dumps(same))
+    assert synthesize_split(study, "heldout") == same  # the same config: resumed, not re-synthesized
+
+
+def test_comparisons_pair_decision_points_by_key() -> None:
+    from training.study_report import comparisons
+
+    a = [_row("p@1", "t1", "REPAIR", None, [False], 0.0), _row("p@2", "t2", "COMMIT_STATE", "COMMIT_STATE", [True], 1)]
+    b = [_row("p@1", "t1", "REPAIR", "REPAIR", [True], 1.0), _row("p@2", "t2", "COMMIT_STATE", "REPAIR", [True], 0.5)]
+    [row] = comparisons([["x", "y"]], {"x": [], "y": []}, {}, seed=0, n=200, decisions={"x": a, "y": b})
+    assert row["decision_reward"]["diff"] == pytest.approx((1.0 + -0.5) / 2) and row["decision_reward"]["n"] == 2
+    assert row["decision_match"]["diff"] == pytest.approx((1.0 - 1.0) / 2)  # p@1 now right, p@2 now wrong
+    [row] = comparisons([["x", "y"]], {"x": [], "y": []}, {}, seed=0, n=200)
+    assert row["decision_reward"] is None and row["decision_match"] is None
