@@ -72,3 +72,21 @@ def sft_short_dataset_dir(sft_smoke_dir: Path, tmp_path_factory: pytest.TempPath
     out = tmp_path_factory.mktemp("sft-short") / "dataset"
     DatasetDict({name: split.map(shorten) for name, split in splits.items()}).save_to_disk(str(out))
     return out
+
+
+@pytest.fixture(scope="session")
+def pool(sft_smoke_dir):
+    """The smoke synthesis as a replay pool (commerce and energy, up to four faults a task)."""
+    from envs import ReplayPool
+
+    return ReplayPool(sft_smoke_dir)
+
+
+@pytest.fixture(scope="module")
+def env(pool):
+    """The real ManagerEnv over :func:`pool` (replay worker), one per test module."""
+    from envs import ManagerEnv
+
+    env = ManagerEnv(pool=pool, worker="replay", isolation="bwrap" if shutil.which("bwrap") else "none")
+    yield env
+    env.close()

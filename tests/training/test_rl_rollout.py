@@ -8,14 +8,10 @@ every id is known in advance; the env is the real ManagerEnv over the smoke synt
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from envs.manager import CONVERSATION
 from training.rl.rollout import EpisodePlayer, EpisodeTokens, RolloutLimits, StartPoint, start_points
-
-ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 
 
 class ScriptedSession:
@@ -32,24 +28,8 @@ class ScriptedSession:
 
 
 @pytest.fixture(scope="module")
-def pool(sft_smoke_dir):
-    from envs import ReplayPool
-
-    return ReplayPool(sft_smoke_dir)
-
-
-@pytest.fixture(scope="module")
 def tokens(qwen3_tokenizer):
     return EpisodeTokens(qwen3_tokenizer)
-
-
-@pytest.fixture(scope="module")
-def env(pool):
-    from envs import ManagerEnv
-
-    env = ManagerEnv(pool=pool, worker="replay", isolation=ISOLATION)
-    yield env
-    env.close()
 
 
 def _gold_activation(pool, start: StartPoint) -> dict:

@@ -4,7 +4,6 @@ played closed loop in the real manager env, the resumable per-arm file, and the 
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -12,25 +11,6 @@ import pytest
 
 from training.study_decisions import DECISION_CONTROLS, decision_points, play_decision, point_key, score_decisions
 from training.study_report import decision_metrics, render_report
-
-ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
-
-
-@pytest.fixture(scope="module")
-def pool(sft_smoke_dir):
-    """The training tests' smoke synthesis (commerce and energy, up to four faults a task): both kinds of points."""
-    from envs import ReplayPool
-
-    return ReplayPool(sft_smoke_dir)
-
-
-@pytest.fixture(scope="module")
-def env(pool):
-    from envs import ManagerEnv
-
-    env = ManagerEnv(pool=pool, worker="replay", isolation=ISOLATION)
-    yield env
-    env.close()
 
 
 class Silent:
