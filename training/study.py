@@ -279,7 +279,7 @@ def synthesize_split(study: Study, split: str) -> dict[str, Any]:
             raise ValueError(
                 f"{stats}: the {split} split there was synthesized with other {', '.join(changed)} than the config "
                 f"asks ({', '.join(f'{k}={had.get(k)!r} vs {fields[k]!r}' for k in changed)}); every later stage "
-                f"of the study depends on it: use another --out, or delete {out.parent} to start over"
+                f"of the study depends on it: use another --out, or delete {study.out} to start over"
             )
         return done
     logger.info("synthesizing the %s split into %s", split, out)
