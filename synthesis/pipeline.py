@@ -315,7 +315,19 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _init_worker_or_keep_error(config: SynthesisConfig) -> None:
+    """:func:`_init_worker` as a pool initializer. A pool whose initializer raises replaces the dead worker and
+    calls it again, forever (a missing bwrap hung a 2-worker synthesis with no output); instead the error is kept
+    and the worker's first job raises it, so ``imap_unordered`` hands it to the parent."""
+    try:
+        _init_worker(config)
+    except Exception as error:  # noqa: BLE001 - re-raised by the first job, in the parent
+        _WORKER["init_error"] = error
+
+
 def _job_in_worker(args: tuple[Job, SynthesisConfig, Path]) -> dict[str, Any]:
+    if (error := _WORKER.get("init_error")) is not None:
+        raise error
     job, config, out = args
     shard = run_job(job, config, out)
     return {"task_id": shard["task_id"], "trajectories": shard.get("trajectories", 0), "error": shard["error"]}
@@ -405,7 +417,7 @@ def synthesize(
             _close_worker()
     else:
         context = multiprocessing.get_context("fork")
-        with context.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
+        with context.Pool(workers, initializer=_init_worker_or_keep_error, initargs=(config,)) as pool:
             for summary in pool.imap_unordered(_job_in_worker, args):
                 record(summary)
     bar.close()

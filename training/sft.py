@@ -20,6 +20,8 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
 - Output (``output_dir``): the model (or adapter), the tokenizer with its chat template, ``README.md`` (a short
   model card: data, drops, settings, metrics), ``all_results.json`` (the metrics of the final training and
   evaluation) and ``trainer_state.json`` (the logged history: per-step loss, evaluations).
+- Small subsets: ``max_train_samples`` / ``max_eval_samples`` take the first rows, or with ``stratify_by: label`` an
+  equal share of each label (:func:`stratified_subset`; the counts are logged as ``data/train_label/<value>``).
 - Metrics are namespaced: ``data/...`` (samples used, over-length drops per split), ``train/...`` (TRL's final
   training metrics, plus ``train/tokens_per_second_after_first_step`` from :func:`steady_tokens_per_second`:
   ``include_num_input_tokens_seen`` is switched on to count non-padding tokens per step) and ``eval/...`` (the
@@ -40,6 +42,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,12 +118,26 @@ class DataArguments:
     max_eval_samples: int | None = field(
         default=None, metadata={"help": "Use at most this many validation samples (after the length filter)."}
     )
+    stratify_by: str | None = field(
+        default=None,
+        metadata={
+            "help": "A dataset column (e.g. `label`): the max_train_samples / max_eval_samples subsets are drawn "
+            "round-robin over its values, each value's rows in a seeded random order, so a rare value (repair "
+            "samples are ~7 % of a synthesis) is not left out of a small subset. Unset: the first rows."
+        },
+    )
+    subset_seed: int = field(default=0, metadata={"help": "The seed of the stratified subsets' row order."})
 
     def __post_init__(self) -> None:
         for name in ("max_train_samples", "max_eval_samples"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name}={value} must be positive; leave it unset to use every sample")
+        if self.stratify_by is not None and self.max_train_samples is None and self.max_eval_samples is None:
+            raise ValueError(
+                f"stratify_by={self.stratify_by!r} picks which rows a limited subset keeps, but neither "
+                "max_train_samples nor max_eval_samples is set; set one, or drop stratify_by"
+            )
 
 
 def resolve_dataset_dir(dataset_path: str | Path) -> Path:
@@ -180,10 +198,37 @@ def drop_overlong(
     return (dataset.select(keep) if dropped else dataset), dropped
 
 
+def stratified_subset(dataset: Dataset, column: str, n: int, seed: int = 0) -> Dataset:
+    """``n`` rows of ``dataset`` drawn round-robin over the values of ``column`` (in sorted order), each value's rows
+    in a seeded random order: every value gets an equal share, and a value with too few rows leaves the rest of
+    its share to the others. The rows keep their dataset order."""
+    if column not in dataset.column_names:
+        raise ValueError(
+            f"stratify_by={column!r} is not a column of the dataset (columns: {', '.join(dataset.column_names)}); "
+            "pick one of them"
+        )
+    rng = random.Random(seed)
+    groups: dict[Any, list[int]] = defaultdict(list)
+    for index, value in enumerate(dataset[column]):
+        groups[value].append(index)
+    queues = []
+    for value in sorted(groups, key=str):
+        rows = groups[value]
+        rng.shuffle(rows)
+        queues.append(rows)
+    picked: list[int] = []
+    for depth in range(max((len(q) for q in queues), default=0)):
+        picked.extend(q[depth] for q in queues if depth < len(q))
+        if len(picked) >= n:
+            break
+    return dataset.select(sorted(picked[:n]))
+
+
 def load_sft_splits(
     data_args: DataArguments, max_length: int | None, tokenizer: PreTrainedTokenizerBase | None = None
 ) -> tuple[DatasetDict, dict[str, int]]:
-    """The train/validation splits ready for ``SFTTrainer``, and the over-length drops per split.
+    """The train/validation splits ready for ``SFTTrainer``, and their data metrics: the over-length drops per split
+    (``dropped_overlong_<split>``) and, with ``stratify_by``, the rows kept per value (``<split>_<column>/<value>``).
 
     Only ``messages`` and ``tools`` are kept (the other columns are metadata TRL would ignore or trip over).
     """
@@ -195,29 +240,36 @@ def load_sft_splits(
     if missing:
         raise ValueError(f"{directory} has no {' or '.join(missing)} split (found {list(splits)}); re-run synthesis")
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples}
-    out, drops = {}, {}
+    column = data_args.stratify_by
+    out, stats = {}, {}
     for name, limit in limits.items():
-        kept, drops[name] = drop_overlong(splits[name], max_length, tokenizer)
-        if drops[name]:
+        kept, dropped = drop_overlong(splits[name], max_length, tokenizer)
+        stats[f"dropped_overlong_{name}"] = dropped
+        if dropped:
             logger.warning(
                 "dropped %d of %d %s samples longer than max_length=%d tokens (never truncated)",
-                drops[name], len(splits[name]), name, max_length,
+                dropped, len(splits[name]), name, max_length,
             )  # fmt: skip
-        if limit is not None:
+        if limit is not None and column is not None:
+            kept = stratified_subset(kept, column, limit, data_args.subset_seed)
+            counts = Counter(kept[column])
+            stats.update({f"{name}_{column}/{value}": counts[value] for value in sorted(counts, key=str)})
+            logger.info("%s subset by %s: %s", name, column, dict(sorted(counts.items(), key=lambda kv: str(kv[0]))))
+        elif limit is not None:
             kept = kept.select(range(min(limit, len(kept))))
         out[name] = kept.select_columns(["messages", "tools"])
     if len(out["train"]) == 0:
         raise ValueError(
-            f"no training sample of {directory} fits max_length={max_length} ({drops['train']} dropped); "
-            "raise max_length"
+            f"no training sample of {directory} fits max_length={max_length} "
+            f"({stats['dropped_overlong_train']} dropped); raise max_length"
         )
-    return DatasetDict(out), drops
+    return DatasetDict(out), stats
 
 
 def build_trainer(
     model_args: ModelArguments, data_args: DataArguments, sft_config: SFTConfig
 ) -> tuple[SFTTrainer, dict[str, int]]:
-    """The ``SFTTrainer`` over the length-filtered splits, and the drops per split (see :func:`load_sft_splits`)."""
+    """The ``SFTTrainer`` over the length-filtered splits, and their data metrics (see :func:`load_sft_splits`)."""
     require("trl")
     if model_args.use_peft:
         require("peft")
@@ -233,7 +285,7 @@ def build_trainer(
         sft_config.include_num_input_tokens_seen = "non_padding"
     model_path = resolve_model(model_args)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    splits, drops = load_sft_splits(data_args, sft_config.max_length, tokenizer)
+    splits, data_stats = load_sft_splits(data_args, sft_config.max_length, tokenizer)
     model_init_kwargs = {"dtype": model_args.dtype}
     if model_args.attn_implementation is not None:
         model_init_kwargs["attn_implementation"] = model_args.attn_implementation
@@ -248,7 +300,7 @@ def build_trainer(
     )
     # On CPU, score only the labelled positions (TRL scores every position there; see training/lm_head.py)
     use_compact_lm_head(trainer.model.get_base_model() if model_args.use_peft else trainer.model)
-    return trainer, drops
+    return trainer, data_stats
 
 
 def _lora_config(model_args: ModelArguments) -> Any:
@@ -302,11 +354,11 @@ def run_sft(model_args: ModelArguments, data_args: DataArguments, sft_config: SF
     Metrics are namespaced: ``train/...`` (the final ``trainer.train`` output), ``eval/...`` (validation loss after
     training) and ``data/...`` (sample counts and over-length drops).
     """
-    trainer, drops = build_trainer(model_args, data_args, sft_config)
+    trainer, data_stats = build_trainer(model_args, data_args, sft_config)
     metrics: dict[str, Any] = {
         "data/train_samples": len(trainer.train_dataset),
         "data/eval_samples": len(trainer.eval_dataset) if trainer.eval_dataset is not None else 0,
-        **{f"data/dropped_overlong_{split}": n for split, n in drops.items()},
+        **{f"data/{key}": n for key, n in data_stats.items()},
     }
     result = trainer.train(resume_from_checkpoint=resolve_resume(sft_config.resume_from_checkpoint))
     metrics.update({f"train/{k.removeprefix('train_')}": v for k, v in result.metrics.items()})

@@ -12,6 +12,7 @@ import pytest
 
 from harness.cli import main
 from harness.manager.episode import read_episodes
+from harness.sandbox import SandboxUnavailableError
 from harness.worker.faults import read_faults
 from synthesis.config import SynthesisConfig
 from synthesis.pipeline import summary_table, synthesize
@@ -178,6 +179,14 @@ def test_bad_inputs_are_named_and_the_run_goes_on(tmp_path):
     assert "task 'builtin-retail-sales' has no turn '99'" in skipped
     assert f"{faults}:3: not JSON" in skipped
     assert "broken-retail" in summary_table(result)
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_cannot_start_fails_the_run_with_its_error(tmp_path, monkeypatch):
+    # The forked workers cannot find bwrap: the run must fail with the sandbox's message, not respawn them forever.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SandboxUnavailableError, match="bubblewrap .* was not found.*make sysdeps"):
+        synthesize(small_config(workers=2, isolation="bwrap"), tmp_path / "out", progress=False)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -66,12 +67,12 @@ def test_labels_are_exactly_the_assistant_tokens(sft_smoke_dir, tiny_model_dir, 
     one = train.select([index])
     DatasetDict({"train": one, "validation": one}).save_to_disk(str(short))
 
-    trainer, drops = build_trainer(
+    trainer, data_stats = build_trainer(
         ModelArguments(model_name_or_path=str(tiny_model_dir)),
         DataArguments(dataset_path=str(short)),
         _cpu_config(tmp_path / "out", max_length=40_960),
     )
-    assert drops == {"train": 0, "validation": 0}
+    assert data_stats == {"dropped_overlong_train": 0, "dropped_overlong_validation": 0}
     batch = trainer.data_collator([trainer.train_dataset[0]])
     input_ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
     assert len(input_ids) == sample["n_tokens"]  # the synthesis counted exactly what the trainer trains on
@@ -208,14 +209,55 @@ def test_overlong_samples_are_dropped_and_counted(sft_smoke_dir, sft_short_datas
         for r in short["train"]
     )
     limit = counted[len(counted) // 2]
-    splits, drops = load_sft_splits(DataArguments(dataset_path=str(sft_short_dataset_dir)), limit, qwen3_tokenizer)
-    assert drops["train"] == sum(n > limit for n in counted) > 0
-    assert len(splits["train"]) == len(counted) - drops["train"]
+    splits, stats = load_sft_splits(DataArguments(dataset_path=str(sft_short_dataset_dir)), limit, qwen3_tokenizer)
+    assert stats["dropped_overlong_train"] == sum(n > limit for n in counted) > 0
+    assert len(splits["train"]) == len(counted) - stats["dropped_overlong_train"]
     assert splits["train"].column_names == ["messages", "tools"]
     with pytest.raises(ValueError, match="pass the tokenizer"):
         drop_overlong(short["train"], limit)
     with pytest.raises(ValueError, match="raise max_length"):
         load_sft_splits(DataArguments(dataset_path=str(sft_short_dataset_dir)), 10, qwen3_tokenizer)
+
+
+def test_stratified_subset_gives_each_label_its_share():
+    from datasets import Dataset
+
+    from training.sft import stratified_subset
+
+    labels = ["clean"] * 40 + ["repair"] * 3 + ["benign"] * 10 + ["post_repair"] * 7
+    data = Dataset.from_dict({"label": labels, "row": list(range(len(labels)))})
+    subset = stratified_subset(data, "label", 20, seed=1)
+    counts = {label: subset["label"].count(label) for label in set(labels)}
+    # 5 each would be equal shares; repair has only 3, so its 2 left over go to the first labels in sorted order.
+    assert counts == {"benign": 6, "clean": 6, "post_repair": 5, "repair": 3}
+    assert subset["row"] == sorted(subset["row"])  # dataset order kept
+    assert stratified_subset(data, "label", 20, seed=1)["row"] == subset["row"]  # seeded
+    assert stratified_subset(data, "label", 20, seed=2)["row"] != subset["row"]
+    assert len(stratified_subset(data, "label", 100)) == len(labels)  # a limit above the size keeps every row
+    # The first rows would have held only clean samples.
+    assert set(data.select(range(20))["label"]) == {"clean"}
+    with pytest.raises(ValueError, match="stratify_by='lable' is not a column.*label, row"):
+        stratified_subset(data, "lable", 5)
+
+
+def test_stratified_split_loader_counts_the_kept_labels(sft_smoke_dir):
+    from datasets import load_from_disk
+
+    from training.sft import DataArguments, load_sft_splits
+
+    train = load_from_disk(str(sft_smoke_dir / "dataset"))["train"]
+    labels = set(train["label"])
+    assert len(labels) >= 2, "the smoke synthesis must hold more than one label"
+    n = 2 * len(labels)
+    args = DataArguments(dataset_path=str(sft_smoke_dir), max_train_samples=n, stratify_by="label")
+    splits, stats = load_sft_splits(args, None)
+    counts = {key.removeprefix("train_label/"): v for key, v in stats.items() if key.startswith("train_label/")}
+    assert set(counts) == labels and sum(counts.values()) == n == len(splits["train"])
+    available = Counter(train["label"])
+    if min(available.values()) >= 2:
+        assert counts == dict.fromkeys(labels, 2)
+    assert all(counts[label] <= available[label] for label in labels)
+    assert splits["train"].column_names == ["messages", "tools"]
 
 
 def test_dataset_path_errors_name_the_fix(tmp_path):
@@ -225,6 +267,8 @@ def test_dataset_path_errors_name_the_fix(tmp_path):
         resolve_dataset_dir(tmp_path)
     with pytest.raises(ValueError, match="max_train_samples=0"):
         DataArguments(max_train_samples=0)
+    with pytest.raises(ValueError, match="stratify_by='label'.*neither max_train_samples nor max_eval_samples"):
+        DataArguments(stratify_by="label")
 
 
 # --- training -------------------------------------------------------------------------------------------------------
