@@ -7,11 +7,12 @@ Written under ``OUT/``:
   ``validation_fraction`` of them (at least one when the fraction is > 0 and there are two or more tasks) form
   ``validation``. Columns: ``messages`` (``[{role, content}]``), ``tools`` (the function schemas, stored with the
   ``datasets.Json`` feature so each row reads back as exactly :func:`harness.manager.actions.tool_schemas` — a plain
-  struct column would merge the schemas' keys and add nulls), ``kind``, ``label``, ``turn_id``, ``task_id``,
-  ``domain``, ``fault_type``, ``fault_id``, ``source``, ``n_tokens`` (Qwen3 chat-template tokens; 0 when not counted)
-  and ``content_hash``. Samples are deduplicated across tasks by ``content_hash`` (first in task order wins).
-- ``README.md`` (dataset card: counts by domain, fault type, relation, kind, label; the token-length histogram as text
-  and as ``token_lengths.png``), ``stats.json``;
+  struct column would merge the schemas' keys and add nulls), ``kind``, ``label``, ``control`` (the control action
+  that ends the sample: OPEN_STATE ... REPAIR), ``turn_id``, ``task_id``, ``domain``, ``fault_type``, ``fault_id``,
+  ``source``, ``n_tokens`` (Qwen3 chat-template tokens; 0 when not counted) and ``content_hash``. Samples are
+  deduplicated across tasks by ``content_hash`` (first in task order wins).
+- ``README.md`` (dataset card: counts by domain, fault type, relation, kind, label, control action; the token-length
+  histogram as text and as ``token_lengths.png``), ``stats.json``;
 - ``episodes/clean.jsonl``, ``episodes/faulty.jsonl`` (the unmanaged faulted continuation), ``episodes/gold.jsonl``
   (the gold-repaired branch): EpisodeRecords linked by ``task_id`` and ``config.fault_id``; ``tasks/<task_id>/``
   holds the task folders they replay on;
@@ -43,7 +44,18 @@ from synthesis.pipeline import EPISODE_BRANCHES, episodes_path
 if TYPE_CHECKING:
     from synthesis.config import SynthesisConfig
 
-COLUMNS = ("kind", "label", "turn_id", "task_id", "domain", "fault_type", "fault_id", "source", "content_hash")
+COLUMNS = (
+    "kind",
+    "label",
+    "control",
+    "turn_id",
+    "task_id",
+    "domain",
+    "fault_type",
+    "fault_id",
+    "source",
+    "content_hash",
+)
 HISTOGRAM_BINS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
@@ -192,6 +204,7 @@ def export(
             "validation": len(rows["validation"]),
             "by_kind": _count([r["kind"] for r in samples]),
             "by_label": _count([r["label"] for r in samples]),
+            "by_control": _count([r["control"] for r in samples]),
             "by_domain": _count([r["domain"] for r in samples]),
             "by_fault_type": _count([r["fault_type"] for r in samples]),
             "dropped": dict(sorted(drops.items())),
@@ -297,6 +310,7 @@ def _card(stats: dict[str, Any], samples: list[dict[str, Any]]) -> str:
         _table("Turn relations in the tasks", stats["turn_relations"]),
         _table("Samples by kind", s["by_kind"]),
         _table("Samples by label", s["by_label"]),
+        _table("Samples by control action (the action that ends the sample)", s["by_control"]),
         _table("Samples by domain", s["by_domain"]),
         _table("Fault outcomes", stats["faults"]["by_outcome"]),
         "### Token lengths (Qwen3 chat template with tools)\n",

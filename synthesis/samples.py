@@ -138,9 +138,16 @@ def _tools() -> list[dict[str, Any]]:
     return tool_schemas()
 
 
-def _sample(messages: list[dict[str, str]], kind: str, label: str, turn_id: str, meta: dict[str, Any]) -> dict:
-    """One sample; its ``tools`` list is shared by every sample (built once; nothing modifies it)."""
-    return {"messages": messages, "tools": _tools(), "kind": kind, "label": label, "turn_id": turn_id, **meta}
+def _sample(
+    messages: list[dict[str, str]], kind: str, label: str, last: Activation, turn_id: str, meta: dict[str, Any]
+) -> dict:
+    """One sample; its ``tools`` list is shared by every sample (built once; nothing modifies it). ``control``: the
+    control action ending its ``last`` activation (what an SFT subset can be stratified by)."""
+    control = _action_name(last.entries[-1].response) or ""
+    return {
+        "messages": messages, "tools": _tools(), "kind": kind, "label": label, "control": control,
+        "turn_id": turn_id, **meta,
+    }  # fmt: skip
 
 
 def build_samples(
@@ -163,7 +170,7 @@ def build_samples(
     if "atomic" in kinds:
         for activation in activations:
             if activation.label in keep:
-                sample = _sample(activation.messages, "atomic", activation.label, activation.turn_id, meta)
+                sample = _sample(activation.messages, "atomic", activation.label, activation, activation.turn_id, meta)
                 sample["_activations"] = [activation]
                 samples.append(sample)
     if "full" in kinds and activations:
@@ -172,7 +179,7 @@ def build_samples(
             messages += activation.messages[1:]
         labels = {a.label for a in activations}
         label = "repair" if "repair" in labels else "benign" if benign else "clean"
-        sample = _sample(messages, "full", label, fault_turn or "", meta)
+        sample = _sample(messages, "full", label, activations[-1], fault_turn or "", meta)
         sample["_activations"] = activations
         samples.append(sample)
     return samples

@@ -557,12 +557,19 @@ def scale_notes(results: dict[str, Any]) -> list[str]:
 TRAINING_COLUMNS = [
     ("arm", lambda r: r[0]),
     ("train samples", lambda r: r[1]["training"]["results"].get("data/train_samples")),
+    ("of which by control action", lambda r: _strata(r[1]["training"]["results"], "data/train_control/")),
     ("steps", lambda r: r[1]["training"]["results"].get("steps")),
     ("first loss", lambda r: (r[1]["training"]["curves"].get("loss") or [[None, None]])[0][1]),
     ("last loss", lambda r: (r[1]["training"]["curves"].get("loss") or [[None, None]])[-1][1]),
     ("eval loss", lambda r: r[1]["training"]["results"].get("eval/loss")),
     ("seconds", lambda r: r[1]["training"].get("seconds")),
 ]
+
+
+def _strata(results: dict[str, Any], prefix: str) -> str | None:
+    """``"COMMIT_STATE 12, REPAIR 11, ..."``: an SFT's stratified subset counts (None: not stratified)."""
+    parts = [f"{key.removeprefix(prefix)} {n}" for key, n in results.items() if key.startswith(prefix)]
+    return ", ".join(parts) or None
 
 
 # ---------------------------------------------------------------- plots

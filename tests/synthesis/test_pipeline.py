@@ -83,6 +83,22 @@ def test_outputs_hold_the_dataset_episodes_faults_card_and_stats(run):
     assert "kept trajectories by fault type" in summary_table(result)
 
 
+def test_the_control_column_names_the_action_that_ends_each_sample(run):
+    from datasets import load_from_disk
+
+    from harness.manager.lifecycle import CONTROL_ACTIONS
+    from harness.manager.wire import parse_response
+
+    out, _ = run
+    rows = [row for split in load_from_disk(str(out / "dataset")).values() for row in split]
+    for row in rows:
+        last = parse_response(row["messages"][-1]["content"]).action
+        assert row["control"] == last.name and last.name in CONTROL_ACTIONS
+        assert (row["control"] == "REPAIR") == (row["label"] == "repair") or row["kind"] == "full"
+    by_control = json.loads((out / "stats.json").read_text())["samples"]["by_control"]
+    assert sum(by_control.values()) == len(rows) and {"OPEN_STATE", "COMMIT_STATE", "REPAIR"} <= set(by_control)
+
+
 def test_gold_repairs_make_every_faulted_turn_right_and_faulty_runs_do_not(run):
     out, _ = run
     gold = {e.config["fault_id"]: e for e in read_episodes(out / "episodes" / "gold.jsonl")}
