@@ -175,7 +175,14 @@ def test_miniature_study(tmp_path: Path) -> None:
     for arm in [a for a in ran if ARMS[a].train is not None]:
         curves = results["arms"][arm]["training"]["curves"]["loss"]
         assert len(curves) >= 2 and all(v > 0 for _, v in curves)
+    # the SFT subset is stratified by control action: 2 samples, the first two actions in sorted order
+    sft = results["arms"]["sft-lora"]["training"]["results"]
+    assert {k: v for k, v in sft.items() if k.startswith("data/train_control/")} == {
+        "data/train_control/COMMIT_STATE": 1,
+        "data/train_control/FINALIZE_RELATIONS": 1,
+    }
     report = (out / "report.md").read_text()
+    assert "| COMMIT_STATE 1, FINALIZE_RELATIONS 1 |" in report
     for arm in config["arms"]:
         assert f"| {arm} |" in report or f"- {arm}: " in report  # in the table, or listed as not run
     for plot in ("metrics.png", "rewards.png", "training_sft.png"):
