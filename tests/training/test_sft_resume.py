@@ -5,15 +5,14 @@ Both runs go through ``scripts/sft.py`` with deterministic settings (``full_dete
 ``torch.use_deterministic_algorithms``; dataloader workers 0): 4 steps of batch 1 on 3 samples, so step 4 starts a
 second epoch (a fresh shuffle), under a linear learning-rate decay, checkpoints every 2 steps. The interrupted run is
 a subprocess that gets SIGKILL as soon as ``checkpoint-2`` is complete (its ``trainer_state.json``, written last,
-parses); it is resumed in this process with ``--resume_from_checkpoint true`` (the latest checkpoint). Equal final
-weights (``torch.equal`` on every tensor) need the model, the AdamW moments, the scheduler and the data position
-restored; the per-step losses and learning rates after the resume are compared too. (The tiny Qwen3 has no dropout,
-so the restored RNG state shows only through the data order.)
+parses); it is resumed in another with ``--resume_from_checkpoint true`` (the latest checkpoint). Every run is its own
+process (see :func:`_run`). Equal final weights (``torch.equal`` on every tensor) need the model, the AdamW moments,
+the scheduler and the data position restored; the per-step losses and learning rates after the resume are compared
+too. (The tiny Qwen3 has no dropout, so the restored RNG state shows only through the data order.)
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import subprocess
@@ -25,13 +24,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TOTAL_STEPS, KILL_AFTER = 4, 2
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("sft_script", REPO / "scripts" / "sft.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _argv(model_dir: Path, dataset_dir: Path, output_dir: Path) -> list[str]:
@@ -86,16 +78,24 @@ def _steps(folder: Path) -> dict[int, tuple[float, float]]:
     return {entry["step"]: (entry["loss"], entry["learning_rate"]) for entry in history if "loss" in entry}
 
 
+def _run(argv: list[str]) -> None:
+    """scripts/sft.py in a fresh process, like the killed run: a bitwise comparison needs the same torch threading in
+    all three runs, and this pytest process may not have it (any earlier ``torch.set_num_threads`` call — an
+    in-process RL test sets 1 — changes the gradients' summation order for good, even set back to the same count)."""
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "sft.py"), *argv], cwd=REPO, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_model_dir, sft_short_dataset_dir):
     """(uninterrupted output dir, killed-and-resumed output dir, the killed process's exit code, resume metrics)."""
-    script = _script()
     root = tmp_path_factory.mktemp("resume")
     straight, resumed = root / "straight", root / "resumed"
-    script.main(_argv(tiny_model_dir, sft_short_dataset_dir, straight))
+    _run(_argv(tiny_model_dir, sft_short_dataset_dir, straight))
     argv = _argv(tiny_model_dir, sft_short_dataset_dir, resumed)
     return_code = _kill_after_checkpoint(argv, resumed / f"checkpoint-{KILL_AFTER}")
-    metrics = script.main([*argv, "--resume_from_checkpoint", "true"])
+    _run([*argv, "--resume_from_checkpoint", "true"])
+    metrics = json.loads((resumed / "all_results.json").read_text())
     return straight, resumed, return_code, metrics
 
 
