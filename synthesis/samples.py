@@ -74,6 +74,11 @@ class Activation:
     def actions(self) -> list[str]:
         return [e.response for e in self.entries]
 
+    @property
+    def control(self) -> str:
+        """The control action that ends the activation ("" when its last response does not parse)."""
+        return _action_name(self.entries[-1].response) or ""
+
 
 @functools.lru_cache(maxsize=8192)
 def _action_name(response: str) -> str | None:
@@ -141,11 +146,10 @@ def _tools() -> list[dict[str, Any]]:
 def _sample(
     messages: list[dict[str, str]], kind: str, label: str, last: Activation, turn_id: str, meta: dict[str, Any]
 ) -> dict:
-    """One sample; its ``tools`` list is shared by every sample (built once; nothing modifies it). ``control``: the
-    control action ending its ``last`` activation (what an SFT subset can be stratified by)."""
-    control = _action_name(last.entries[-1].response) or ""
+    """One sample ending with the ``last`` activation (its ``control`` action is a column: what an SFT subset can be
+    stratified by); its ``tools`` list is shared by every sample (built once; nothing modifies it)."""
     return {
-        "messages": messages, "tools": _tools(), "kind": kind, "label": label, "control": control,
+        "messages": messages, "tools": _tools(), "kind": kind, "label": label, "control": last.control,
         "turn_id": turn_id, **meta,
     }  # fmt: skip
 

@@ -253,8 +253,9 @@ def load_sft_splits(
         if limit is not None and column is not None:
             kept = stratified_subset(kept, column, limit, data_args.subset_seed)
             counts = Counter(kept[column])
-            stats.update({f"{name}_{column}/{value}": counts[value] for value in sorted(counts, key=str)})
-            logger.info("%s subset by %s: %s", name, column, dict(sorted(counts.items(), key=lambda kv: str(kv[0]))))
+            strata = {value: counts[value] for value in sorted(counts, key=str)}
+            stats.update({f"{name}_{column}/{value}": n for value, n in strata.items()})
+            logger.info("%s subset by %s: %s", name, column, strata)
         elif limit is not None:
             kept = kept.select(range(min(limit, len(kept))))
         out[name] = kept.select_columns(["messages", "tools"])
