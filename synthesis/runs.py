@@ -54,7 +54,7 @@ from harness.manager.flows import _play_turn
 from harness.manager.policies import NonePolicy, Policy
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.sandbox import Kernel
-from harness.tasks import Task, grade_task
+from harness.tasks import Task
 from harness.worker.scripted import ScriptedWorker
 from synthesis.gold import GoldPolicy, LoggedResponse, Teacher
 from synthesis.replay import Recording, ReplayDiverged, ReplayTap
@@ -265,7 +265,7 @@ def _play_from(
     rt.record.transitions = [t.to_dict() for t in rt.lifecycle.history]
     rt.record.states = [s.to_dict() for s in rt.committed.values()]
     rt.record.final_answers = dict(rt.worker.answers)
-    rt.record.grade = grade_task(rt.task, rt.submission()).to_dict()
+    rt.record.grade = rt.grade_submission()
     return rt.record, snapshots
 
 

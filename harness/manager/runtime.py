@@ -42,9 +42,9 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from harness.evaluation.result import GradeResult
 from harness.manager import tools
 from harness.manager.actions import ACTION_KIND, Action, make_action
 from harness.manager.episode import EpisodeRecord, execution_summary, prompt_sha256
@@ -61,7 +61,7 @@ from harness.manager.records import (
     VariableRef,
 )
 from harness.manager.wire import parse_response
-from harness.sandbox import Kernel, SandboxError
+from harness.sandbox import Kernel, SandboxError, files
 from harness.tasks import Task, Turn, grade_task
 from harness.worker.base import SINGLE_TURN_ID, Worker
 from harness.worker.step import WorkerStep
@@ -211,7 +211,7 @@ class ManagerRuntime:
         self.record.transitions = [t.to_dict() for t in self.lifecycle.history]
         self.record.states = [s.to_dict() for s in self.committed.values()]
         self.record.final_answers = dict(self.worker.answers)
-        self.record.grade = grade_task(self.task, self.submission()).to_dict()
+        self.record.grade = self.grade_submission()
         self.record.duration_s = time.perf_counter() - t0
         self.emit("episode_end", {"grade": self.record.grade})
         logger.info(
@@ -227,14 +227,24 @@ class ManagerRuntime:
         return self.record
 
     def submission(self) -> Any:
-        """What the task's grader gets: the turn answers (multi_turn), the answer text (closed_form), or the path of
-        the submission file in the kernel's workspace (artifact)."""
+        """What the worker submitted: the turn answers (multi_turn), the answer text (closed_form), or the name of
+        the submission file in the kernel's workspace (artifact; read it only through ``harness.sandbox.files``)."""
         if self.task.kind == "multi_turn":
             return dict(self.worker.answers)
         if self.task.kind == "closed_form":
             return closed_form_text(self.worker.answers.get(SINGLE_TURN_ID))
-        filename = self.task.submission.filename if self.task.submission else "submission.csv"
-        return str(Path(self.kernel.workspace) / filename)
+        return self.task.submission.filename if self.task.submission else "submission.csv"
+
+    def grade_submission(self) -> dict[str, Any]:
+        """The task's grade of :meth:`submission`. An artifact is graded from a host-owned copy of the workspace
+        file; a link, FIFO, device, hard link or oversized file there is an invalid submission naming the reason."""
+        if self.task.kind != "artifact":
+            return grade_task(self.task, self.submission()).to_dict()
+        try:
+            with files.snapshot(self.kernel.workspace, self.submission()) as path:
+                return grade_task(self.task, str(path)).to_dict()
+        except files.WorkspaceFileError as exc:
+            return GradeResult(task_id=self.task.id, valid=False, score=None, details={"error": str(exc)}).to_dict()
 
     def emit(self, name: str, payload: dict[str, Any]) -> None:
         """Call ``on_event``; its exceptions are logged, never raised.

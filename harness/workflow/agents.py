@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from harness.registry import lookup
-from harness.sandbox import ExecutionResult
+from harness.sandbox import ExecutionResult, files
 from harness.workflow import artifacts
 from harness.workflow.artifacts import Validation
 from harness.workflow.config import WorkflowConfig
@@ -198,8 +198,7 @@ class SearchWorkflow(Workflow):
         node.ok = result is not None and result.ok
         node.error = failure_text(result, node.validation)
         if node.validation.valid:
-            path = ctx.env.workdir / artifacts.submission_file(ctx.task)
-            node.submission = path.read_bytes() if path.is_file() else None
+            node.submission = node.validation.content  # the bytes that were checked, not a second read
             review = await Review()(ctx, code=node.code, result=result, validation=node.validation)
             node.score, node.issues = review["score"], tuple(review["issues"])
         state["tree"].append(node)
@@ -237,11 +236,10 @@ class SearchWorkflow(Workflow):
         ctx.artifacts["best_node"] = None if best is None else best.id
         if best is None:
             return
-        path = ctx.env.workdir / artifacts.submission_file(ctx.task)
-        if best.submission is not None:
-            path.write_bytes(best.submission)
+        if best.submission is not None:  # replaces whatever is there; a planted link is never written through
+            files.write_bytes(ctx.env.workdir, artifacts.submission_file(ctx.task), best.submission)
         else:
-            path.unlink(missing_ok=True)
+            artifacts.clear(ctx.task, ctx.env.workdir)
         await Submit()(ctx, validation=best.validation)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from harness.llm import ChatBackend
 from harness.manager.episode import EpisodeRecord
+from harness.sandbox import files as workspace_files
 from harness.tasks import Task
 from harness.workflow.agents import Workflow, make_workflow
 from harness.workflow.bridge import WorkflowWorker
@@ -160,7 +161,9 @@ async def arun_agent(
         grade=record.grade or {},
         answers=dict(worker.answers),
         artifacts=worker.artifacts,
-        files={p.name: str(p) for p in sorted(workdir.iterdir()) if p.is_file()},
+        files={
+            e.path: str(workdir / e.path) for e in workspace_files.list_files(workdir)
+        },  # regular files only, no links
         cost=cost,
         simulated=worker.simulated,
         record=record,

@@ -15,13 +15,15 @@ an invalid submission is reported with the reason (shown to the model by the deb
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.evaluation.dabench import ANSWER_PATTERN
 from harness.evaluation.errors import InvalidSubmissionError
 from harness.evaluation.submission import validate_csv_submission
+from harness.sandbox import files
 from harness.tasks import Task
 
 ANSWER_FILE = "answer.json"
@@ -34,12 +36,14 @@ NO_RESULT = object()
 @dataclass(frozen=True)
 class Validation:
     """The outcome of checking a submission: ``valid`` with the ``answer`` (the value or the file path), or the
-    ``error`` naming the problem and the fix. ``missing`` is True when nothing was submitted at all."""
+    ``error`` naming the problem and the fix. ``missing`` is True when nothing was submitted at all; ``content``
+    holds the bytes of a valid artifact file as they were checked."""
 
     valid: bool
     answer: Any = None
     error: str | None = None
     missing: bool = False
+    content: bytes | None = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
         return "valid" if self.valid else f"invalid: {self.error}"
@@ -68,26 +72,46 @@ def target_text(task: Task) -> str:
 
 
 def clear(task: Task, workdir: Path) -> None:
-    """Remove an earlier submission file, so a stale one is never taken for a new question's."""
-    (workdir / submission_file(task)).unlink(missing_ok=True)
+    """Remove an earlier submission file, so a stale one is never taken for a new question's (a link there is
+    removed itself, never its target)."""
+    files.remove(workdir, submission_file(task))
+
+
+def read_submission(task: Task, workdir: Path) -> bytes | None:
+    """The submission file's bytes, read through :mod:`harness.sandbox.files` (None when there is none); a link,
+    FIFO, device, hard link or oversized file raises :class:`~harness.sandbox.files.WorkspaceFileError`."""
+    try:
+        return files.read_bytes(workdir, submission_file(task))
+    except FileNotFoundError:
+        return None
 
 
 def check(task: Task, workdir: Path, reported: Any = NO_RESULT) -> Validation:
-    """Check the submission in ``workdir`` (or the ``print_result`` value ``reported``) against the contract."""
-    path = workdir / submission_file(task)
+    """Check the submission in ``workdir`` (or the ``print_result`` value ``reported``) against the contract.
+
+    The file is read once through :mod:`harness.sandbox.files`: a link, FIFO or device there is invalid with the
+    reason (its target is never read, nor its content echoed)."""
+    name = submission_file(task)
+    try:
+        data = read_submission(task, workdir)
+    except files.WorkspaceFileError as exc:
+        return Validation(False, error=f"{exc}.")
     if task.kind == "artifact":
-        if not path.exists():
-            return Validation(False, error=f"no submission file: write it to WORK_DIR/{path.name}.", missing=True)
+        if data is None:
+            return Validation(False, error=f"no submission file: write it to WORK_DIR/{name}.", missing=True)
+        with tempfile.TemporaryDirectory(prefix="stateguard-check-") as folder:
+            copy = Path(folder) / name
+            copy.write_bytes(data)
+            try:
+                validate_csv_submission(
+                    copy, sample_path=task.submission.sample, expected_name=name, id_column=task.submission.id_column
+                )
+            except InvalidSubmissionError as exc:
+                return Validation(False, error=str(exc).replace(str(copy), f"WORK_DIR/{name}"))
+        return Validation(True, answer=str(workdir / name), content=data)
+    if data is not None:
         try:
-            validate_csv_submission(
-                path, sample_path=task.submission.sample, expected_name=path.name, id_column=task.submission.id_column
-            )
-        except InvalidSubmissionError as exc:
-            return Validation(False, error=str(exc))
-        return Validation(True, answer=str(path))
-    if path.exists():
-        try:
-            value = json.loads(path.read_text(encoding="utf-8"))
+            value = json.loads(data.decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return Validation(False, error=f"WORK_DIR/{ANSWER_FILE} is not JSON ({exc}); write it with json.dump.")
     elif reported is not NO_RESULT:
