@@ -55,6 +55,7 @@ from typing import Any
 
 import yaml
 
+from harness.jsonl import append_jsonl, read_jsonl_resumable
 from harness.llm import HFChatBackend, Message
 from harness.yaml_config import load_yaml_config
 from training.pipeline import ROOT, launch_training
@@ -432,12 +433,12 @@ def score_exact_match(study: Study, arm: str, samples: list[dict[str, Any]], pol
 
     path = study.arm_dir(arm) / EXACT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    done = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    done = read_jsonl_resumable(path)  # a torn last row of a killed run is dropped and played again
     seen = {row["content_hash"] for row in done}
     todo = [sample for sample in samples if sample["content_hash"] not in seen]
     wanted = {sample["content_hash"] for sample in samples}
     bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"exact match {arm}", unit="sample")
-    with bar, path.open("a", encoding="utf-8") as handle:
+    with bar:
         for sample in todo:
             tools = sample["tools"]
             tools = json.loads(tools) if isinstance(tools, str) else tools
@@ -457,8 +458,7 @@ def score_exact_match(study: Study, arm: str, samples: list[dict[str, Any]], pol
                 "completion_tokens": reply.completion_tokens,
                 "seconds": round(time.perf_counter() - start, 3),
             }
-            handle.write(json.dumps(row) + "\n")
-            handle.flush()
+            append_jsonl(path, row)
             done.append(row)
             bar.update()
             bar.set_postfix(matched=sum(r["match"] for r in done if r["content_hash"] in wanted))

@@ -23,12 +23,12 @@ session. One row per point and arm goes to ``OUT/arms/<arm>/decisions.jsonl`` (r
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.jsonl import append_jsonl, read_jsonl_resumable
 from harness.manager.lifecycle import CONTROL_ACTIONS
 from training.rl.rollout import StartPoint, action_stats, start_points
 
@@ -120,16 +120,15 @@ def score_decisions(
     (a re-run plays only the missing ones)."""
     from tqdm import tqdm
 
-    done = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    done = read_jsonl_resumable(path)  # a torn last row of a killed run is dropped and played again
     seen = {row["key"] for row in done}
     todo = [point for point in points if point_key(point) not in seen]
     path.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=f"decision points {label}", unit="point")
-    with bar, path.open("a", encoding="utf-8") as handle:
+    with bar:
         for point in todo:
             row = play_decision(env, point, manager, max_responses)
-            handle.write(json.dumps(row) + "\n")
-            handle.flush()
+            append_jsonl(path, row)
             done.append(row)
             bar.update()
             bar.set_postfix(control=row["control"], gold=row["gold"])

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.evaluation.run import EvaluationConfig, run_evaluation
+from harness.jsonl import append_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +84,7 @@ def evaluate_checkpoint(checkpoint: str | Path, step: int, config: CheckpointEva
         "ci95": comparison["ci95"],
         "simulated": variant["simulated"],
     }
-    with (out / BY_STEP_FILE).open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(line) + "\n")
+    append_jsonl(out / BY_STEP_FILE, line)
     logger.info("checkpoint %s: %s", label, line)
     return line
 

@@ -127,7 +127,7 @@ def variant_file(out: Path, name: str) -> Path:
 
 
 def read_variant(path: Path) -> list[EpisodeRecord]:
-    return list(read_episodes(path)) if path.is_file() else []
+    return list(read_episodes(path, resume=True)) if path.is_file() else []
 
 
 def run_evaluation(

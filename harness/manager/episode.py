@@ -34,7 +34,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.jsonl import iter_jsonl
+from harness.jsonl import append_jsonl, drop_torn_tail, iter_jsonl
 from harness.sandbox import ExecutionResult
 
 SCHEMA_VERSION = "1.0"
@@ -122,13 +122,15 @@ class EpisodeRecord:
 
 
 def append_episode(path: str | Path, record: EpisodeRecord) -> None:
-    """Append one episode as one JSON line (the file is created when missing)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fh.write(record.to_json() + "\n")
+    """Append one episode as one JSON line, durably (:func:`harness.jsonl.append_jsonl`; the file is created when
+    missing)."""
+    append_jsonl(path, record.to_json())
 
 
-def read_episodes(path: str | Path) -> Iterator[EpisodeRecord]:
+def read_episodes(path: str | Path, *, resume: bool = False) -> Iterator[EpisodeRecord]:
+    """The episodes of a JSON-lines file; ``resume``: first drop a torn last line left by an interrupted run (with
+    a warning), as a run that appends to the file again does."""
+    if resume:
+        drop_torn_tail(path)
     for where, data in iter_jsonl(path, error=EpisodeRecordError):
         yield EpisodeRecord.from_dict(data, where)

@@ -173,12 +173,15 @@ def test_numbers_match_the_episode_records(evaluated):
     assert results["variants"]["rule"]["manager"]["activations"] > 0
 
 
-def test_resume_runs_only_missing_episodes(evaluated):
+def test_resume_runs_only_missing_episodes(evaluated, caplog):
     config, results = evaluated
     path = variant_file(Path(config.out), "rule")
     lines = path.read_text().splitlines()
-    path.write_text("\n".join(lines[:-1]) + "\n")  # as if killed before the last episode
-    again = run_evaluation(config)
+    torn = lines[-1][: len(lines[-1]) // 2]
+    path.write_text("\n".join(lines[:-1]) + "\n" + torn)  # as if killed while appending the last episode
+    with caplog.at_level("WARNING", logger="harness.jsonl"):
+        again = run_evaluation(config)
+    assert f"dropped a torn last line ({len(torn)} bytes)" in caplog.text
     relines = path.read_text().splitlines()
     assert len(relines) == len(lines) and relines[:-1] == lines[:-1]
     assert json.loads(relines[-1])["config"]["eval"]["key"] == json.loads(lines[-1])["config"]["eval"]["key"]
