@@ -54,6 +54,43 @@ class SandboxUnavailableError(RuntimeError):
     """The requested isolation cannot be provided on this machine (the message says how to fix it)."""
 
 
+TMP_PREFIX = "stateguard-sandbox-"
+OWNER_FILE = "owner"
+"""Each sandbox's temporary folder (workspaces, per-kernel tmp, the zygote's log) holds ``owner``: the creating
+process's pid and start time, so a later sandbox can tell a folder left by a killed process from a live one."""
+
+
+def owner_stamp(pid: int) -> str | None:
+    """``"PID START"`` (start time in clock ticks since boot, from ``/proc``), None when the process is gone; the
+    start time tells a reused pid from the original process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return f"{pid} {stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def remove_orphaned_tmp_roots(parent: str | Path | None = None) -> list[Path]:
+    """Remove this user's sandbox temporary folders whose owner process is gone (killed with ``kill -9``, say, so
+    ``Sandbox.close`` never ran); returns them. A folder without an owner file, of another user, or whose owner
+    still runs is left alone."""
+    removed = []
+    for folder in Path(parent or tempfile.gettempdir()).glob(f"{TMP_PREFIX}*"):
+        try:
+            if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+                continue
+            stamp = (folder / OWNER_FILE).read_text(encoding="utf-8").strip()
+            pid = int(stamp.split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if owner_stamp(pid) != stamp:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    if removed:
+        logger.info("removed %d sandbox folder(s) left by processes that are gone", len(removed))
+    return removed
+
+
 def sandbox_environment(workspace: str, public: str, tmp: str) -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -102,8 +139,10 @@ class Sandbox:
                 if self.landlock_abi
                 else " (Landlock unavailable)",
             )
-        self._tmp_root = Path(tempfile.mkdtemp(prefix="stateguard-sandbox-"))
+        remove_orphaned_tmp_roots()
+        self._tmp_root = Path(tempfile.mkdtemp(prefix=TMP_PREFIX))
         os.chmod(self._tmp_root, 0o700)
+        (self._tmp_root / OWNER_FILE).write_text(owner_stamp(os.getpid()) or "", encoding="utf-8")
         self._cgroups = CgroupManager(enabled=True)
         try:
             self._start_zygote()
