@@ -22,21 +22,40 @@ works against either server unchanged.
 
 :func:`serve_in_background` starts either server as a child process, waits until ``GET /v1/models`` answers and
 yields the API root (``http://HOST:PORT/v1``); tests and the checkpoint evaluation use it.
+
+**The server is owned by the process that starts it** (:func:`start_owned`, :func:`stop_owned`), in the foreground
+(``stateguard serve``, :func:`run_owned`) and in the background (:func:`serve_in_background`) alike:
+
+- it leads its own process group (a new session), so one ``killpg`` reaches everything it starts (vLLM's engine
+  processes, uvicorn workers);
+- ``stateguard serve`` forwards SIGTERM, SIGINT and SIGHUP to that group, waits ``--grace`` seconds for the server to
+  exit, then SIGKILLs the group, and exits with the server's status (``128 + N`` when signal ``N`` ended it);
+- every exit path (normal, exception, signal) ends in :func:`stop_owned`: SIGTERM to the group, the grace period,
+  then SIGKILL to the group, so nothing the server started keeps the port;
+- on Linux the server is started through a small exec wrapper that sets ``PR_SET_PDEATHSIG`` (SIGKILL) before it
+  execs the server, so the kernel kills the server when its owner dies, even by ``kill -9``. The kernel sends it
+  when the *thread* that started the server ends, so start it from a thread that outlives it (the main thread).
+  It reaches the server alone: after ``kill -9`` of the owner, processes the server started itself are orphaned
+  unless the server stops them when it dies. Elsewhere there is no such signal: ``kill -9`` of the owner leaves the
+  server running; every other exit path still stops its group.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +66,18 @@ logger = logging.getLogger(__name__)
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 TOOL_CALL_PARSER = "hermes"
+GRACE_S = 20.0
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+# Run as `python -c _EXEC_WITH_PDEATHSIG OWNER_PID PROGRAM ARGV...`: ask the kernel for SIGKILL when the owner dies,
+# exit if it died already (before the request), then become the server. prctl(1, ...) is PR_SET_PDEATHSIG.
+_EXEC_WITH_PDEATHSIG = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+if os.getppid() != int(sys.argv[1]):
+    os._exit(1)
+os.execv(sys.argv[2], sys.argv[3:])
+"""
 
 
 @dataclass
@@ -125,12 +156,110 @@ def server_command(config: ServeConfig, *, cpu: bool) -> tuple[list[str], dict[s
     return (cpu_command(config), cpu_env()) if cpu else (vllm_command(config), None)
 
 
+def start_owned(
+    command: Sequence[str], env: dict[str, str] | None = None, *, stdout: object = None, stderr: object = None
+) -> subprocess.Popen:
+    """Start ``command`` as a child this process owns: the leader of its own process group, and on Linux killed by
+    the kernel (SIGKILL) when the thread that called this dies, even by ``kill -9``. Stop it with :func:`stop_owned`.
+
+    ``env`` None inherits this process's environment; ``stdout`` and ``stderr`` are passed to ``Popen``. Raises
+    ``FileNotFoundError`` when the program is not on the ``PATH`` of ``env``."""
+    path = (os.environ if env is None else env).get("PATH", os.defpath)
+    program = shutil.which(command[0], path=path)
+    if program is None:
+        raise FileNotFoundError(errno.ENOENT, "no such program on PATH", command[0])
+    argv = [program, *command[1:]]
+    if sys.platform.startswith("linux"):
+        argv = [sys.executable, "-I", "-S", "-c", _EXEC_WITH_PDEATHSIG, str(os.getpid()), program, *command]
+    return subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
+
+
+def exited(process: subprocess.Popen, timeout_s: float = 0.0) -> int | None:
+    """The child's return code (``-N``: killed by signal ``N``) once it has exited, waiting up to ``timeout_s``;
+    None while it runs. The child is not reaped, so its pid keeps naming its process group until :func:`stop_owned`
+    reaps it (where ``os.waitid`` is missing, macOS before Python 3.13, it is)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.returncode is not None:
+            return process.returncode
+        if hasattr(os, "waitid"):
+            try:
+                info = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # reaped elsewhere; Popen then records code 0
+                return process.poll()
+            if info is not None:
+                return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        elif process.poll() is not None:
+            return process.returncode
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        time.sleep(min(0.05, remaining))
+
+
+def signal_group(process: subprocess.Popen, signum: int) -> None:
+    """Send ``signum`` to the child's process group; a group that is gone already is not an error."""
+    try:
+        os.killpg(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_owned(process: subprocess.Popen, grace_s: float = GRACE_S, signum: int | None = signal.SIGTERM) -> int:
+    """Stop an owned child: send ``signum`` (None: none, it was sent already) to its group, wait up to ``grace_s`` for
+    the child to exit, then SIGKILL the group and reap the child. Returns its return code (``-N``: signal ``N``).
+
+    The group is killed even when the child exits in time, so nothing it started outlives it; the child is reaped
+    only after that, so its pid cannot have been reused by then."""
+    if signum is not None and exited(process) is None:
+        signal_group(process, signum)
+    if exited(process, grace_s) is None:
+        logger.warning(
+            "the server (pid %d) is still running %g s after it was asked to stop: killed", process.pid, grace_s
+        )
+    signal_group(process, signal.SIGKILL)
+    return process.wait()
+
+
+def run_owned(command: Sequence[str], env: dict[str, str] | None = None, *, grace_s: float = GRACE_S) -> int:
+    """Run ``command`` as an owned child (:func:`start_owned`) in the foreground and return its exit status: its
+    code, or ``128 + N`` when signal ``N`` ended it.
+
+    SIGTERM, SIGINT and SIGHUP sent to this process are forwarded to the child's group; ``grace_s`` after the first
+    one the group is killed (:func:`stop_owned`). Every exit path stops the group. Call it from the main thread (the
+    only one that can install signal handlers)."""
+    process: subprocess.Popen | None = None
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        if process is not None:
+            signal_group(process, signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+    try:
+        process = start_owned(command, env)
+        if received:  # arrived while it was starting
+            signal_group(process, received[-1])
+        while not received and exited(process, timeout_s=0.5) is None:
+            pass
+        if received:
+            logger.info("received %s: stopping the server", signal.Signals(received[0]).name)
+        returncode = stop_owned(process, grace_s, signum=None)
+        return returncode if returncode >= 0 else 128 - returncode
+    finally:
+        if process is not None and process.returncode is None:
+            stop_owned(process, grace_s)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
 def wait_until_ready(url: str, process: subprocess.Popen, timeout_s: float) -> None:
     """Poll ``GET {url}/models`` until it answers 200; raise when the server exits or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server exited with code {process.returncode} before it answered {url}/models.")
+        if (returncode := exited(process)) is not None:
+            raise RuntimeError(f"the server exited with code {returncode} before it answered {url}/models.")
         try:
             with urllib.request.urlopen(url + "/models", timeout=2) as response:
                 if response.status == 200 and json.loads(response.read()).get("data"):
@@ -143,31 +272,35 @@ def wait_until_ready(url: str, process: subprocess.Popen, timeout_s: float) -> N
 
 @contextmanager
 def serve_in_background(
-    config: ServeConfig, *, cpu: bool = True, log_path: str | Path | None = None, startup_timeout_s: float = 180.0
+    config: ServeConfig,
+    *,
+    cpu: bool = True,
+    log_path: str | Path | None = None,
+    startup_timeout_s: float = 180.0,
+    grace_s: float = GRACE_S,
+    command: Sequence[str] | None = None,
 ) -> Iterator[str]:
-    """Start the server as a child process, wait until it is ready, yield its API root; stop it on exit.
+    """Start the server as an owned child (:func:`start_owned`), wait until it is ready, yield its API root; on exit,
+    normal or by exception, stop its whole process group (:func:`stop_owned` with ``grace_s``).
 
-    The server's output goes to ``log_path`` (default: ``serve.log`` in the current folder's ``runs/``)."""
-    if cpu:
-        require_cpu_server()
+    The server's output goes to ``log_path`` (default: ``serve.log`` in the current folder's ``runs/``).
+    ``command`` replaces the server (vLLM or the CPU stand-in) with another program that serves ``GET /v1/models``
+    at ``config.base_url``; it runs with this process's environment."""
+    if command is not None:
+        env = None
     else:
-        require("vllm")
-    command, env = server_command(config, cpu=cpu)
+        require_cpu_server() if cpu else require("vllm")
+        command, env = server_command(config, cpu=cpu)
     log_path = Path(log_path or Path("runs") / "serve.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logger.info("starting: %s (log %s)", shlex.join(command), log_path)
     with open(log_path, "ab") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        process = start_owned(command, env, stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_until_ready(config.base_url, process, startup_timeout_s)
             yield config.base_url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_owned(process, grace_s)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -189,6 +322,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-model-len", type=int, default=None, help="vLLM context length")
     parser.add_argument("--cpu", action="store_true", help="the CPU stand-in: transformers serve")
     parser.add_argument("--dry-run", action="store_true", help="print the command only")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=GRACE_S,
+        help=f"seconds the server gets to exit when stopped (default {GRACE_S:g})",
+    )
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -215,4 +354,4 @@ def serve_command(args: argparse.Namespace) -> int:
         hint = "" if args.cpu or is_available("vllm") else " On a CPU machine use --cpu (transformers serve)."
         print(f"stateguard serve: {exc}.{hint}", file=sys.stderr)
         return 2
-    return subprocess.call(command, env=env)
+    return run_owned(command, env, grace_s=args.grace)
