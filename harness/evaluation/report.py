@@ -1,10 +1,11 @@
 """``report.md`` of an evaluation: tables and plots (matplotlib, Agg backend) from ``results.json``.
 
 Sections: the suite and config; per variant task/turn accuracy with the turn-accuracy 95 % CI, DCR (``n/a`` when
-undefined) and repair precision/recall; the paired comparisons; manager statistics (states, relation mix, hints,
-tool calls, repairs, rollbacks, activations and latency) and worker steps/tokens. Plots (PNG next to the report):
-``accuracy.png`` (turn accuracy with CI per variant), ``dcr.png``, ``relation_mix.png``, ``repairs.png``.
-Simulated results (scripted worker) are labelled SIMULATED in the title, the tables and every plot.
+undefined) and repair precision/recall; the paired comparisons (turn-accuracy difference and its CI, the share of
+non-positive bootstrap resamples, the task-macro difference, the task-accuracy difference); manager statistics
+(states, relation mix, hints, tool calls, repairs, rollbacks, activations and latency) and worker steps/tokens. Plots
+(PNG next to the report): ``accuracy.png`` (turn accuracy with CI per variant), ``dcr.png``, ``relation_mix.png``,
+``repairs.png``. Simulated results (scripted worker) are labelled SIMULATED in the title, the tables and every plot.
 """
 
 from __future__ import annotations
@@ -50,10 +51,16 @@ COMPARISON_COLUMNS = [
     ("b", lambda c: c["b"]),
     ("turn acc diff", lambda c: c["turn_accuracy_diff"]),
     ("95% CI", lambda c: interval(c["ci95"])),
+    ("P(diff <= 0)", lambda c: c.get("p_nonpositive")),
+    ("task-macro diff", lambda c: c.get("task_macro_diff")),
     ("task acc diff", lambda c: c["task_accuracy_diff"]),
     ("episodes", lambda c: c["n_episodes"]),
     ("tasks", lambda c: c["n_tasks"]),
 ]
+COMPARISON_NOTE = (
+    "\n\nP(diff <= 0): share of bootstrap resamples whose turn-accuracy difference is <= 0 (one-sided p-value for b "
+    "better than a); task-macro diff: mean over tasks of each task's turn-accuracy difference."
+)
 MANAGER_COLUMNS = [
     ("variant", lambda r: r[0]),
     ("states/episode", lambda r: r[1]["states_per_episode"]),
@@ -104,7 +111,7 @@ def render_report(results: dict[str, Any]) -> str:
         "## Accuracy, DCR, repairs\n",
         markdown_table(VARIANT_COLUMNS, list(variants.items())),
         "\nDCR = error rate of turns with at least one wrong declared upstream turn minus that of turns whose "
-        "upstream are all right; n/a when either group is empty.\n",
+        "upstream are all right; turns without a 0/1 score are skipped; n/a when either group is empty.\n",
         "![accuracy](accuracy.png) ![dcr](dcr.png)\n",
         *(
             ["Official benchmark scoring:\n", markdown_table(BENCHMARK_COLUMNS, list(variants.items())) + "\n"]
@@ -112,7 +119,9 @@ def render_report(results: dict[str, Any]) -> str:
             else []
         ),
         "## Paired comparisons (b - a)\n",
-        markdown_table(COMPARISON_COLUMNS, comparisons) if comparisons else "(a single variant: nothing to compare)",
+        markdown_table(COMPARISON_COLUMNS, comparisons) + COMPARISON_NOTE
+        if comparisons
+        else "(a single variant: nothing to compare)",
         "\n## Manager statistics\n",
         markdown_table(MANAGER_COLUMNS, managers),
         "\nRelation mix and tool calls:\n",

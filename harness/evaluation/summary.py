@@ -6,14 +6,19 @@ Inputs are :class:`~harness.manager.episode.EpisodeRecord` s written by the eval
 
 Definitions (one source of truth; the math lives in :mod:`harness.evaluation.stats`):
 
-- **turn outcomes** of an episode: a multi-turn task's per-turn verdicts (``grade.details.turns[t].correct``, the
-  LongDS-style structured comparison); a single task (closed-form, artifact) is one unit ``"main"``. An invalid
-  submission makes every unit wrong.
+- **turn scores** of an episode: a multi-turn task's per-turn 0/1 verdicts (``grade.details.turns[t].correct``, the
+  LongDS-style structured comparison); a single task (closed-form, artifact) is one unit ``"main"`` scored
+  ``solved``. A turn has **no score** (``None``) when the grade is missing or invalid, when the turn is absent from
+  ``grade.details.turns``, or when its ``correct`` is missing or not 0/1 (a bool, or a number equal to 0 or 1).
+- **turn outcomes** (for accuracy): the turn scores with an unscored turn counted as wrong.
 - **solved** (task accuracy): every turn correct (multi-turn), the official answer fully right (closed-form, e.g.
   DABench: all sub-answers match), a valid submission (artifact; its metric is in ``mean_score``).
 - **turn accuracy**: correct units / units, pooled over episodes, with a cluster-bootstrap 95 % CI (clusters =
   tasks).
-- **DCR** over all units of all episodes (upstream = the declared ``depends_on`` turns graded in the same episode).
+- **DCR** over the turn scores of all episodes (upstream = the declared ``depends_on`` turns of the same episode).
+  Unscored turns are skipped: a turn without a score is in neither group, and an unscored upstream is dropped (not
+  an error); a turn whose declared upstream are all unscored is excluded like one without upstream
+  (:func:`~harness.evaluation.stats.dependency_contamination_rate`).
 - **repairs** against known faults: keys ``(episode, run, turn)``; a repair counts at the turn the record names.
 - **DABench official scoring** (``dabench``, for episodes graded by the ``dabench`` grader, else None): accuracy by
   question, by sub-answer and proportional by sub-question (:func:`harness.evaluation.dabench.aggregate`).
@@ -21,7 +26,11 @@ Definitions (one source of truth; the math lives in :mod:`harness.evaluation.sta
   None): each episode's score ranked against the leaderboard (a failed submission scores 0), averaged per task, then
   aggregated task -> domain -> overall (:func:`~harness.evaluation.stats.quantile_score`).
 - **paired comparison** of two variants: the per-turn outcomes of the episodes both ran, differences ``b - a``,
-  clustered by task (:func:`~harness.evaluation.stats.paired_cluster_bootstrap`).
+  clustered by task (:func:`~harness.evaluation.stats.paired_cluster_bootstrap`): ``turn_accuracy_diff`` (pooled
+  over turns) and its ``ci95``; ``task_macro_diff``, the mean over tasks of each task's mean per-turn difference
+  (every task weighs equally); ``p_nonpositive``, the share of bootstrap resamples whose pooled difference is
+  ``<= 0`` (a one-sided bootstrap p-value for "b is better than a"); ``task_accuracy_diff``, the difference in the
+  share of solved episodes.
 """
 
 from __future__ import annotations
@@ -94,14 +103,29 @@ def episode_id(record: EpisodeRecord) -> tuple[str, int]:
     return str(meta["key"]), int(meta.get("run", 0))
 
 
-def turn_outcomes(record: EpisodeRecord, info: TaskInfo) -> dict[str, bool]:
-    """Turn id -> correct (see the module docstring)."""
+def _zero_one(value: Any) -> bool | None:
+    """``value`` as a 0/1 score, or None when it is not one (missing, None, a string, 0.5 ...)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    return None
+
+
+def turn_scores(record: EpisodeRecord, info: TaskInfo) -> dict[str, bool | None]:
+    """Turn id -> 0/1 score, None for a turn without one (see the module docstring)."""
     grade = record.grade or {}
-    valid = bool(grade.get("valid"))
+    if not grade.get("valid"):
+        return dict.fromkeys(info.depends_on if info.kind == "multi_turn" else ("main",))
     if info.kind == "multi_turn":
         verdicts = (grade.get("details") or {}).get("turns") or {}
-        return {t: valid and bool((verdicts.get(t) or {}).get("correct")) for t in info.depends_on}
+        return {t: _zero_one((verdicts.get(t) or {}).get("correct")) for t in info.depends_on}
     return {"main": solved(record, info)}
+
+
+def turn_outcomes(record: EpisodeRecord, info: TaskInfo) -> dict[str, bool]:
+    """Turn id -> correct, an unscored turn counting as wrong (see the module docstring)."""
+    return {t: score is True for t, score in turn_scores(record, info).items()}
 
 
 def solved(record: EpisodeRecord, info: TaskInfo) -> bool:
@@ -114,10 +138,9 @@ def solved(record: EpisodeRecord, info: TaskInfo) -> bool:
 
 
 def dcr_units(record: EpisodeRecord, info: TaskInfo) -> list[Unit]:
-    outcomes = turn_outcomes(record, info)
-    return [
-        Unit(outcomes[t], tuple(outcomes[d] for d in info.depends_on.get(t, ()) if d in outcomes)) for t in outcomes
-    ]
+    """One DCR unit per turn: its score and its declared upstream's scores (None: unscored, skipped by the DCR)."""
+    scores = turn_scores(record, info)
+    return [Unit(scores[t], tuple(scores[d] for d in info.depends_on.get(t, ()) if d in scores)) for t in scores]
 
 
 def dabench_scores(records: Sequence[EpisodeRecord]) -> dict[str, float | int] | None:
@@ -289,6 +312,8 @@ def compare_variants(
     return {
         "turn_accuracy_diff": ci.estimate,
         "ci95": [ci.low, ci.high],
+        "task_macro_diff": ci.task_macro_diff,
+        "p_nonpositive": ci.p_nonpositive,
         "task_accuracy_diff": float(np.mean(solved_diff)),
         "n_episodes": len(common),
         "n_tasks": ci.n_clusters,

@@ -1,10 +1,14 @@
-"""Evaluation statistics on hand-computed values: DCR (incl. undefined), repair P/R, cluster bootstrap, quantiles."""
+"""Evaluation statistics on hand-computed values: DCR (incl. unscored turns, undefined), repair P/R, bootstraps,
+quantiles."""
 
 from __future__ import annotations
+
+from dataclasses import asdict, fields
 
 import pytest
 
 from harness.evaluation.stats import (
+    BootstrapCI,
     Unit,
     aggregate_quantile_scores,
     cluster_bootstrap_ci,
@@ -50,6 +54,37 @@ def test_dcr_is_undefined_not_zero_when_a_group_is_empty(units, n_clean, n_conta
     dcr = dependency_contamination_rate(units)
     assert dcr.value is None
     assert (dcr.n_clean, dcr.n_contaminated) == (n_clean, n_contaminated)
+
+
+def test_dcr_skips_a_unit_without_a_score():
+    units = [
+        Unit(None, (False,)),  # not scored: skipped, whatever its upstream
+        Unit(None, (True,)),  # skipped
+        Unit(False, (False,)),  # contaminated, wrong -> contaminated error 1/1
+        Unit(True, (True,)),  # clean, right
+        Unit(False, (True,)),  # clean, wrong -> clean error 1/2
+    ]
+    dcr = dependency_contamination_rate(units)
+    assert (dcr.clean_error, dcr.contaminated_error, dcr.value) == (0.5, 1.0, 0.5)
+    assert (dcr.n_clean, dcr.n_contaminated, dcr.n_excluded, dcr.n_unscored) == (2, 1, 0, 2)
+
+
+def test_dcr_drops_an_unscored_upstream():
+    units = [
+        Unit(False, (None,)),  # its only upstream unscored: no observed upstream, excluded (not clean, not an error)
+        Unit(True, (None, False)),  # the scored upstream is wrong: contaminated, right -> contaminated error 0
+        Unit(False, (None, True)),  # the unscored upstream is no error: clean, wrong
+        Unit(True, (True,)),  # clean, right -> clean error 1/2
+    ]
+    dcr = dependency_contamination_rate(units)
+    assert (dcr.clean_error, dcr.contaminated_error, dcr.value) == (0.5, 0.0, -0.5)
+    assert (dcr.n_clean, dcr.n_contaminated, dcr.n_excluded, dcr.n_unscored) == (2, 1, 1, 0)
+
+
+def test_dcr_of_unscored_turns_only_is_undefined():
+    dcr = dependency_contamination_rate([Unit(None, (None,)), Unit(None, (False,)), Unit(None, ())])
+    assert dcr.value is None and dcr.clean_error is None and dcr.contaminated_error is None
+    assert (dcr.n_clean, dcr.n_contaminated, dcr.n_excluded, dcr.n_unscored) == (0, 0, 0, 3)
 
 
 def test_dcr_zero_when_both_groups_err_alike():
@@ -112,7 +147,34 @@ def test_paired_bootstrap_is_the_bootstrap_of_the_differences():
     assert ci.estimate == 0.5  # 3/4 - 1/4
     # resamples: {t1, t1} -> 2/3, {t1, t2} -> 2/4, {t2, t2} -> 0
     assert (ci.low, ci.high) == (0.0, pytest.approx(2 / 3))
-    assert ci == cluster_bootstrap_ci([[0.0, 1.0, 1.0], [0.0]])
+    pooled = cluster_bootstrap_ci([[0.0, 1.0, 1.0], [0.0]])  # the same resamples: the same interval
+    assert {f.name: getattr(ci, f.name) for f in fields(BootstrapCI)} == asdict(pooled)
+
+
+def test_paired_bootstrap_task_macro_diff_and_p_nonpositive():
+    # differences b - a: t1 [1, 1, 0] (mean 2/3), t2 [-1] (mean -1), t3 [1, 0] (mean 1/2)
+    a = {"t1": [0.0, 0.0, 1.0], "t2": [1.0], "t3": [0.0, 0.0]}
+    b = {"t1": [1.0, 1.0, 1.0], "t2": [0.0], "t3": [1.0, 0.0]}
+    ci = paired_cluster_bootstrap(a, b, seed=0)
+    assert ci.estimate == pytest.approx(2 / 6)  # pooled over 6 turns: (2 - 1 + 1) / 6
+    assert ci.task_macro_diff == pytest.approx((2 / 3 - 1 + 1 / 2) / 3)  # = 1/18, every task weighs 1/3
+    # a resample draws 3 of the 27 ordered task triples; its summed difference (t1 2, t2 -1, t3 1) is <= 0 only for
+    # {t2, t2, t2} (1 triple), {t2, t2, t1} (3, a tie at 0 counts) and {t2, t2, t3} (3): 7/27 of the mass
+    assert ci.p_nonpositive == pytest.approx(7 / 27, abs=0.02)
+    assert ci == paired_cluster_bootstrap(a, b, seed=0)  # seeded: deterministic
+    assert paired_cluster_bootstrap(a, b, seed=1).p_nonpositive != ci.p_nonpositive  # another seed, other draws
+
+
+def test_paired_bootstrap_p_nonpositive_bounds():
+    better = paired_cluster_bootstrap(
+        {"t1": [0.0, 0.0], "t2": [0.0]}, {"t1": [1.0, 0.0], "t2": [1.0]}, n_resamples=500
+    )
+    assert better.p_nonpositive == 0.0  # every turn's difference >= 0, every task's > 0: every resample favours b
+    worse = paired_cluster_bootstrap({"t1": [1.0, 0.0], "t2": [1.0]}, {"t1": [0.0, 0.0], "t2": [1.0]}, n_resamples=500)
+    assert worse.p_nonpositive == 1.0  # every difference <= 0 (ties included)
+    assert worse.task_macro_diff == pytest.approx(-0.25)  # t1 -1/2, t2 0
+    same = paired_cluster_bootstrap({"t1": [1.0]}, {"t1": [1.0]}, n_resamples=50)
+    assert (same.estimate, same.p_nonpositive, same.task_macro_diff) == (0.0, 1.0, 0.0)  # no gain is not a gain
 
 
 def test_paired_bootstrap_refuses_unpaired_runs():
