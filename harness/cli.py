@@ -14,6 +14,10 @@ Sub-commands are plugins: each package registers ``name = "module:register"`` un
     stateguard bench run --suite dabench-dev --workflow react,direct,pipeline,search --model URL --out runs/bench
     stateguard view runs/synth/episodes/gold.jsonl --out episode.html
     stateguard demo --out runs/demo
+
+Every command that writes files checks its output path first with :func:`prepare_out_dir` (a folder) or
+:func:`prepare_out_file` (a file); bad input raises :class:`CommandLineError`, which :func:`main` prints as one line
+``stateguard COMMAND: error: MESSAGE`` on stderr with exit code 2 (as argparse does for a malformed flag).
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from harness import __version__
 
@@ -40,6 +47,67 @@ BUILTIN_COMMANDS: dict[str, str] = {
     "bench": "harness.workflow.bench:register",
     "view": "harness.viewer.cli:register",
 }
+
+
+EXIT_USAGE = 2  # bad command-line input, as for argparse errors
+
+
+class CommandLineError(Exception):
+    """Bad command-line input found before any work; the message names the flag, the value, the reason and the fix.
+
+    :func:`main` (and :func:`run_command`) print it as one line on stderr and exit with code 2. It is not a
+    ``ValueError`` on purpose: the commands' own ``except ValueError`` handlers let it through to that one format."""
+
+
+def prepare_out_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
+    """The output folder ``path``, created (with its parents) when missing and checked writable by creating and
+    deleting a probe file in it (permission bits alone are not enough: root writes through a 0o555 folder).
+
+    Raises :class:`CommandLineError` naming ``flag`` and ``path`` when ``path`` is a file, lies under a file, cannot
+    be created or is not writable."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise CommandLineError(f"{flag} {out}: is a file, not a folder; pass a folder path (created when missing).")
+    _ensure_folder(out, f"{flag} {out}:")
+    return out
+
+
+def prepare_out_file(path: str | os.PathLike[str], flag: str = "--out") -> Path:
+    """The output file ``path``: not a folder; its folder created when missing and checked writable (as in
+    :func:`prepare_out_dir`). An existing file is fine (it is overwritten later); ``path`` itself is not touched."""
+    out = Path(path)
+    if out.is_dir():
+        raise CommandLineError(f"{flag} {out}: is a folder; pass a file path.")
+    _ensure_folder(out.parent, f"{flag} {out}: its folder")
+    return out
+
+
+def _ensure_folder(folder: Path, prefix: str) -> None:
+    """Create ``folder`` (with parents) and probe that a file can be created in it; errors start with ``prefix``."""
+    blocker = next((p for p in (*reversed(folder.parents), folder) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise CommandLineError(f"{prefix} cannot be created: {blocker} is a file; pass a path under a folder.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise CommandLineError(f"{prefix} cannot be created ({reason}); pass a folder you can write to.") from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".stateguard-write-probe-", dir=folder)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise CommandLineError(f"{prefix} is not writable ({reason}); pass a folder you can write to.") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def run_command(prog: str, func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+    """``func(args)`` as an exit code; a :class:`CommandLineError` becomes one line ``PROG: error: ...`` and 2."""
+    try:
+        return int(func(args) or 0)
+    except CommandLineError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _load(ref: str) -> Callable[[argparse._SubParsersAction], None]:
@@ -84,8 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
-    return int(args.func(args) or 0)
+        return EXIT_USAGE
+    # "stateguard tasks grade": the command and its action (the sub-parsers' dest is ``<command>_command``)
+    action = next((v for k, v in vars(args).items() if k.endswith("_command") and isinstance(v, str)), None)
+    return run_command(" ".join(filter(None, ("stateguard", args.command, action))), args.func, args)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    from harness.cli import prepare_out_dir
     from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
     from harness.tasks import load_task
     from harness.tasks.contract import render_contract
@@ -43,8 +44,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from harness.tasks.profile import profile_directory
 
     timings: dict[str, float] = {}
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out_dir(args.out)
 
     t0 = time.perf_counter()
     task = load_task(args.task)

@@ -16,8 +16,9 @@ Managers (``--manager``): ``none | rule | windowed[:K] | llm:URL | llm-hf:PATH |
 for multi-turn tasks, segment for single tasks).
 
 The episode record is appended to ``OUT/episodes.jsonl``; the grade is printed at the end (with the per-turn
-verdicts of a multi-turn task) and the last line printed is one JSON summary. Exit code 0 when the episode ran
-(whatever its grade), 2 for bad input (the message names the flag and the fix).
+verdicts of a multi-turn task) and the last line printed is one JSON summary. ``--out`` is checked (a writable
+folder, created when missing) before the sandbox starts. Exit code 0 when the episode ran (whatever its grade), 2 for
+bad input (the message names the flag and the fix).
 """
 
 from __future__ import annotations
@@ -148,6 +149,7 @@ def run_episode(args: argparse.Namespace) -> int:
     from rich.live import Live
     from rich.table import Table
 
+    from harness.cli import prepare_out_dir
     from harness.live import EpisodeView, grade_rows
     from harness.manager import ManagerRuntime, RuntimeConfig, append_episode, get_policy
     from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
@@ -174,6 +176,8 @@ def run_episode(args: argparse.Namespace) -> int:
         config = RuntimeConfig(**overrides)
     except (TypeError, ValueError) as exc:
         raise RunError(f"runtime options: {exc}") from exc
+
+    out = prepare_out_dir(args.out)  # before the sandbox starts: a bad --out must not cost an episode
 
     view_mode = args.view
     if view_mode == "auto":
@@ -219,7 +223,7 @@ def run_episode(args: argparse.Namespace) -> int:
         else:
             record = runtime.run()
         kernel.close()
-    episodes = args.out / "episodes.jsonl"
+    episodes = out / "episodes.jsonl"
     append_episode(episodes, record)
 
     grade = record.grade or {}

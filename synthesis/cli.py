@@ -1,14 +1,18 @@
 """``stateguard synthesize --config configs/synthesis/default.yaml --out DIR`` (entry point ``synthesis.cli``).
 
-Runs :func:`synthesis.pipeline.synthesize` and prints the closing summary table. A killed run, re-run with the same
-``--out``, continues from its shards.
+Loads the config (every field's type is checked; all problems of the file are reported at once), checks that
+``--out`` is a writable folder (created when missing), then runs :func:`synthesis.pipeline.synthesize` and prints the
+closing summary table. A killed run, re-run with the same ``--out``, continues from its shards. Bad input prints one
+line on stderr and exits with code 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
+from harness.cli import prepare_out_dir
 from synthesis.config import SynthesisConfig
 
 
@@ -25,13 +29,14 @@ def main(args: argparse.Namespace) -> int:
     try:
         config = SynthesisConfig.from_yaml(args.config, workers=args.workers)
     except ValueError as error:
-        print(f"stateguard synthesize: {error}")
+        print(f"stateguard synthesize: {error}", file=sys.stderr)
         return 2
+    prepare_out_dir(args.out)
     logging.getLogger("synthesis").setLevel(max(logging.getLogger().level, logging.INFO))
     try:
         result = synthesize(config, args.out, progress=not args.no_progress)
     except ValueError as error:
-        print(f"stateguard synthesize: {error}")
+        print(f"stateguard synthesize: {error}", file=sys.stderr)
         return 2
     print(summary_table(result))
     return 0

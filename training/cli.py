@@ -5,6 +5,7 @@
 
 Registered by the lead as the entry point ``model = "training.cli:register"`` in group ``stateguard.commands``
 (see ``harness/cli.py``). Registration imports nothing heavy; torch and transformers load when the command runs.
+``--out`` is checked first: a writable folder, created when missing (see :func:`harness.cli.prepare_out_dir`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+
+from harness.cli import prepare_out_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_tiny(args: argparse.Namespace) -> int:
+    prepare_out_dir(args.out)  # before torch loads
     from training.models import build_tiny_qwen3, read_manifest
 
     existed = read_manifest(args.out) is not None
@@ -72,6 +76,7 @@ def run_tiny(args: argparse.Namespace) -> int:
 
 
 def run_smollm2(args: argparse.Namespace) -> int:
+    prepare_out_dir(args.out)  # before torch loads
     from training.smollm2 import build_smollm2, manifest
 
     existed = manifest(args.out) is not None

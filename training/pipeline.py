@@ -11,6 +11,7 @@ the real Qwen3 tokenizer), everything under one output folder:
                   evaluate ``none`` / ``rule`` / ``llm(SFT)`` / ``llm(SFT+RL)`` on a held-out faulted suite with the
                   scripted worker (SIMULATED) (``OUT/eval``: results.json, report.md).
 
+``--out`` (default: the config's ``out``) is checked before the first stage: a writable folder, created when missing.
 Each stage writes ``OUT/<stage>/stage.json`` (seconds and key figures) when it completes; a stage whose marker exists
 is skipped, so re-running resumes after the last completed stage (and the trainers' own checkpoints resume inside a
 stage). The training stages run as real launcher subprocesses, exactly as a user would type them; their output goes
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.cli import prepare_out_dir
 from harness.yaml_config import load_yaml_config
 
 logger = logging.getLogger(__name__)
@@ -331,8 +333,9 @@ def pipeline_command(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"stateguard pipeline: {exc}", file=sys.stderr)
         return 2
+    out = prepare_out_dir(args.out or config.path(config.out), "--out" if args.out else f"out (of {args.config})")
     try:
-        summary = run_pipeline(config, args.out)
+        summary = run_pipeline(config, out)
     except RuntimeError as exc:
         print(f"stateguard pipeline: {exc}\nRe-run the same command to resume from this stage.", file=sys.stderr)
         return 1

@@ -42,6 +42,7 @@ unchanged (tested).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -57,7 +58,7 @@ import yaml
 
 from harness.jsonl import append_jsonl, read_jsonl_resumable
 from harness.llm import HFChatBackend, Message
-from harness.yaml_config import load_yaml_config
+from harness.yaml_config import load_yaml_config, type_problems
 from training.pipeline import ROOT, launch_training
 from training.prompt_view import check_prompt_view, view
 
@@ -178,8 +179,18 @@ class StudyConfig:
         for pair in self.comparisons:
             if len(pair) != 2 or any(a not in ARMS for a in pair):
                 raise ValueError(f"comparisons: {pair} is not a pair of arm names; valid arms: {', '.join(ARMS)}")
+        from synthesis.config import SynthesisConfig
         from synthesis.faults import FAULT_TYPES
 
+        valid = sorted(f.name for f in dataclasses.fields(SynthesisConfig))
+        problems = []
+        for section in ("train_synthesis", "heldout_synthesis"):
+            values = getattr(self, section)
+            if unknown := sorted(set(values) - set(valid)):
+                problems.append(f"{section}: unknown key(s) {unknown}; valid keys: {valid}")
+            problems += type_problems(SynthesisConfig, values, prefix=f"{section}.")
+        if problems:
+            raise ValueError("; ".join(problems) + "; fix these SynthesisConfig fields.")
         bad = [t for t in self.heldout_fault_types if t not in FAULT_TYPES]
         if bad:
             raise ValueError(f"heldout_fault_types: unknown {bad}; valid fault types: {sorted(FAULT_TYPES)}")

@@ -8,8 +8,9 @@
 ``--manager`` takes a comma-separated list of variants (``none | rule | windowed[:K] | llm:URL | llm-hf:PATH |
 freeform:URL | freeform-hf:PATH``); all run on the same episodes and every pair is compared (``b - a``: list the
 baseline first). Re-running with the same ``--out`` resumes: finished episodes are not re-run. The last line printed
-is a JSON summary (per variant: task/turn accuracy, DCR, repair precision/recall). Exit code 0 when the evaluation
-ran, 2 for bad input (the message names the flag and the fix), 3 when the suite is unavailable (e.g. DABench dev
+is a JSON summary (per variant: task/turn accuracy, DCR, repair precision/recall). ``--out`` (and ``--cache`` for a
+named suite) is checked writable, and created, before any episode runs. Exit code 0 when the evaluation ran, 2 for
+bad input (the message names the flag and the fix), 3 when the suite is unavailable (e.g. DABench dev
 is not in ../shared).
 """
 
@@ -18,7 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
+from harness.cli import prepare_out_dir
 from harness.evaluation.suite import DEFAULT_CACHE, SUITES, SuiteUnavailableError
 
 EXIT_OK, EXIT_INPUT, EXIT_SUITE_MISSING = 0, 2, 3
@@ -74,6 +77,9 @@ def evaluate_command(args: argparse.Namespace) -> int:
             n_resamples=args.resamples,
             report=not args.no_report,
         )
+        prepare_out_dir(args.out)
+        if args.suite in SUITES and not Path(args.suite).is_dir():
+            prepare_out_dir(args.cache, "--cache")  # a named suite is built there
         results = run_evaluation(config)
     except SuiteUnavailableError as exc:
         print(f"stateguard evaluate: suite unavailable: {exc}", file=sys.stderr)

@@ -10,7 +10,9 @@
     stateguard tasks list PATH                       # id, kind and folder of every task under PATH
 
 Standalone: ``python -m harness.tasks.cli validate PATH`` (the same sub-commands without the ``tasks`` prefix).
-Exit codes: 0 success (``grade``: graded, even when wrong or invalid), 2 invalid task or bad input, 1 grader crash.
+Exit codes: 0 success (``grade``: graded, even when wrong or invalid), 2 invalid task or bad input (``grade``: an
+``--answer`` naming a missing file, a folder or a binary file; ``import``: an ``--out`` that is not a writable
+folder), 1 grader crash.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.cli import CommandLineError, prepare_out_dir, run_command
 from harness.evaluation.result import GradeResult
 from harness.tasks.config import TaskConfigError
 from harness.tasks.grading import grade_task
@@ -105,6 +108,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             task_id=args.task_id,
             overwrite=args.overwrite,
         )
+        prepare_out_dir(args.out)
         report = run_import(args.kind, options)
     except (ImporterError, TaskConfigError, ValueError) as exc:
         return _error("import", str(exc))
@@ -116,16 +120,42 @@ def cmd_import(args: argparse.Namespace) -> int:
 # grade
 
 
+# A literal answer never ends like this; an --answer that does names a file that should exist.
+FILE_SUFFIXES = frozenset({".json", ".jsonl", ".txt", ".md", ".csv", ".tsv", ".parquet", ".xlsx", ".npy", ".pkl"})
+
+
+def names_a_file(answer: str) -> bool:
+    """Whether ``--answer`` text is meant as a file path: it starts like one (``/``, ``./``, ``../``, ``~/``), ends in
+    a file suffix (``.json``, ``.txt``, ``.csv`` ...), or its folder part is an existing folder (``runs/answer``).
+    A DABench answer such as ``@ratio[1/2]`` is none of these."""
+    if answer.startswith(("/", "./", "../", "~/")) or Path(answer).suffix.lower() in FILE_SUFFIXES:
+        return True
+    return "/" in answer and Path(answer).parent.is_dir()
+
+
 def read_submission(task: Task, answer: str) -> Any:
     """The submission for ``task`` from ``--answer``: a file path when such a file exists, else literal text.
 
     closed_form: the text; artifact: the path; multi_turn: the JSON object (``ValueError`` if it is not JSON).
+    An ``--answer`` that names a missing file (see :func:`names_a_file`; for an artifact task, any missing path), a
+    folder, or a file that is not UTF-8 text (closed_form, multi_turn) raises :class:`CommandLineError` naming it.
     """
     path = Path(answer)
     is_file = path.is_file()
+    if path.is_dir():
+        raise CommandLineError(f"--answer {answer}: is a folder; pass a file, or the answer itself as text.")
+    if not is_file and (task.kind == "artifact" or names_a_file(answer)):
+        what = "the submission file" if task.kind == "artifact" else "an existing file, or the answer itself as text"
+        raise CommandLineError(f"--answer {answer}: no such file; pass {what}.")
     if task.kind == "artifact":
         return str(path)
-    text = path.read_text(encoding="utf-8") if is_file else answer
+    try:
+        text = path.read_text(encoding="utf-8") if is_file else answer
+    except UnicodeDecodeError:
+        raise CommandLineError(
+            f"--answer {answer}: not a UTF-8 text file; pass a text file (the response, or a JSON object keyed by "
+            "turn id), or the answer itself as text."
+        ) from None
     if task.kind == "multi_turn":
         try:
             return json.loads(text)
@@ -261,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    return int(args.func(args))
+    return run_command(" ".join(filter(None, ("stateguard tasks", args.tasks_command))), args.func, args)
 
 
 if __name__ == "__main__":

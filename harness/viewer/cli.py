@@ -1,4 +1,4 @@
-"""``stateguard view``: static HTML pages of episode records and training samples (issue 9 §3).
+"""``stateguard view``: static HTML pages of episode records and training samples.
 
     stateguard view runs/synth/episodes/gold.jsonl --out episode.html        # the first record
     stateguard view runs/synth/episodes/gold.jsonl --index 2 --out episode.html
@@ -9,8 +9,10 @@
 
 Each page is one self-contained HTML file (see :mod:`harness.viewer.render`): open it in any browser, offline. The
 reward terms of a faulted record are scored against its fault label from the synthesis output folder (``--pool``;
-found automatically for ``OUT/episodes/*.jsonl``). Bad input (a missing file, a line that is not a record, an
-out-of-range index) prints what is wrong, where, and the fix, and exits with code 2.
+found automatically for ``OUT/episodes/*.jsonl``). ``--out`` is checked first (a file path whose folder is writable,
+created when missing; a writable folder with ``--all``). Bad input (a missing or binary file, a line that is not a
+record, an out-of-range index, an unusable ``--out``) prints one line: what is wrong, where, and the fix, and exits
+with code 2.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.cli import prepare_out_dir, prepare_out_file
 from harness.viewer.inputs import (
     ViewerError,
     default_pool,
@@ -85,15 +88,15 @@ def write_pages(args: argparse.Namespace) -> list[Path]:
     if args.index is not None and args.index < 0:
         raise ViewerError(f"{args.path}: --index {args.index} is negative; pass a 0-based index.")
     index = None if args.all or args.episode_id is not None else (args.index or 0)
+    if args.all:
+        prepare_out_dir(args.out)
+    else:
+        prepare_out_file(args.out)
     pages = _sample_pages(args, index) if args.sample else _episode_pages(args, index)
     if not args.all:
-        if args.out.is_dir():
-            raise ViewerError(f"{args.out}: is a folder; pass a file path for one page (or --all for a folder).")
         ((_, _, text, _),) = pages
         return [_write(args.out, text)]
     folder = args.out
-    if folder.exists() and not folder.is_dir():
-        raise ViewerError(f"{folder}: --all writes a folder of pages, but this is a file; pass a folder path.")
     written = [_write(folder / name, text) for name, _, text, _ in pages]
     entries = [(name, label, summary) for name, label, _, summary in pages]
     return [_write(folder / "index.html", render_index(f"StateGuard: {args.path}", entries)), *written]
@@ -107,7 +110,17 @@ def _write(path: Path, text: str) -> Path:
 
 def _episode_pages(args: argparse.Namespace, index: int | None) -> list[tuple[str, str, str, str]]:
     """``[(file name, label, html, summary)]`` of the chosen records."""
-    records = select_records(args.path, index=index, episode_id=args.episode_id)
+    if args.path.is_dir():
+        raise ViewerError(
+            f"{args.path}: is a folder; pass an episode-records file (OUT/episodes/gold.jsonl), or add --sample for a "
+            "dataset folder."
+        )
+    try:
+        records = select_records(args.path, index=index, episode_id=args.episode_id)
+    except UnicodeDecodeError:
+        raise ViewerError(
+            f"{args.path}: not a text file; pass an episode-records JSON-lines file (e.g. OUT/episodes/gold.jsonl)."
+        ) from None
     pool = args.pool or default_pool(args.path)
     if args.pool is not None and not args.pool.is_dir():
         raise ViewerError(f"--pool {args.pool}: no such folder; pass the output folder of `stateguard synthesize`.")

@@ -15,7 +15,9 @@ episode that raised is logged, left out and retried by the next run).
 
 ``--model``: ``http://HOST:PORT/v1`` | ``openai:URL`` | ``hf:PATH`` | ``fake:FILE`` (canned replies; SIMULATED).
 ``--config FILE``: a YAML of :class:`~harness.workflow.config.WorkflowConfig` fields (prompts, temperature,
-max_iterations, time_budget_s ...). Exit codes: 0 done, 2 bad input, 3 suite unavailable (e.g. DABench absent).
+max_iterations, time_budget_s ...; every value's type is checked). ``--out`` (and ``--cache`` for a named suite) is
+checked writable, and created, before any episode runs. Exit codes: 0 done, 2 bad input, 3 suite unavailable (e.g.
+DABench absent).
 """
 
 from __future__ import annotations
@@ -219,7 +221,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def bench_command(args: argparse.Namespace) -> int:
-    from harness.evaluation.suite import SuiteUnavailableError
+    from harness.cli import prepare_out_dir
+    from harness.evaluation.suite import SUITES, SuiteUnavailableError
     from harness.tasks import TaskConfigError
     from harness.workflow.config import WorkflowConfig
     from harness.yaml_config import load_yaml_config
@@ -239,6 +242,9 @@ def bench_command(args: argparse.Namespace) -> int:
             limit=args.limit, cache=args.cache, isolation=args.isolation, concurrency=args.concurrency,
             max_llm_calls=args.max_llm_calls, max_sandbox_processes=args.max_sandbox, report=not args.no_report,
         )  # fmt: skip
+        prepare_out_dir(args.out)
+        if args.suite in SUITES and not Path(args.suite).is_dir():
+            prepare_out_dir(args.cache, "--cache")  # a named suite is built there
         results = run_bench(config)
     except SuiteUnavailableError as exc:
         print(f"stateguard bench run: suite unavailable: {exc}", file=sys.stderr)

@@ -1,8 +1,10 @@
 """Workflow configuration: prompts, model, sampling, budgets and validation thresholds of one agent.
 
 :class:`WorkflowConfig` is what every reference agent (and a custom :class:`~harness.workflow.agents.Workflow`) reads;
-:class:`SchedulerConfig` holds the global limits that apply when many tasks run at once. YAML keys equal field names
-(``stateguard bench run --config FILE`` loads a ``workflow:`` and a ``scheduler:`` section into them).
+:class:`SchedulerConfig` holds the global limits that apply when many tasks run at once. YAML keys equal field names:
+``stateguard bench run --config FILE`` loads a file of :class:`WorkflowConfig` fields through
+:func:`harness.yaml_config.load_yaml_config` (unknown keys and wrong types are refused, naming the field); the
+scheduler's limits come from the command's flags (``--concurrency``, ``--max-llm-calls``, ``--max-sandbox``).
 """
 
 from __future__ import annotations

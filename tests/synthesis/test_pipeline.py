@@ -223,7 +223,7 @@ def test_cli_refuses_a_config_with_an_unknown_key(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text("domains: [commerce]\ntask_per_domain: 3\n")
     assert main(["synthesize", "--config", str(path), "--out", str(tmp_path / "o")]) == 2
-    assert "unknown key(s) ['task_per_domain']" in capsys.readouterr().out
+    assert "unknown key(s) ['task_per_domain']" in capsys.readouterr().err
 
 
 def test_one_sample_renders_through_the_qwen3_chat_template_with_assistant_masks(run):

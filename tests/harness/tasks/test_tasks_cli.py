@@ -53,8 +53,8 @@ def test_grade_artifact(make_task, tmp_path, capsys):
     submission.write_text("id,other\n1,a\n")
     invalid = _grade(capsys, task_dir, submission)
     assert (invalid["valid"], invalid["score"]) == (False, None) and invalid["details"]["error"]
-    missing = _grade(capsys, task_dir, tmp_path / "absent.csv")
-    assert (missing["valid"], missing["score"]) == (False, None)
+    assert main(["grade", str(task_dir), "--answer", str(tmp_path / "absent.csv")]) == 2  # a typo, not a grade
+    assert f"--answer {tmp_path / 'absent.csv'}: no such file" in capsys.readouterr().err
 
 
 def test_grade_an_invalid_task_exits_2(make_task, capsys):
