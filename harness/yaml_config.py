@@ -14,9 +14,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
@@ -263,3 +264,41 @@ def _build(value: Any, tp: Any) -> Any:
         return value
     hints = _hints(target)
     return target(**{k: _build(v, hints.get(k, Any)) for k, v in value.items()})
+
+
+def check_parser_config(classes: Sequence[type], argv: Sequence[str]) -> None:
+    """Check the YAML file of ``--config PATH`` in ``argv`` against ``classes`` (the dataclasses of one
+    ``TrlParser`` / ``HfArgumentParser``) before the parser reads it: each key is checked against the class that has
+    it, and every wrong type is named in one ``ValueError`` with the file (the parser itself accepts ``max_steps:
+    2.5`` and prints its whole usage for ``learning_rate: fast``). Unknown keys are left to the parser; no
+    ``--config``: nothing to check."""
+    path = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--config"), None)
+    path = path or next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+    if path is None or not Path(path).is_file():
+        return
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: not a readable YAML file ({type(exc).__name__}); fix the syntax there.") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of field names to values, got {type(data).__name__}.")
+    problems: list[str] = []
+    left = dict(data)
+    for cls in classes:  # a key is checked against the first class that has it, as the parser assigns it
+        names = {f.name for f in dataclasses.fields(cls)}
+        problems += type_problems(cls, {k: left.pop(k) for k in list(left) if k in names})
+    if problems:
+        raise ValueError(f"{path}: {'; '.join(problems)}; fix the values.")
+
+
+def parse_checked(parser: Any, argv: Sequence[str] | None, prog: str) -> tuple[Any, ...]:
+    """``parser.parse_args_and_config(argv)`` (a ``TrlParser``) after :func:`check_parser_config` over the parser's
+    dataclasses; a config with wrong types ends the process with one line naming ``prog``, the file and every field
+    (exit 2, as argparse errors do)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        check_parser_config(parser.dataclass_types, args)
+    except ValueError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return parser.parse_args_and_config(args)

@@ -46,9 +46,10 @@ def make_parser():
 
 
 def main(argv: list[str] | None = None) -> dict:
+    from harness.yaml_config import parse_checked
     from training.rl.trainer import run_rl
 
-    model_args, rl_args, config = make_parser().parse_args_and_config(argv)
+    model_args, rl_args, config = parse_checked(make_parser(), argv, "scripts/rl.py")
     return run_rl(model_args, rl_args, config)
 
 

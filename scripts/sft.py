@@ -48,9 +48,10 @@ def make_parser():
 
 
 def main(argv: list[str] | None = None) -> dict:
+    from harness.yaml_config import parse_checked
     from training.sft import run_sft
 
-    model_args, data_args, sft_config = make_parser().parse_args_and_config(argv)
+    model_args, data_args, sft_config = parse_checked(make_parser(), argv, "scripts/sft.py")
     return run_sft(model_args, data_args, sft_config)
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from harness.yaml_config import type_problems
+
 ISOLATION_MODES = ("bwrap", "none")
 
 
@@ -147,7 +149,8 @@ class SandboxConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> SandboxConfig:
-        """Load a YAML file whose keys are field names; ``overrides`` win over the file."""
+        """Load a YAML file whose keys are field names (every value checked against its field's type);
+        ``overrides`` win over the file."""
         path = Path(path)
         data = yaml.safe_load(path.read_text()) or {}
         if not isinstance(data, dict):
@@ -157,4 +160,7 @@ class SandboxConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"{path}: unknown sandbox keys {unknown}; valid keys: {', '.join(sorted(known))}.")
+        wrong = type_problems(cls, data) + type_problems(cls, overrides, label="override")
+        if wrong:
+            raise ValueError(f"{path}: {'; '.join(wrong)}; fix the values.")
         return cls(**{**data, **overrides})

@@ -179,3 +179,36 @@ SHIPPED = sorted(
 def test_every_shipped_config_loads(path):
     config = _config_classes()[path.parent.name].from_yaml(path)
     assert type_problems(type(config), vars(config)) == []
+
+
+def _script_parser(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"script_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_parser()
+
+
+@pytest.mark.parametrize("name", ["sft", "rl"])
+def test_trl_configs_are_checked_before_the_parser_reads_them(tmp_path, capsys, name):
+    from harness.yaml_config import parse_checked
+
+    bad = write(tmp_path, "model_name_or_path: m\nlearning_rate: fast\nmax_steps: 2.5\n")
+    with pytest.raises(SystemExit) as info:
+        parse_checked(_script_parser(name), ["--config", str(bad)], f"scripts/{name}.py")
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and "\n" not in err and err.startswith(f"scripts/{name}.py: error: {bad}: ")
+    assert "field 'max_steps' must be int, got float 2.5" in err and "'learning_rate' must be float" in err
+    config = ROOT / "configs" / name / "tiny-cpu.yaml"
+    parsed = parse_checked(_script_parser(name), ["--config", str(config), "--max_steps", "3"], name)
+    assert parsed[-1].max_steps == 3  # the shipped config still parses, with a command-line override
+
+
+def test_sandbox_configs_are_checked(tmp_path):
+    from harness.sandbox import SandboxConfig
+
+    bad = write(tmp_path, "memory_mb: lots\ncell_timeout_s: [1]\n")
+    with pytest.raises(ValueError, match=r"field 'memory_mb' must be int, got str 'lots'.*field 'cell_timeout_s'"):
+        SandboxConfig.from_yaml(bad)
+    assert SandboxConfig.from_yaml(ROOT / "configs" / "sandbox" / "default.yaml").memory_mb > 0
