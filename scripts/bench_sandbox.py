@@ -4,7 +4,10 @@
     python scripts/bench_sandbox.py --n 5 --isolation none --no-ipykernel
 
 Prints a small table, then one JSON line (the last line) with ``cell_ms_p50``, ``ipykernel_cell_ms_p50``,
-``speedup_vs_ipykernel``, ``kernel_start_ms_p50``, ``checkpoint_ms_p50``, ``probe_ms_p50`` and more.
+``speedup_vs_ipykernel``, ``kernel_start_ms_p50``, ``probe_ms_p50`` and more. A checkpoint's fork is deferred to the
+next cell, so it is measured with that cell against a plain cell in the same run: ``checkpoint_plus_cell_ms_p50``,
+``plain_cell_ms_p50``, ``checkpoint_plus_cell_vs_plain_cell`` and ``checkpoint_ms_p50`` (the median added cost);
+``restore_*`` likewise.
 """
 
 from __future__ import annotations

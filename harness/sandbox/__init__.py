@@ -26,8 +26,10 @@ host process ──socket──► **zygote** (numpy/pandas imported; inside one
      Checkpoints are forks of the kernel parked on their own channel; ``restore`` double-forks a new kernel from
      one; probes are forks that run one cell and exit. Channels are unix socketpairs handed over with SCM_RIGHTS;
      frames are length-prefixed JSON with size caps; the host gets real pids from SCM_CREDENTIALS.
-Typical costs here (``scripts/bench_sandbox.py``): trivial cell ~0.3 ms, new kernel ~40 ms, checkpoint ~4 ms,
-probe ~9 ms with a 1,000,000-row DataFrame in the namespace.
+Typical costs here (``scripts/bench_sandbox.py``), with a 1,000,000-row DataFrame in the namespace: trivial cell
+~0.3 ms, new kernel ~50 ms, probe ~6 ms; checkpoint ~4 ms and restore ~7 ms, each measured as the extra time of the
+cell that follows it (a checkpoint's fork is deferred to that cell; a restored kernel's first cell pays its
+copy-on-write faults).
 
 Threat model (``isolation: bwrap``)
 -----------------------------------
@@ -57,7 +59,16 @@ Limits and how they are enforced:
   killed when the cell ends;
 - output: stdout/stderr capped at ``max_output_bytes`` each with a ``[... output truncated: N bytes omitted ...]``
   marker (Python-level writes beyond the cap are dropped as they are written; fd-level writes go to a memfd that
-  ``RLIMIT_FSIZE`` bounds); files: ``RLIMIT_FSIZE`` (``max_file_mb``), ``/tmp`` size ``tmp_mb``.
+  ``RLIMIT_FSIZE`` bounds); files: ``RLIMIT_FSIZE`` (``max_file_mb``), ``/tmp`` size ``tmp_mb``. Text the kernel
+  sends is always valid UTF-8: lone surrogates (``surrogateescape``) in output, exception messages, tracebacks,
+  ``print_result`` values, displays, variable summaries and probe replies arrive as their ``backslashreplace``
+  escape (``\\udce9``), and invalid bytes written to fds 1/2 as U+FFFD; no output can kill the kernel;
+- threads: a cell ends with no other Python thread running in the kernel (``runtime/threads.py``). Threads it left
+  are stopped (``SystemExit`` raised in them; idle ``concurrent.futures`` workers asked to exit) and named in the
+  cell's stderr; one that cannot be stopped within a fraction of ``grace_s`` (a long ``time.sleep``, a blocking
+  read, a loop in C code) restarts the kernel (``restarted=True``, ``error_type="ThreadNotStopped"``, the reason
+  names it). So nothing of the user's runs between requests: no late writes to variables, files or a later cell's
+  output. Native threads without a Python thread state (BLAS/OpenMP pools) are not Python threads and are kept.
 - Anything the kernel sends is untrusted: oversized/garbled/late replies are treated as a crash (kernel killed
   and restarted), never parsed into the host's control flow.
 Not contained (accepted risks):
@@ -71,14 +82,23 @@ Not contained (accepted risks):
 - without root (no writable cgroups) the process and episode-memory limits are not enforced (logged warning);
   RLIMIT_NPROC is set instead where it applies (non-root uids).
 Probes run with a Landlock layer that forbids all file writes, TCP and signals outside the probe, so they
-cannot change the kernel's namespace, its workspace or ``/tmp``. They *can* still write through file objects the
-kernel already had open for writing, and without Landlock (old Linux) they can write files.
+cannot change the kernel's namespace, its workspace or ``/tmp``. Before the probe's code runs, every shared memory
+mapping of the fork (``mmap.mmap(-1, n)``, an ``mmap``/``np.memmap`` of a file, SysV/POSIX shared memory; read-only
+ones too, as ``mprotect`` could make them writable) is replaced by a private one with the same content
+(``runtime/mappings.py``), so writes through it stay in the probe; a probe whose mappings cannot be replaced (no
+memory for a copy) does not run (``ProbeFailed``). Probes *can* still write through file descriptors the kernel
+already had open for writing (``write``, or a new ``mmap`` of such a descriptor), and without Landlock (old Linux)
+they can write files.
 With ``inline_probes`` (off by default; synthesis turns it on) a probe whose syntax proves it read-only
-(``runtime/inline.py``: assertions, reads of plain values, recomputations into fresh local frames) runs in the
-kernel itself, in a shallow copy of the namespace — <1 ms of overhead instead of a fork; such a probe stuck in one
-long C call past its deadline restarts the kernel instead of losing only itself.
-Checkpoints snapshot the process (the namespace), not the workspace files; ``checkpoint(restorable=False)`` takes an
-id without a snapshot (nothing forked; ``restore`` refuses it).
+(``runtime/inline.py``: assertions, reads of plain values, recomputations into fresh local frames; never an
+``mmap`` object or module, nor a store into an array it did not create) runs in the kernel itself, in a shallow copy
+of the namespace — <1 ms of overhead instead of a fork; such a probe stuck in one long C call past its deadline
+restarts the kernel instead of losing only itself.
+Checkpoints snapshot the process (the namespace) as it is at the ``checkpoint()`` call, not the workspace files. The
+fork is deferred to the next request that runs anything in the kernel process (cell, probe, digest, restore); as
+the kernel runs nothing between requests (no threads, see above; the wall-clock timer is disarmed), that fork gets
+the state of the call. ``checkpoint(restorable=False)`` takes an id without a snapshot (nothing forked; ``restore``
+refuses it).
 
 Fallback
 --------

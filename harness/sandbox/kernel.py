@@ -63,6 +63,22 @@ class SandboxError(RuntimeError):
     """A harness-level failure (not a user-code error): bad usage, or the sandbox machinery itself failed."""
 
 
+class KernelFatal(ProtocolError):
+    """The kernel answered but cannot go on (a thread user code left running could not be stopped): it exits after
+    this reply and must be restarted. ``reply``: the reply it sent (the cell's output)."""
+
+    def __init__(self, reason: str, reply: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.reply = reply
+
+
+def _check_fatal(reply: dict[str, Any]) -> None:
+    fatal = reply.get("fatal")
+    if fatal is not None:
+        raise KernelFatal(str(fatal)[:4000], reply)
+
+
 @dataclass
 class _Channel:
     sock: socket.socket
@@ -78,9 +94,9 @@ class _Channel:
 class _Checkpoint:
     """A checkpoint process. Several checkpoint ids may share one (see :meth:`Kernel.checkpoint`).
 
-    ``channel`` None: *deferred* — the live kernel's namespace still is this checkpoint's (nothing ran since it was
-    taken), so no process has been forked yet; :meth:`Kernel._materialize` forks it before anything changes the
-    namespace.
+    ``channel`` None: *deferred* — the live kernel process still is this checkpoint's state (it has run nothing since
+    the checkpoint was taken), so no process has been forked yet; :meth:`Kernel._materialize` forks it before the
+    kernel process runs anything.
 
     ``restorable`` False: an id only (see ``Kernel.checkpoint(restorable=False)``): never forked, never restored."""
 
@@ -137,6 +153,7 @@ def request(
     reply, extra, _ = recv_msg(sock, max_bytes=max_bytes, deadline=time.monotonic() + timeout)
     for fd in extra:
         os.close(fd)
+    _check_fatal(reply)
     return reply
 
 
@@ -173,6 +190,7 @@ def spawn_via(
         reply, extra, sender_pid = recv_msg(chan.sock, max_bytes=1 << 16, deadline=deadline, want_creds=True)
         for fd in extra:
             os.close(fd)
+        _check_fatal(reply)
         if not reply.get("ok"):
             raise ProtocolError(f"{op} refused: {str(reply)[:300]}")
         if on_reply is not None:
@@ -223,9 +241,9 @@ class Kernel:
         self._k: _Channel | None = None
         self._checkpoints: dict[str, _Checkpoint] = {}
         self._cp_counter = itertools.count(1)
-        # The namespace's generation: +1 on every cell, restore and restart (probes never change it). ``_same_as``
-        # is the checkpoint process whose namespace equals the kernel's at that generation, so a checkpoint taken
-        # again before anything ran shares it instead of forking another process.
+        # The namespace's generation: +1 on every cell, probe, digest, restore and restart (whatever runs in the
+        # kernel process). ``_same_as`` is the checkpoint process whose state equals the kernel's at that generation,
+        # so a checkpoint taken again before anything ran shares it instead of forking another process.
         self._generation = 0
         self._same_as: tuple[int, _Checkpoint] | None = None
         self._deferred: _Checkpoint | None = None  # a checkpoint not forked yet (see checkpoint())
@@ -268,15 +286,19 @@ class Kernel:
         checkpoints but know they will never roll back (synthesis with its gold policy): a fork costs ~10 ms here,
         and every page the kernel writes after it costs a copy-on-write fault.
 
-        When no cell has run since the last checkpoint was taken or restored, the new id shares that checkpoint's
-        process (no fork): the namespaces are identical. Ids stay distinct, and each is released on its own (the
-        process goes when its last id is released).
+        When the kernel process has run nothing (no cell, probe or digest) since the last checkpoint was taken or
+        restored, the new id shares that checkpoint's process (no fork): the states are identical. Ids stay distinct,
+        and each is released on its own (the process goes when its last id is released).
 
-        The fork is *deferred*: it happens just before the next operation that changes the namespace (a cell, a
-        restore to another checkpoint) — never if the checkpoint is released or restored before that (then the
-        live namespace still is the snapshot). A manager takes a checkpoint at every commit but rarely rolls back,
-        so the last one of an episode is never forked. Should the kernel die in between, the deferred checkpoint
-        is lost with it (its ids are dropped; restoring one raises naming it)."""
+        The fork is *deferred*: it happens just before the kernel process next runs anything (a cell, a probe, a
+        digest, a restore to another checkpoint) — never if the checkpoint is released or restored before that (then
+        the live process still is the snapshot). The snapshot is the state at this call all the same: between
+        requests the kernel process runs nothing (every cell ends with no other thread running, see
+        ``runtime/threads.py``; it waits on its channel), so the fork gets the same request at the same state, only
+        later. The fork's cost is paid by that next operation (``scripts/bench_sandbox.py`` measures it as
+        ``checkpoint_plus_cell_ms_p50``). A manager takes a checkpoint at every commit but rarely rolls back, so the
+        last one of an episode is never forked. Should the kernel die in between, the deferred checkpoint is lost with
+        it (its ids are dropped; restoring one raises naming it)."""
         self._check_open()
         if len(self._checkpoints) >= self.config.max_checkpoints:
             raise SandboxError(
@@ -300,8 +322,15 @@ class Kernel:
         self._same_as = (self._generation, self._deferred)
         return cid
 
+    def _before_kernel_runs(self) -> None:
+        """The kernel process is about to run something (a cell, a probe — forked or inline —, a digest: user code
+        can run in each, through fork hooks, pickling or finalizers): fork the deferred checkpoint first, and end the
+        generation, so no later checkpoint shares a process with an earlier one."""
+        self._materialize()
+        self._generation += 1
+
     def _materialize(self) -> None:
-        """Fork the deferred checkpoint, if one is still held, before the namespace changes."""
+        """Fork the deferred checkpoint, if one is still held, before the kernel process runs anything."""
         cp, self._deferred = self._deferred, None
         if cp is None or not self._holds(cp):
             return
@@ -433,6 +462,7 @@ class Kernel:
         if self.tap is not None:
             self.tap.sync()
         timeout = self.config.cell_timeout_s + self.config.grace_s
+        self._before_kernel_runs()
         try:
             raw = request(self._kernel(), {"op": "digest"}, timeout=timeout, max_bytes=1 << 16)
         except ProtocolError as exc:  # DeadlineExceeded included: the channel may hold a late reply, so restart
@@ -493,6 +523,12 @@ class Kernel:
                 "the kernel was killed and restarted"
             )
             result = _restarted_result("CellTimeout", reason, deleted, op, timed_out=True)
+        except KernelFatal as exc:
+            reason, deleted = self._restart(f"{exc.reason}; the kernel was restarted")
+            result = _restarted_result("ThreadNotStopped", reason, deleted, op)
+            for key in ("stdout", "stderr"):
+                if isinstance(exc.reply.get(key), str):
+                    setattr(result, key, exc.reply[key])
         except ProtocolError as exc:
             oom = self._oom_happened()
             death = self._death_of_kernel()
@@ -510,6 +546,7 @@ class Kernel:
     def _exchange(self, op: str, code: str, timeout: float) -> dict[str, Any]:
         """Send one execute/probe to the kernel process and return its raw reply, with no host bookkeeping: for a
         :class:`ReplyTap` bringing the process up to date. Raises ``ProtocolError`` (``DeadlineExceeded``)."""
+        self._before_kernel_runs()
         msg = {"op": op, "code": code, "timeout": timeout, "keep": self._keep_pids()}
         wait = timeout + self.config.grace_s * (2 if op == "probe" else 1)
         return request(self._kernel(), msg, timeout=wait, max_bytes=self._max_reply)

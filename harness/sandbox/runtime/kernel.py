@@ -28,7 +28,7 @@ import traceback
 import types
 from typing import Any
 
-from . import procs, syscalls
+from . import mappings, procs, syscalls, threads
 from .inline import inline_refusal
 from .output import CappedStream, drain_fd_capture, join_capped, to_jsonable
 from .protocol import ProtocolError, recv_msg, send_msg
@@ -59,6 +59,7 @@ class KernelRuntime:
         self.in_cell = False
         self.results: list[Any] = []
         self.results_bytes = 0
+        self.notes: list[str] = []  # harness messages for the next cell's stderr (appended after the cap)
         self.stdout = CappedStream(self.limits["max_output_bytes"], "<stdout>")
         self.stderr = CappedStream(self.limits["max_output_bytes"], "<stderr>")
         self.namespace: dict[str, Any] = {}
@@ -157,9 +158,16 @@ class KernelRuntime:
 
     # ---- running a cell -----------------------------------------------------------------------------------------
     def run_cell(
-        self, code: str, timeout: float, track: bool, keep: set[int], tree: ast.Module | None = None
+        self,
+        code: str,
+        timeout: float,
+        track: bool,
+        keep: set[int],
+        tree: ast.Module | None = None,
+        stop_threads: bool = False,
     ) -> dict[str, Any]:
-        """Run ``code`` (``tree``: its parse, when the caller already has it; it is consumed) in the namespace."""
+        """Run ``code`` (``tree``: its parse, when the caller already has it; it is consumed) in the namespace.
+        ``stop_threads``: stop the threads the cell left running before its changes are tracked (:mod:`.threads`)."""
         self.cell_count += 1
         filename = f"<cell-{self.cell_count}>"
         start = time.perf_counter()
@@ -216,6 +224,8 @@ class KernelRuntime:
             signal.setitimer(signal.ITIMER_REAL, 0)
         if os.getpid() != self.pid:  # a child forked by user code finished the cell: it must not answer the host
             os._exit(0)
+        if stop_threads:
+            self.end_threads(out)
         if names is not None:
             try:
                 out["changes"] = self.tracker.after_cell(self.namespace, names, suspects)
@@ -259,6 +269,8 @@ class KernelRuntime:
         out["stdout"], t1 = join_capped([py_out, drain_fd_capture(1, cap)], cap)
         out["stderr"], t2 = join_capped([py_err, drain_fd_capture(2, cap)], cap)
         out["output_truncated"] = t1 or t2
+        out["stderr"] += "".join(self.notes)
+        self.notes = []
         out["results"] = self.results
         self._kill_strays(keep)
         out["duration_s"] = time.perf_counter() - start
@@ -274,6 +286,30 @@ class KernelRuntime:
                 done = pid
             if done:
                 self.exiting.discard(pid)
+
+    def end_threads(self, reply: dict[str, Any]) -> None:
+        """Stop the Python threads user code left running (see :mod:`.threads`); the stopped ones are named in the
+        cell's stderr, and a thread that cannot be stopped sets ``fatal`` (the host restarts the kernel)."""
+        found, stuck = threads.stop_other_threads(min(1.0, self.limits["grace_s"] / 4))
+
+        def names(items: list[str]) -> str:
+            return "; ".join(items[:10]) + (f"; and {len(items) - 10} more" if len(items) > 10 else "")
+
+        if stuck:
+            reply["fatal"] = (
+                f"{len(stuck)} thread(s) still running when the cell ended could not be stopped (blocked outside "
+                f"Python code, e.g. in a long time.sleep or a C call): {names(stuck)}; threads must not outlive "
+                "their cell"
+            )[:4000]
+        elif found:
+            note = (
+                f"[sandbox] stopped {len(found)} thread(s) still running when the cell ended (threads must not "
+                f"outlive their cell; join them before it ends): {names(found)}\n"
+            )[:4000]
+            if isinstance(reply.get("stderr"), str):
+                reply["stderr"] += note
+            else:
+                self.notes.append(note)
 
     # ---- forks ----------------------------------------------------------------------------------------------------
     def checkpoint(self, fd: int) -> int:
@@ -306,7 +342,13 @@ class KernelRuntime:
                 parent_end.close()
                 os.close(self.sock.detach())
                 kernel_pid, self.pid = self.pid, os.getpid()
+                self.notes = []  # the kernel's, for its next cell
                 self._capture_fds()  # own memfds: C-level output must not land in the kernel's capture
+                try:  # writes through shared mappings would land in the kernel's memory (or its files)
+                    mappings.privatize_shared()
+                except OSError as exc:
+                    send_msg(child_end, _failed_probe(f"the probe did not run: {exc}"))
+                    os._exit(0)
                 syscalls.landlock_restrict(writable=["/dev/null"], readable=self.spec.get("readable"))
                 result = self.run_cell(code, timeout, track=False, keep=keep | {kernel_pid})
                 send_msg(child_end, result)
@@ -317,20 +359,7 @@ class KernelRuntime:
         try:
             result, _, _ = recv_msg(parent_end, max_bytes=HOST_MAX_MSG, deadline=deadline)
         except ProtocolError as exc:
-            result = {
-                "ok": False,
-                "error_type": "ProbeFailed",
-                "error_message": str(exc),
-                "traceback": None,
-                "timed_out": "deadline" in str(exc),
-                "memory_exceeded": False,
-                "cpu_exceeded": False,
-                "display": None,
-                "stdout": "",
-                "stderr": "",
-                "results": [],
-                "output_truncated": False,
-            }
+            result = _failed_probe(str(exc), timed_out="deadline" in str(exc))
         finally:
             parent_end.close()
         try:
@@ -412,17 +441,30 @@ class KernelRuntime:
                 reply = {"ok": False, "error_type": "KernelInternalError", "error_message": repr(exc)[:2000]}
             if reply is None:
                 return
+            # Nothing of the user's runs while the kernel waits for the next request (a deferred checkpoint relies on
+            # it): user code this request ran outside a cell (tracking, pickling, fork hooks) may have started
+            # threads or armed the wall-clock timer too.
             try:
-                send_msg(self.sock, reply)
+                self.end_threads(reply)
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            except BaseException as exc:  # noqa: BLE001
+                reply["fatal"] = f"threads could not be checked: {exc!r}"[:2000]
+            try:
+                try:
+                    send_msg(self.sock, reply)
+                except (TypeError, ValueError, RecursionError) as exc:  # an unserialisable reply: say so, live on
+                    send_msg(self.sock, {"ok": False, "error_type": "KernelInternalError", "error_message": repr(exc)})
             except OSError:
                 return
+            if reply.get("fatal"):
+                os._exit(0)  # a thread it could not stop runs on: the host restarts the kernel
 
     def handle(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any] | None:
         op = msg.get("op")
         keep = set(msg.get("keep", []))
         timeout = float(msg.get("timeout", self.limits["cell_timeout_s"]))
         if op == "execute":
-            return self.run_cell(msg["code"], timeout, track=True, keep=keep)
+            return self.run_cell(msg["code"], timeout, track=True, keep=keep, stop_threads=True)
         if op == "probe":
             return self.probe(msg["code"], timeout, keep)
         if op == "checkpoint":
@@ -436,6 +478,24 @@ class KernelRuntime:
         if op == "shutdown":
             return None
         return {"ok": False, "error_type": "UnknownOp", "error_message": f"unknown op {op!r}"}
+
+
+def _failed_probe(message: str, timed_out: bool = False) -> dict[str, Any]:
+    """The reply for a probe that gave no result of its own."""
+    return {
+        "ok": False,
+        "error_type": "ProbeFailed",
+        "error_message": message,
+        "traceback": None,
+        "timed_out": timed_out,
+        "memory_exceeded": False,
+        "cpu_exceeded": False,
+        "display": None,
+        "stdout": "",
+        "stderr": "",
+        "results": [],
+        "output_truncated": False,
+    }
 
 
 def checkpoint_main(kernel: KernelRuntime, sock: socket.socket) -> None:

@@ -4,13 +4,19 @@ Frame: a 4-byte big-endian length, then that many bytes of UTF-8 JSON encoding o
 descriptors travel as ancillary data on the first byte of the frame. Everything read from a kernel is untrusted:
 :func:`recv_msg` enforces a size cap and a deadline, and raises :class:`ProtocolError` for anything malformed, so
 the caller can treat garbage exactly like a crashed peer.
+
+Text is always valid UTF-8 on the wire: a lone surrogate in a string (``surrogateescape`` output of user code, a
+``\\udc..`` escape in a hand-made frame) is sent and received as its escape text (``\\udce9``, as
+``errors="backslashreplace"`` writes it), so no output of user code can make a frame unencodable.
 """
 
 from __future__ import annotations
 
 import array
+import codecs
 import json
 import os
+import re
 import socket
 import struct
 import time
@@ -19,6 +25,33 @@ from typing import Any
 HEADER = struct.Struct("!I")
 MAX_FDS = 8
 _CREDS = struct.Struct("iII")  # struct ucred: pid, uid, gid
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a JSON escape that may decode to a lone surrogate
+
+
+def _escape_in_json(exc: UnicodeError) -> tuple[str, int]:
+    """Encoding error handler for JSON text: a lone surrogate (only ever inside a string literal) becomes the JSON
+    for a backslash followed by ``uXXXX``, so the peer reads the same escape text that ``backslashreplace`` gives."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    return "".join(f"\\\\u{ord(c):04x}" for c in exc.object[exc.start : exc.end]), exc.end
+
+
+codecs.register_error("stateguard-json-escape", _escape_in_json)
+
+
+def without_surrogates(obj: Any) -> Any:
+    """``obj`` (decoded JSON) with every lone surrogate in its strings and keys replaced by its escape text."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+        return obj
+    if isinstance(obj, list):
+        return [without_surrogates(v) for v in obj]
+    if isinstance(obj, dict):
+        return {without_surrogates(k): without_surrogates(v) for k, v in obj.items()}
+    return obj
 
 
 class ProtocolError(Exception):
@@ -35,7 +68,9 @@ class DeadlineExceeded(ProtocolError):
 
 def send_msg(sock: socket.socket, obj: dict[str, Any], fds: list[int] | tuple[int, ...] = ()) -> None:
     """Send one frame; ``fds`` ride along as SCM_RIGHTS ancillary data."""
-    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
+        "utf-8", "stateguard-json-escape"
+    )
     data = HEADER.pack(len(body)) + body
     if fds:
         ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
@@ -114,8 +149,12 @@ def recv_msg(
         body = _recv_exact(sock, length, deadline)
         try:
             obj = json.loads(body.decode("utf-8"))
+            if _SURROGATE_ESCAPE.search(body):
+                obj = without_surrogates(obj)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ProtocolError(f"frame is not valid UTF-8 JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise ProtocolError("frame nests too deeply") from exc
         if not isinstance(obj, dict):
             raise ProtocolError(f"frame is a JSON {type(obj).__name__}, expected an object")
     except ProtocolError:

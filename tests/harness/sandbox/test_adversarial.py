@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -241,3 +242,87 @@ def test_other_kernels_and_the_zygote_survive_abuse(sandbox, task_dir, marked):
         fresh.close()
     finally:
         other.close()
+
+
+SURROGATE = "b'caf\\xe9'.decode('utf8', 'surrogateescape')"
+
+
+def test_a_lone_surrogate_in_any_output_is_escaped_and_the_kernel_keeps_its_state(marked):
+    escaped = "caf\\udce9"  # what errors="backslashreplace" writes
+    cells = {
+        f"print({SURROGATE})": lambda r: r.stdout == escaped + "\n",
+        f"import sys\nprint({SURROGATE}, file=sys.stderr)": lambda r: r.stderr == escaped + "\n",
+        f"raise ValueError({SURROGATE})": lambda r: r.error_message == escaped and escaped in r.traceback,
+        f"print_result({SURROGATE})": lambda r: r.results == [escaped],
+        f"s = {SURROGATE}\ns": lambda r: r.display == f"'{escaped}'" and escaped in r.variables[0].summary,
+    }
+    for code, check in cells.items():
+        r = marked.execute(code)
+        assert not r.restarted and check(r), (code, r)
+        assert marked.execute("marker").display == "'before'"
+    p = marked.probe(f"print({SURROGATE})")
+    assert p.ok and p.stdout == escaped + "\n"
+    assert_still_works(marked)
+
+
+THREAD_CELL = (  # a thread that bumps n, logs the time and appends to a file every 10 ms, forever
+    "import threading, time\nn, stamps = 0, []\ndef bump():\n    global n\n    while True:\n        n += 1\n"
+    "        stamps.append(time.time())\n        open('ticks.txt', 'a').write('x')\n        time.sleep(0.01)\n"
+    "threading.Thread(target=bump, name='bumper', daemon=True).start()\ntime.sleep(0.05)"
+)
+
+
+def test_a_thread_left_running_is_stopped_and_named_when_its_cell_ends(marked):
+    r = marked.execute(THREAD_CELL)
+    assert r.ok and not r.restarted, r.traceback
+    assert "stopped 1 thread(s)" in r.stderr and "'bumper' at <cell-" in r.stderr
+    ticks = Path(marked.workspace) / "ticks.txt"
+    n, size = marked.execute("n").display, ticks.stat().st_size
+    time.sleep(0.1)
+    assert marked.execute("n").display == n and ticks.stat().st_size == size
+    assert marked.execute("import threading\nthreading.active_count()").display == "1"
+    assert_still_works(marked)
+
+
+def test_a_thread_that_cannot_be_stopped_restarts_the_kernel_and_says_why(marked):
+    r = marked.execute("import _thread, time\n_thread.start_new_thread(time.sleep, (60,))")  # no Python frame
+    assert r.restarted and r.error_type == "ThreadNotStopped"
+    assert "could not be stopped" in r.restart_reason and "no Python frame" in r.restart_reason
+    assert_still_works(marked, restarted=True)
+
+
+def test_a_checkpoint_is_the_state_at_the_call_even_with_a_thread_started_before(marked):
+    r = marked.execute(THREAD_CELL)
+    assert r.ok and "stopped 1 thread(s)" in r.stderr, r.traceback
+    taken = time.time()
+    cp = marked.checkpoint()  # deferred: forked when the next cell comes, 0.1 s later
+    time.sleep(0.1)
+    marked.execute("stamps.append('later')\nn = -1")
+    marked.restore(cp)
+    at_call = f"n == len(stamps) > 0 and all(isinstance(s, float) and s < {taken!r} for s in stamps)"
+    assert marked.execute(at_call).display == "True"
+    assert_still_works(marked)
+
+
+def test_a_probe_cannot_write_through_a_shared_memory_mapping(marked):
+    from harness.sandbox.runtime.inline import inline_refusal
+
+    r = marked.execute(
+        "import mmap, numpy as np\nanon = mmap.mmap(-1, 16)\nanon[:5] = b'hello'\n"
+        "view = np.frombuffer(anon, np.uint8)\n"
+        "fh = open('shared.bin', 'w+b')\nfh.write(b'0' * 16)\nfh.flush()\nfile_map = mmap.mmap(fh.fileno(), 16)\n"
+        "ro = mmap.mmap(fh.fileno(), 16, access=mmap.ACCESS_READ)"
+    )
+    assert r.ok, r.traceback
+    p = marked.probe(  # writes through an anonymous and a file mapping, and through a read-only one made writable
+        "import ctypes\nanon[:5] = b'HACKD'\nfile_map[:1] = b'X'\naddr = np.frombuffer(ro, np.uint8).ctypes.data\n"
+        "assert ctypes.CDLL(None).mprotect(ctypes.c_void_p(addr), 16, mmap.PROT_READ | mmap.PROT_WRITE) == 0\n"
+        "ctypes.memset(addr + 1, ord('Y'), 1)\nprint(bytes(anon[:5]), bytes(file_map[:2]), bytes(ro[:2]))"
+    )
+    assert p.ok and p.stdout == "b'HACKD' b'X0' b'0Y'\n", p.traceback or p.error_message  # private copies
+    r = marked.execute("print(bytes(anon[:5]), bytes(view[:1]), bytes(file_map[:2]), bytes(ro[:2]))")
+    assert r.stdout == "b'hello' b'h' b'00' b'00'\n"
+    assert (Path(marked.workspace) / "shared.bin").read_bytes() == b"0" * 16
+    for code in ("anon[:1] = b'x'", "import mmap"):  # an mmap object or module never runs inline
+        assert inline_refusal(ast.parse(code), {"anon": __import__("mmap").mmap(-1, 4)}, {}, allow_joins=False)
+    assert_still_works(marked)

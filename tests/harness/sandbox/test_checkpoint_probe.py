@@ -81,10 +81,13 @@ def test_probe_timeout_leaves_the_kernel_alive(kernel):
 def test_a_checkpoint_with_nothing_run_since_shares_the_process_and_ids_release_independently(kernel):
     kernel.execute("s = [1]")
     a = kernel.checkpoint()
-    kernel.probe("s.append(99)")  # a probe never changes the namespace
     b = kernel.checkpoint()
     assert a != b
     assert kernel._checkpoints[a] is kernel._checkpoints[b]  # no second fork
+    kernel.probe("s.append(99)")  # the probe ran in (a fork of) the kernel process: a new checkpoint is a new snapshot
+    e = kernel.checkpoint()
+    assert kernel._checkpoints[e] is not kernel._checkpoints[a]
+    kernel.release(e)
     kernel.execute("s.append(2)")
     c = kernel.checkpoint()
     assert kernel._checkpoints[c] is not kernel._checkpoints[a]  # a cell ran: a new snapshot
@@ -104,17 +107,18 @@ def test_a_checkpoint_with_nothing_run_since_shares_the_process_and_ids_release_
     assert a not in kernel.checkpoints and kernel.checkpoints == []
 
 
-def test_a_checkpoint_is_forked_only_when_the_namespace_is_about_to_change(kernel):
+def test_a_checkpoint_is_forked_only_when_the_kernel_process_next_runs_something(kernel):
     forked = kernel._keep_pids  # the checkpoint processes the host holds
     kernel.execute("s = [1]")
     released = kernel.checkpoint()
     assert forked() == []  # deferred: no process yet
     kernel.release(released)  # released before anything ran: never forked
     kept = kernel.checkpoint()
-    kernel.probe("s.append(99)")
-    kernel.restore(kept)  # restoring a deferred checkpoint: the live namespace already is the snapshot
+    kernel.restore(kept)  # restoring a deferred checkpoint: the live process already is the snapshot
     assert forked() == []
-    kernel.execute("s.append(2)")  # a cell: the checkpoint is forked first
+    kernel.probe("s.append(99)")  # a probe (or a cell, a digest): the checkpoint is forked first
+    assert len(forked()) == 1
+    kernel.execute("s.append(2)")
     assert len(forked()) == 1
     kernel.restore(kept)
     assert kernel.execute("s").display == "[1]"

@@ -84,3 +84,15 @@ def test_sender_pid_from_credentials(pair):
     send_msg(a, {"op": "hello"})
     _, _, pid = recv_msg(b, max_bytes=1000, want_creds=True)
     assert pid == os.getpid()
+
+
+def test_lone_surrogates_travel_as_their_escape_text_both_ways(pair):
+    a, b = pair
+    text = b"caf\xe9".decode("utf-8", "surrogateescape")
+    send_msg(a, {text: [text, "plain \\udce9"]})  # would not encode as UTF-8
+    msg, _, _ = recv_msg(b, max_bytes=1000)
+    assert msg == {"caf\\udce9": ["caf\\udce9", "plain \\udce9"]}
+    body = b'{"k":"\\ud800x"}'  # a hand-made frame whose JSON escape decodes to a lone surrogate
+    a.sendall(struct.pack("!I", len(body)) + body)
+    msg, _, _ = recv_msg(b, max_bytes=1000)
+    assert msg == {"k": "\\ud800x"} and msg["k"].encode("utf-8")
