@@ -11,9 +11,9 @@ Workers (``--worker``):
 - ``openai:URL``: a ReAct code worker over any OpenAI-compatible endpoint (vLLM, ``transformers serve``, hosted).
 - ``hf:PATH``: the same worker over an in-process transformers checkpoint (needs the ``train`` extra).
 
-Managers (``--manager``): ``none | rule | windowed[:K] | llm:URL | llm-hf:PATH | freeform:URL | freeform-hf:PATH``
-(see :func:`harness.manager.policies.get_policy`). ``--flow turn|segment`` picks the review cadence (default: turn
-for multi-turn tasks, segment for single tasks).
+Managers (``--manager``): ``none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL |
+llm-hf:PATH | freeform:URL | freeform-hf:PATH`` (see :func:`harness.manager.policies.get_policy`).
+``--flow turn|segment`` picks the review cadence (default: turn for multi-turn tasks, segment for single tasks).
 
 The episode record is appended to ``OUT/episodes.jsonl``; the grade is printed at the end (with the per-turn
 verdicts of a multi-turn task) and the last line printed is one JSON summary. ``--out`` is checked (a writable
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--task", required=True, help="a task folder, or the name of a built-in task (retail-sales)")
     parser.add_argument("--worker", default="scripted", help="scripted | openai:URL | hf:PATH (default: scripted)")
-    parser.add_argument("--manager", default="rule", help="none | rule | windowed[:K] | llm:URL | llm-hf:PATH | ...")
+    parser.add_argument("--manager", default="rule", help="none | rule | windowed:K:URL | llm:URL | ...")
     parser.add_argument("--flow", choices=["turn", "segment"], default=None, help="review cadence (default: by kind)")
     parser.add_argument("--faults", type=Path, default=None, help="faults.jsonl to replay (scripted worker only)")
     parser.add_argument(
@@ -133,7 +133,9 @@ def limit_reply_tokens(policy: Any, n: int) -> None:
         if backend is not None and hasattr(backend, attr):
             setattr(backend, attr, n)
             return
-    raise RunError(f"--manager-max-tokens applies to model-backed managers (llm, freeform); not to {policy.name}.")
+    raise RunError(
+        f"--manager-max-tokens applies to model-backed managers (llm, freeform, windowed); not to {policy.name}."
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:

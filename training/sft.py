@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
 from training.models import TOKENIZER_SIZE
-from training.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR
+from training.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR, load_tokenizer
 
 if TYPE_CHECKING:
     from datasets import Dataset, DatasetDict
@@ -274,7 +274,6 @@ def build_trainer(
     require("trl")
     if model_args.use_peft:
         require("peft")
-    from transformers import AutoTokenizer
     from trl import SFTTrainer
 
     from training.lm_head import use_compact_lm_head
@@ -285,7 +284,7 @@ def build_trainer(
     if sft_config.include_num_input_tokens_seen == "no":  # per-step token counts, for the throughput metric
         sft_config.include_num_input_tokens_seen = "non_padding"
     model_path = resolve_model(model_args)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer = load_tokenizer(model_path)  # the project's chat template, also on a hub base model
     splits, data_stats = load_sft_splits(data_args, sft_config.max_length, tokenizer)
     model_init_kwargs = {"dtype": model_args.dtype}
     if model_args.attn_implementation is not None:

@@ -46,7 +46,7 @@ import tempfile
 import time
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
 
@@ -222,6 +222,21 @@ def build_backend(ranks: dict[bytes, int]) -> Tokenizer:
 def load_chat_template() -> str:
     """The Qwen3-style, prefix-preserving chat template (``training/chat_template.jinja``)."""
     return CHAT_TEMPLATE_FILE.read_text(encoding="utf-8")
+
+
+def load_tokenizer(model_path: str | Path) -> Any:
+    """``AutoTokenizer.from_pretrained(model_path)`` with the project's chat template (:func:`load_chat_template`)
+    installed when the checkpoint carries another one (a hub base model such as ``Qwen/Qwen3-8B``): training renders
+    the manager's turns with its generation markers and relies on it being prefix-preserving, and the saved
+    checkpoint then carries it to serving."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    template = load_chat_template()
+    if tokenizer.chat_template != template:
+        logger.info("%s: its chat template is not the project's; using training/chat_template.jinja", model_path)
+        tokenizer.chat_template = template
+    return tokenizer
 
 
 def tokenizer_cache_key(ranks_path: str | Path | None = None) -> str:

@@ -1,17 +1,17 @@
 """``stateguard evaluate``: run manager variants on a suite and report accuracy, DCR, repairs and manager statistics.
 
     stateguard evaluate --suite heldout-seeds --worker scripted --manager none,rule --out runs/eval/heldout
-    stateguard evaluate --suite runs/synth --manager none,rule,windowed:3 --runs 1 --out runs/eval/synth
+    stateguard evaluate --suite runs/synth --manager none,rule,window-rule:3 --runs 1 --out runs/eval/synth
     stateguard evaluate --suite dabench-dev --worker openai:http://localhost:8000/v1 --manager none,llm:URL ...
     stateguard evaluate --suite runs/tasks/longds --faults other/faults.jsonl --manager none,rule --out runs/eval/x
 
-``--manager`` takes a comma-separated list of variants (``none | rule | windowed[:K] | llm:URL | llm-hf:PATH |
-freeform:URL | freeform-hf:PATH``); all run on the same episodes and every pair is compared (``b - a``: list the
-baseline first). Re-running with the same ``--out`` resumes: finished episodes are not re-run. The last line printed
-is a JSON summary (per variant: task/turn accuracy, DCR, repair precision/recall). ``--out`` (and ``--cache`` for a
-named suite) is checked writable, and created, before any episode runs. Exit code 0 when the evaluation ran, 2 for
-bad input (the message names the flag and the fix), 3 when the suite is unavailable (e.g. DABench dev
-is not in ../shared).
+``--manager`` takes a comma-separated list of variants (the grammar of :data:`harness.manager.policies.POLICY_GRAMMAR`:
+``none``, ``rule``, ``windowed:K:URL``, ``llm:URL`` ...); all run on the same episodes and every pair is compared
+(``b - a``: list the baseline first). Re-running with the same ``--out`` resumes: finished episodes are not re-run. The
+last line printed is a JSON summary (per variant: task/turn accuracy, DCR, repair precision/recall). ``--out`` (and
+``--cache`` for a named suite) is checked writable, and created, before any episode runs. Exit code 0 when the
+evaluation ran, 2 for bad input (the message names the flag and the fix), 3 when the suite is unavailable (e.g.
+DABench dev is not in ../shared).
 """
 
 from __future__ import annotations

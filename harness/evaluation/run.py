@@ -4,12 +4,12 @@
 
 1. resolves the suite (:mod:`harness.evaluation.suite`) into episodes: one clean episode per task and, with the
    scripted worker, one per fault; each repeated ``runs`` times;
-2. for each variant (a manager spec of :func:`harness.manager.get_policy`: ``none``, ``rule``, ``windowed:K``,
-   ``llm:URL``, ``llm-hf:PATH``, ``freeform:URL`` ...) runs the episodes missing from ``OUT/episodes/<variant>.jsonl``
-   in a fresh sandbox kernel each and appends their records (``config["eval"]`` holds the episode ``key``, ``run``,
-   ``variant``, ``fault_turn`` and the manager's tokens). A re-run with the same ``OUT`` skips finished episodes, so a
-   killed evaluation continues where it stopped; one policy object serves all episodes of a variant (an in-process
-   model is loaded once);
+2. for each variant (a manager spec of :func:`harness.manager.get_policy`: ``none``, ``rule``, ``window-rule:K``,
+   ``windowed:K:URL``, ``llm:URL``, ``llm-hf:PATH``, ``freeform:URL`` ...) runs the episodes missing from
+   ``OUT/episodes/<variant>.jsonl`` in a fresh sandbox kernel each and appends their records (``config["eval"]`` holds
+   the episode ``key``, ``run``, ``variant``, ``fault_turn`` and the manager's tokens). A re-run with the same ``OUT``
+   skips finished episodes, so a killed evaluation continues where it stopped; one policy object serves all episodes of
+   a variant (an in-process model is loaded once);
 3. summarizes (:mod:`harness.evaluation.summary`) and writes ``OUT/results.json``::
 
        {"suite": {...}, "config": {...}, "versions": {...},

@@ -13,8 +13,8 @@
   variable versions, relation normalization, source intervals, checkpoints, the repair schedule);
 - :mod:`harness.manager.policies` — ``none`` and ``rule`` (:func:`get_policy`).
 
-Not yet built (issue 3 continues): the segment-induced flow, the ``llm``, ``windowed`` and ``freeform`` policies,
-and ``stateguard run``.
+- :mod:`harness.manager.llm_policy` — the model-backed ``llm`` and ``freeform`` managers;
+  :mod:`harness.manager.windowed` — the stateless ``windowed`` (model-backed) and ``window-rule`` ablations.
 """
 
 from harness.manager.actions import (

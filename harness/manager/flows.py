@@ -21,9 +21,9 @@ resumes the worker, commits or abandons (at most ``max_turn_end_activations`` pe
 the draft still open). At the end, activations continue while steps are pending, then the same fallback applies.
 
 **Windowed** policies (``policy.style == "windowed"``) get no activations: at each turn start (turn flow) or pause
-(segment flow) the harness passes the worker's steps so far to ``policy.window_hint(steps)`` and delivers a non-empty
-text with the turn prompt (turn flow) or as a note in the worker's conversation (segment flow), recorded in
-``hints`` with ``kind: "window"``.
+(segment flow) the harness passes the worker's steps so far and the public turn to ``policy.window_hint(steps, turn)``
+and delivers a non-empty text with the turn prompt (turn flow) or as a note in the worker's conversation (segment
+flow), recorded in ``hints`` with ``kind: "window"``.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _play_turn(rt: ManagerRuntime, turn: Turn, last: bool) -> None:
     rt.begin_turn(turn)
     hint = ""
     if rt.windowed:
-        hint = rt.window_hint(turn.turn_id)
+        hint = rt.window_hint(turn)
     elif rt.policy.active:
         rt.activation("turn_start", turn, last=False)
         if rt.draft is not None:
@@ -136,7 +136,7 @@ def play_segments(rt: ManagerRuntime) -> None:
 
 def _pause(rt: ManagerRuntime, turn: Turn) -> None:
     if rt.windowed:
-        text = rt.window_hint(turn.turn_id)
+        text = rt.window_hint(turn)
         if text:
             rt.note(text)
         return

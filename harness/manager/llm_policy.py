@@ -1,4 +1,4 @@
-"""The model-driven manager policies ``llm`` and ``freeform`` (issue 3 §4): a chat model answers each activation.
+"""The model-driven manager policies ``llm`` and ``freeform``: a chat model answers each activation.
 
 :class:`LLMPolicy` builds one chat conversation per activation and asks its backend for the next response:
 

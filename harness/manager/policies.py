@@ -1,4 +1,4 @@
-"""Manager policies: what answers the manager's activations (../shared/DESIGN.md §3, issue 3 §4).
+"""Manager policies: what answers the manager's activations (../shared/DESIGN.md §3).
 
 A policy maps one :class:`PolicyInput` (the rendered observation, the results of the tool actions it already took
 in this activation, the legal action names and the turn's *public* structure) to ONE model-style response string in
@@ -18,6 +18,13 @@ Policies (:data:`POLICIES`, :func:`get_policy`):
   (the constraint's inputs intersected with the state's variables, else its first input) and the evidence; otherwise
   FINALIZE_RELATIONS(confirm) and COMMIT_STATE. When the repair budget is spent and evidence remains it abandons
   the state. The rule policy is stateless: the same input gives the same response.
+- ``llm:URL`` / ``llm-hf:PATH`` and the free-form memory ablation ``freeform:URL`` / ``freeform-hf:PATH``: a chat
+  model answers every activation (:mod:`harness.manager.llm_policy`), over an OpenAI-compatible endpoint (URL, its
+  API root) or an in-process transformers model (PATH, a local folder).
+- ``windowed:K:URL`` / ``windowed-hf:K:PATH``: the "w/o state validity maintenance" ablation: a chat model that sees
+  only the public turn and the last K worker steps gives stateless hints or stays silent; no state records, no tools
+  (:mod:`harness.manager.windowed`). ``window-rule[:K]`` (default K = 3) repeats the last K steps to the worker with
+  no model. The spec ``windowed:K`` without a model is refused, naming these spellings.
 """
 
 from __future__ import annotations
@@ -283,42 +290,73 @@ def _no_argument(factory: Callable[[], Policy]) -> Callable[[str | None], Policy
     return make
 
 
-def _windowed(argument: str | None) -> Policy:
-    from harness.manager.windowed import WindowedPolicy  # imported here: windowed.py imports this module
+def _k(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise PolicySpecError(f"K must be a whole number >= 1 (the number of recent steps shown), got {text!r}")
+    return int(text)
 
-    if argument is None:
-        return WindowedPolicy()
-    if not argument.isdigit() or int(argument) < 1:
-        raise PolicySpecError(f"K must be a whole number >= 1 (the number of recent steps shown), got {argument!r}")
-    return WindowedPolicy(int(argument))
+
+def _url(argument: str | None) -> str:
+    if not argument:
+        raise PolicySpecError("URL (the endpoint's API root, such as http://localhost:8000/v1) is missing")
+    if not argument.startswith(("http://", "https://")):
+        raise PolicySpecError(f"URL must be an http(s) API root like http://localhost:8000/v1, got {argument!r}")
+    return argument
+
+
+def _folder(argument: str | None) -> str:
+    from pathlib import Path
+
+    if not argument:
+        raise PolicySpecError("PATH (a local transformers model folder) is missing")
+    if not Path(argument).is_dir():
+        raise PolicySpecError(
+            f"model folder {argument} does not exist; give a local folder with config.json and tokenizer files"
+        )
+    return argument
+
+
+def _window_rule(argument: str | None) -> Policy:
+    from harness.manager.windowed import WindowRulePolicy  # imported here: windowed.py imports this module
+
+    return WindowRulePolicy() if argument is None else WindowRulePolicy(_k(argument))
+
+
+def _windowed(hf: bool) -> Callable[[str | None], Policy]:
+    def make(argument: str | None) -> Policy:
+        from harness.llm import HFChatBackend, OpenAIChatBackend
+        from harness.manager.windowed import WindowedModelPolicy  # imported here: windowed.py imports this module
+
+        k, colon, model = (argument or "").partition(":")
+        if not colon:
+            got = "no argument" if argument is None else f"only {argument!r}"
+            raise PolicySpecError(
+                f"the windowed ablation is model-backed: give K and a model, windowed:K:URL (an OpenAI-compatible "
+                f"endpoint) or windowed-hf:K:PATH (a local transformers folder); the model-free reminder of the last "
+                f"K steps is window-rule:K; got {got}"
+            )
+        size = _k(k)
+        if hf:
+            return WindowedModelPolicy(HFChatBackend(_folder(model)), size, name="windowed-hf")
+        return WindowedModelPolicy(OpenAIChatBackend(_url(model)), size, name="windowed")
+
+    return make
 
 
 def _endpoint(freeform: bool) -> Callable[[str | None], Policy]:
     def make(argument: str | None) -> Policy:
         from harness.manager.llm_policy import openai_policy  # imported here: llm_policy.py imports this module
 
-        if not argument:
-            raise PolicySpecError("URL (the endpoint's API root, such as http://localhost:8000/v1) is missing")
-        if not argument.startswith(("http://", "https://")):
-            raise PolicySpecError(f"URL must be an http(s) API root like http://localhost:8000/v1, got {argument!r}")
-        return openai_policy(argument, freeform=freeform)
+        return openai_policy(_url(argument), freeform=freeform)
 
     return make
 
 
 def _local_model(freeform: bool) -> Callable[[str | None], Policy]:
     def make(argument: str | None) -> Policy:
-        from pathlib import Path
-
         from harness.manager.llm_policy import hf_policy  # imported here: llm_policy.py imports this module
 
-        if not argument:
-            raise PolicySpecError("PATH (a local transformers model folder) is missing")
-        if not Path(argument).is_dir():
-            raise PolicySpecError(
-                f"model folder {argument} does not exist; give a local folder with config.json and tokenizer files"
-            )
-        return hf_policy(argument, freeform=freeform)
+        return hf_policy(_folder(argument), freeform=freeform)
 
     return make
 
@@ -326,7 +364,9 @@ def _local_model(freeform: bool) -> Callable[[str | None], Policy]:
 POLICIES: dict[str, Callable[[str | None], Policy]] = {
     "none": _no_argument(NonePolicy),
     "rule": _no_argument(RulePolicy),
-    "windowed": _windowed,
+    "window-rule": _window_rule,
+    "windowed": _windowed(hf=False),
+    "windowed-hf": _windowed(hf=True),
     "llm": _endpoint(freeform=False),
     "llm-hf": _local_model(freeform=False),
     "freeform": _endpoint(freeform=True),
@@ -334,7 +374,10 @@ POLICIES: dict[str, Callable[[str | None], Policy]] = {
 }
 """Manager spec name -> factory of the policy, given the spec's argument (the text after the first ``:``) or None."""
 
-POLICY_GRAMMAR = "none | rule | windowed[:K] | llm:URL | llm-hf:PATH | freeform:URL | freeform-hf:PATH"
+POLICY_GRAMMAR = (
+    "none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL | llm-hf:PATH | freeform:URL | "
+    "freeform-hf:PATH"
+)
 
 
 def get_policy(spec: str) -> Policy:
@@ -344,7 +387,9 @@ def get_policy(spec: str) -> Policy:
     an example; a ``-hf`` PATH that is not a folder is named."""
     name, colon, argument = spec.partition(":")
     factory = POLICIES.get(name)
-    example = "e.g. --manager rule, --manager windowed:3 or --manager llm:http://localhost:8000/v1"
+    example = (
+        "e.g. --manager rule, --manager llm:http://localhost:8000/v1 or --manager windowed:3:http://localhost:8000/v1"
+    )
     if factory is None:
         raise ValueError(
             f"unknown manager policy {name!r} (spec {spec!r}); valid names: {', '.join(POLICIES)}. "

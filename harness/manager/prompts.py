@@ -1,9 +1,13 @@
-"""The manager's prompts: the system policy (../shared/DESIGN.md §3), the free-form ablation, and the activation text.
+"""The manager's prompts: the system policy (../shared/DESIGN.md §3), its ablations, and the activation text.
 
 - :data:`MANAGER_SYSTEM_POLICY`: role, information boundary, authority, the turn-end checklist, evidence-gated repair,
   the response format (exactly one action), and the two flow templates (turn-aligned, segment-induced).
-- :data:`FREEFORM_SYSTEM`: the free-form memory ablation: the same actions and response format, no prescribed state
-  or verification policy.
+- :data:`FREEFORM_SYSTEM`: the free-form memory ablation, built from the same text blocks: role, information
+  boundary, authority, evidence-gated repair, both flow templates (the order of the control actions, without the
+  checks) and the response format; without the prescribed state schema (what a state records) and the verification
+  policy (the checklist).
+- :data:`WINDOWED_SYSTEM` and :func:`render_window`: the windowed ablation (:mod:`harness.manager.windowed`): a model
+  that sees the public turn and the last K worker steps and answers ``<hint>...</hint>`` or ``<silent/>``.
 - :func:`render_activation`: the user message that opens one activation, built from a
   :class:`~harness.manager.policies.PolicyInput` (the observation as the activation started, the public turn and the
   legal actions). :func:`render_tool_response` wraps one action result for the continuation of the activation.
@@ -21,6 +25,7 @@ from typing import Any
 from harness.manager.policies import PolicyInput
 from harness.manager.records import ManagerObservation
 from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from harness.tasks import Turn
 
 _FORMAT = f"""\
 # Response format
@@ -33,12 +38,20 @@ FINALIZE_RELATIONS, COMMIT_STATE, REPAIR, ABANDON_STATE, ABSTAIN) end the activa
 legal now; an activation allows at most 8 actions. A malformed or illegal response is refused and the reason is
 returned to you; it still uses up one action."""
 
-MANAGER_SYSTEM_POLICY = f"""\
+_ROLE_HEAD = """\
 You are the state manager of a data-analysis session. A separate worker agent analyses data by running Python cells
-in a persistent interpreter. You watch its trace from outside and keep an explicit, checkable record of the analysis
-as analytical states: the issue a stretch of work settles, its constraints, the variables it relied on, its
-conclusions, and its relations to earlier committed states (init, progress, branch, invalidate, combine).
+in a persistent interpreter. You watch its trace from outside and keep"""
 
+_STATE_SCHEMA = """\
+ an explicit, checkable record of the analysis
+as analytical states: the issue a stretch of work settles, its constraints, the variables it relied on, its
+conclusions, and its relations to earlier committed states (init, progress, branch, invalidate, combine)."""
+
+_FREE_RECORD = """\
+ your own record of the analysis as states,
+in whatever form you find useful."""
+
+_BOUNDARY_AND_AUTHORITY = """\
 # Information boundary
 You see only what the harness shows you: the observation, the public question of the turn, the worker's trace
 through your tools, and committed states. You never see private task data, graders or reference answers, and you
@@ -48,8 +61,9 @@ must not guess them. Judge the work only by runtime evidence.
 You never edit or run the worker's code and you never solve the task. You record, verify and hint. A hint you give
 is reference material: the worker decides what to do with it. Never put replacement code or the answer in a hint.
 The harness does the bookkeeping: it assigns state ids, binds variable names to versions and values, sets source
-intervals, normalizes relations and takes checkpoints. You supply only the analytical meaning.
+intervals, normalizes relations and takes checkpoints. You supply only the analytical meaning."""
 
+_CHECKLIST = """\
 # Checklist at the end of a turn or segment
 1. UPDATE_STATE: the issue as actually addressed, one inclusive interval of worker steps, the variables the
    conclusions rely on (names only), and the conclusions with the numbers the trace shows.
@@ -59,19 +73,28 @@ intervals, normalizes relations and takes checkpoints. You supply only the analy
 3. If a tool result shows a concrete error, REPAIR. Otherwise FINALIZE_RELATIONS (confirm the provisional relations,
    or revise them with the evidence), then COMMIT_STATE.
 
+"""
+
+_REPAIR = """\
 # Evidence-gated repair
 REPAIR only on concrete evidence from a tool result: a failed execution, a violated constraint, a probe whose output
 contradicts the state. Name the error variable and the faulty reasoning in words, and quote the evidence. A hunch, a
 style concern or a result that merely looks surprising is not evidence. A false repair costs more than a missed one:
 when in doubt, finalize. You have at most 3 repair attempts per state (the first is light: a hint only; later ones
 are heavy: the harness also deletes the named variable before the worker retries); when they are spent the state is
-abandoned or rolled back.
+abandoned or rolled back."""
 
+
+def _flows(checklist: bool) -> str:
+    """The two flow templates; ``checklist``: the turn end refers to the checklist and both flows name the checks."""
+    turn_end = "follow the checklist: UPDATE_STATE, checks, then" if checklist else "UPDATE_STATE, then"
+    check = "check, " if checklist else ""
+    return f"""\
 # Flow: turn-aligned (multi-turn tasks; one state per turn)
 - turn_start: compare the new question with committed_state_index and OPEN_STATE with provisional relations (init
   when no committed state fits). The harness shows the related committed states to the worker as reference hints.
   If a state is already open, RESUME_WORKER.
-- turn_end: follow the checklist: UPDATE_STATE, checks, then REPAIR or FINALIZE_RELATIONS, then COMMIT_STATE. Each
+- turn_end: {turn_end} REPAIR or FINALIZE_RELATIONS, then COMMIT_STATE. Each
   control action ends one activation; the harness activates you again (current_draft shows the state so far) until
   the state is committed or abandoned. terminal_pending_review=true means this is the task's last review.
 
@@ -79,18 +102,54 @@ abandoned or rolled back.
 - segment_pause: the harness paused the worker after some steps. A pause is not a state boundary: RESUME_WORKER until
   the pending steps form a meaningful analytical unit (they fix a quantity later steps rely on, complete a sub-stage,
   or move to another aspect).
-- Then OPEN_STATE, UPDATE_STATE with one inclusive source interval inside the pending steps, check, choose the
+- Then OPEN_STATE, UPDATE_STATE with one inclusive source interval inside the pending steps, {check}choose the
   relations after the fact with FINALIZE_RELATIONS (or REPAIR on evidence), and COMMIT_STATE.
-- task_end: review the remaining pending steps the same way before the task closes.
+- task_end: review the remaining pending steps the same way before the task closes."""
+
+
+MANAGER_SYSTEM_POLICY = f"""\
+{_ROLE_HEAD}{_STATE_SCHEMA}
+
+{_BOUNDARY_AND_AUTHORITY}
+
+{_CHECKLIST}{_REPAIR}
+
+{_flows(checklist=True)}
 
 {_FORMAT}"""
 
 FREEFORM_SYSTEM = f"""\
-You assist a worker agent that analyses data by running Python cells in a persistent interpreter. You may keep notes
-about its work with the actions available to you, read its trace with the read-only tools, and send it hints; use
-them however you find useful. You never edit its code; it decides what to do with your hints.
+{_ROLE_HEAD}{_FREE_RECORD}
+
+{_BOUNDARY_AND_AUTHORITY}
+
+{_REPAIR}
+
+{_flows(checklist=False)}
 
 {_FORMAT}"""
+
+WINDOWED_SYSTEM = """\
+You watch a worker agent that analyses data by running Python cells in a persistent interpreter. Before it goes on,
+you are shown the public question it works on and its most recent steps (thought, code, outcome, output), nothing
+else: no record of the earlier analysis, no tools, no task data, no graders or reference answers. You may send the
+worker one short hint, or stay silent.
+
+# Authority
+You never edit or run the worker's code and you never solve the task. A hint is reference material: the worker
+decides what to do with it. Never put replacement code or the answer in a hint.
+
+# When to hint
+Hint only on concrete evidence in the steps shown: an error, an output that contradicts the question or a stated
+constraint, a value reused after a step changed it. Name the variable and what looks wrong, and quote the evidence.
+A hunch, a style concern or a result that merely looks surprising is not evidence. A wrong hint costs more than
+silence: when in doubt, stay silent.
+
+# Response format
+Optionally a short <think>...</think> block, then exactly one of
+<hint>the hint, a few sentences at most</hint>
+<silent/>
+and nothing else."""
 
 
 def _turn_view(inp: PolicyInput) -> dict[str, Any] | None:
@@ -170,3 +229,21 @@ def render_activation(inp: PolicyInput) -> str:
 def render_tool_response(result: str) -> str:
     """One action's result as the Qwen3 chat template renders a ``tool`` message: ``<tool_response>`` tags."""
     return f"<tool_response>\n{result}\n</tool_response>"
+
+
+def render_window(turn: Turn | None, entries: list[dict[str, Any]], total: int) -> str:
+    """The windowed model's user message: the public turn (context, question, constraint texts), then ``entries``,
+    the last of the ``total`` worker steps so far, as one JSON list."""
+    parts = []
+    if turn is not None:
+        parts.append("# Public turn")
+        if turn.context:
+            parts.append(f"Context: {turn.context}")
+        parts.append(f"Question: {turn.question}")
+        parts += ["Constraints:", *(f"- {c.text}" for c in turn.constraints)] if turn.constraints else []
+    parts += [
+        f"# The worker's last {len(entries)} of {total} steps",
+        json.dumps(entries, ensure_ascii=False, indent=1),
+        "Reply with <hint>...</hint> or <silent/>.",
+    ]
+    return "\n".join(parts)

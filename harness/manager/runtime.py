@@ -299,11 +299,12 @@ class ManagerRuntime:
     def pending_steps(self) -> int:
         return len(self.worker.steps) - self.boundary
 
-    def window_hint(self, turn_id: str) -> str:
-        """A windowed policy's stateless hint from the worker's steps so far (recorded when non-empty)."""
-        text = self.policy.window_hint(tuple(self.worker.steps))  # type: ignore[attr-defined]
+    def window_hint(self, turn: Turn) -> str:
+        """A windowed policy's stateless hint from the worker's steps so far and the public ``turn`` (recorded when
+        non-empty)."""
+        text = self.policy.window_hint(tuple(self.worker.steps), turn)  # type: ignore[attr-defined]
         if text:
-            self._hint("window", turn_id, len(self.worker.steps), text)
+            self._hint("window", turn.turn_id, len(self.worker.steps), text)
         return text
 
     def state_hint(self, turn: Turn) -> str:

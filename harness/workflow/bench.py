@@ -205,7 +205,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--suite", required=True, help="a suite folder or name (e.g. dabench-dev, smoke)")
     run.add_argument("--workflow", default="react", help="comma-separated: react,direct,pipeline,search")
     run.add_argument("--model", default=None, help="http://HOST:PORT/v1 | hf:PATH | fake:FILE (or in --config)")
-    run.add_argument("--manager", default="none", help="manager variant: none | rule | windowed:K | llm:URL ...")
+    run.add_argument("--manager", default="none", help="manager variant: none | rule | windowed:K:URL | llm:URL ...")
     run.add_argument("--label", default=None, help="comma-separated variant names (default WORKFLOW+MANAGER)")
     run.add_argument("--out", required=True, help="output folder (results.json, report.md, episodes/, work/)")
     run.add_argument("--config", type=Path, default=None, help="YAML of WorkflowConfig fields")

@@ -60,6 +60,7 @@ from training.rl.rollout import (
 )
 from training.rl.sampling import DynamicSampler, GatherStats, Group, StartPointSampler
 from training.sft import ModelArguments, resolve_model, resolve_resume
+from training.tokenizer import load_tokenizer
 
 if TYPE_CHECKING:
     from trl import GRPOConfig, GRPOTrainer
@@ -429,7 +430,6 @@ def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPO
     import torch
     from accelerate import PartialState
     from datasets import Dataset
-    from transformers import AutoTokenizer
 
     from rewards import RewardConfig
 
@@ -437,7 +437,7 @@ def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPO
     if rl_args.torch_threads:
         torch.set_num_threads(rl_args.torch_threads)
     model_path = resolve_model(model_args)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer = load_tokenizer(model_path)  # the project's chat template, also on a hub base model
     reward_config = RewardConfig.from_yaml(rl_args.reward_config) if rl_args.reward_config else RewardConfig()
     funcs, config.reward_weights = reward_functions(reward_config.weights())
     config.model_init_kwargs = {"dtype": model_args.dtype, **(config.model_init_kwargs or {})}

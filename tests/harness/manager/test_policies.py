@@ -51,7 +51,8 @@ def respond(inp: PolicyInput):
 
 
 def test_get_policy_lists_valid_names():
-    assert {"none", "rule", "windowed", "llm", "llm-hf", "freeform", "freeform-hf"} == set(POLICIES)
+    names = {"none", "rule", "window-rule", "windowed", "windowed-hf", "llm", "llm-hf", "freeform", "freeform-hf"}
+    assert names == set(POLICIES)
     assert get_policy("none").active is False and get_policy("rule").active is True
     with pytest.raises(
         ValueError, match=r"unknown manager policy 'oracle' \(spec 'oracle'\); valid names: none, rule"

@@ -292,7 +292,7 @@ class WindowPolicy:
     def __init__(self, k=2):
         self.k, self.calls = k, []
 
-    def window_hint(self, steps):
+    def window_hint(self, steps, turn):
         self.calls.append(len(steps))
         return "" if not steps else f"<window_hint>last steps: {[s.step_id for s in steps[-self.k :]]}</window_hint>"
 

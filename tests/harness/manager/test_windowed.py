@@ -1,5 +1,5 @@
-"""The ``windowed`` ablation: the recent-steps hint (rendering, window, truncation, outcomes), determinism, and that
-it never acts as a manager (ABSTAIN)."""
+"""The model-free ``window-rule`` policy: the recent-steps hint (rendering, window, truncation, outcomes),
+determinism, and that it never acts as a manager (ABSTAIN)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from harness.manager.actions import make_action
 from harness.manager.policies import PolicyInput
-from harness.manager.windowed import CODE_CHARS, THOUGHT_CHARS, WINDOW_HINT_NOTE, WindowedPolicy, shorten
+from harness.manager.windowed import CODE_CHARS, THOUGHT_CHARS, WINDOW_HINT_NOTE, WindowRulePolicy, shorten
 from harness.manager.wire import parse_response
 from harness.sandbox import ExecutionResult, VariableChange
 from harness.worker.step import WorkerStep
@@ -34,7 +34,7 @@ def entries(hint: str) -> list[dict]:
 
 def test_the_hint_lists_the_last_k_steps_in_order():
     steps = [step(i, thought=f"thought {i}", code=f"v{i} = {i}") for i in range(5)]
-    listed = entries(WindowedPolicy(k=3).window_hint(steps))
+    listed = entries(WindowRulePolicy(k=3).window_hint(steps))
     assert [e["step_id"] for e in listed] == [2, 3, 4]
     assert listed[0] == {
         "step_id": 2,
@@ -43,26 +43,26 @@ def test_the_hint_lists_the_last_k_steps_in_order():
         "code": "v2 = 2",
         "outcome": "ok; wrote: x",
     }
-    assert [e["step_id"] for e in entries(WindowedPolicy(k=10).window_hint(steps))] == [0, 1, 2, 3, 4]
+    assert [e["step_id"] for e in entries(WindowRulePolicy(k=10).window_hint(steps))] == [0, 1, 2, 3, 4]
 
 
 def test_no_steps_give_no_hint():
-    assert WindowedPolicy().window_hint([]) == ""
+    assert WindowRulePolicy().window_hint([]) == ""
 
 
 def test_outcomes_name_errors_written_and_deleted_variables():
     failed = ExecutionResult(ok=False, error_type="KeyError", error_message="'region'", variables=[])
     mixed = ExecutionResult(ok=True, variables=[change("a"), change("b", "changed"), change("c", "deleted")])
     steps = [step(0, result=failed), step(1, result=mixed), step(2, code=None, thought="Final Answer: 3")]
-    outcomes = [e["outcome"] for e in entries(WindowedPolicy(k=3).window_hint(steps))]
+    outcomes = [e["outcome"] for e in entries(WindowRulePolicy(k=3).window_hint(steps))]
     assert outcomes == ["error: KeyError: 'region'", "ok; wrote: a, b; deleted: c", "no code"]
-    assert entries(WindowedPolicy(k=1).window_hint(steps))[0]["code"] == ""
+    assert entries(WindowRulePolicy(k=1).window_hint(steps))[0]["code"] == ""
 
 
 def test_long_thoughts_and_code_are_shortened_keeping_head_and_tail():
     code = "\n".join(f"line_{i} = {i}" for i in range(100))
     thought = "because " * 100
-    (entry,) = entries(WindowedPolicy(k=1).window_hint([step(7, thought=thought, code=code)]))
+    (entry,) = entries(WindowRulePolicy(k=1).window_hint([step(7, thought=thought, code=code)]))
     assert len(entry["code"]) == CODE_CHARS and len(entry["thought"]) == THOUGHT_CHARS
     assert entry["code"].startswith("line_0 = 0\nline_1") and entry["code"].endswith("line_99 = 99")
     assert entry["code"].count("…") == 1
@@ -70,7 +70,7 @@ def test_long_thoughts_and_code_are_shortened_keeping_head_and_tail():
 
 
 def test_the_hint_is_deterministic_and_stateless():
-    policy = WindowedPolicy(k=2)
+    policy = WindowRulePolicy(k=2)
     steps = [step(i) for i in range(4)]
     first = policy.window_hint(steps)
     policy.window_hint([step(9)])
@@ -78,8 +78,8 @@ def test_the_hint_is_deterministic_and_stateless():
 
 
 def test_it_never_acts_as_a_manager():
-    policy = WindowedPolicy()
-    assert (policy.name, policy.active, policy.style) == ("windowed", True, "windowed")
+    policy = WindowRulePolicy()
+    assert (policy.name, policy.active, policy.style) == ("window-rule", True, "windowed")
     response = policy.respond(PolicyInput(observation="{}"))
     assert parse_response(response).action == make_action("ABSTAIN", {})
 
@@ -87,4 +87,4 @@ def test_it_never_acts_as_a_manager():
 @pytest.mark.parametrize("k", [0, -1, 2.5, True])
 def test_k_must_be_a_positive_integer(k):
     with pytest.raises(ValueError, match=r"k=.* must be an integer >= 1"):
-        WindowedPolicy(k=k)
+        WindowRulePolicy(k=k)
