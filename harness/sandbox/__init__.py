@@ -71,6 +71,15 @@ Limits and how they are enforced:
   output. Native threads without a Python thread state (BLAS/OpenMP pools) are not Python threads and are kept.
 - Anything the kernel sends is untrusted: oversized/garbled/late replies are treated as a crash (kernel killed
   and restarted), never parsed into the host's control flow.
+Host side — nothing the kernel writes is trusted by the host:
+- workspace files are read and written only through :mod:`harness.sandbox.files` (submission checks, grading,
+  workflows, the episode runtime): no link is followed on any path component (``O_NOFOLLOW`` from the workspace
+  root's descriptor), only regular files with one link are read (FIFOs, sockets, devices, directories and hard
+  links are refused, with ``O_NONBLOCK`` so no open can block), reads are capped in size and time, writes replace
+  the file by ``rename`` (a planted link is replaced, not written through), and refusals name the reason, never
+  the target's content; graders read a host-owned copy, so the file cannot change between check and grade;
+- a sandbox's temporary folder records its owner (pid and start time); a later sandbox removes folders whose owner
+  is gone (a ``kill -9`` leaves them), never a live one's.
 Not contained (accepted risks):
 - kernel exploits: user code reaches the full Linux syscall surface (no seccomp filter); the sandboxed processes
   run as host uid 0 when the host is root (inside a user namespace, without capabilities);
