@@ -3,10 +3,11 @@
 So between two requests the kernel runs nothing: no thread changes the namespace or the workspace after its cell
 has been reported, writes into a later cell's output, or runs while the host forks a checkpoint.
 
-Threads are found by their thread states (``sys._current_exceptions`` lists every thread state of the interpreter,
-including ``_thread.start_new_thread`` threads and threads running C code without a Python frame). Native threads
-that never hold a thread state (BLAS/OpenMP pools of numpy, ...) are not Python threads and are left alone: they
-cannot touch Python objects. The runtime itself starts no thread.
+Threads are found by their thread states (``sys._current_exceptions`` lists every thread state of the interpreter
+on Python 3.11+, including ``_thread.start_new_thread`` threads and threads running C code without a Python frame;
+3.10 lists the threads with a Python frame). Native threads that never hold a thread state (BLAS/OpenMP pools of
+numpy, ...) are not Python threads and are left alone: they cannot touch Python objects. The runtime itself starts no
+thread.
 
 A thread ``_thread.start_new_thread`` has just created has no thread state for a moment: when the process has OS
 threads it did not have at the last check, the check waits (up to :data:`SETTLE_S`) for them to show up as Python
@@ -40,9 +41,13 @@ SETTLE_S = 0.05  # how long threads may take to end by themselves, or new OS thr
 _known: tuple[int, frozenset[str]] = (0, frozenset())  # (pid, its OS threads at the last check)
 
 
+# Python 3.11+ lists every thread state; 3.10 has only the threads with a Python frame.
+_THREAD_STATES = getattr(sys, "_current_exceptions", sys._current_frames)
+
+
 def other_threads() -> set[int]:
     """Idents of every Python thread state but the calling thread's."""
-    return set(sys._current_exceptions()) - {threading.get_ident()}
+    return set(_THREAD_STATES()) - {threading.get_ident()}
 
 
 def _os_threads() -> frozenset[str]:
