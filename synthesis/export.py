@@ -11,8 +11,9 @@ Written under ``OUT/``:
   that ends the sample: OPEN_STATE ... REPAIR), ``turn_id``, ``task_id``, ``domain``, ``fault_type``, ``fault_id``,
   ``source``, ``n_tokens`` (Qwen3 chat-template tokens; 0 when not counted) and ``content_hash``. Samples are
   deduplicated across tasks by ``content_hash`` (first in task order wins).
-- ``README.md`` (dataset card: counts by domain, fault type, relation, kind, label, control action; the token-length
-  histogram as text and as ``token_lengths.png``), ``stats.json``;
+- ``README.md`` (dataset card: counts by domain, fault type, relation, kind, label, control action; the leakage audit
+  as a table; the token-length histogram as text and as ``token_lengths.png``), ``stats.json`` (its ``audit`` key:
+  :func:`synthesis.audit.audit` over the exported samples, with the task folders, faults and episode records);
 - ``episodes/clean.jsonl``, ``episodes/faulty.jsonl`` (the unmanaged faulted continuation), ``episodes/gold.jsonl``
   (the gold-repaired branch): EpisodeRecords linked by ``task_id`` and ``config.fault_id``; ``tasks/<task_id>/``
   holds the task folders they replay on;
@@ -39,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from synthesis.audit import TaskSecrets, audit, card_section, task_secrets
 from synthesis.pipeline import EPISODE_BRANCHES, episodes_path
 
 if TYPE_CHECKING:
@@ -142,6 +144,8 @@ def export(
     from datasets import DatasetDict
     from datasets.utils.logging import disable_progress_bar
 
+    from synthesis.faults import FAULT_TYPES
+
     disable_progress_bar()  # the pipeline has its own progress bar
     shards = read_shards(shard_paths, parsed)
     good = [s for s in shards if s["error"] is None]
@@ -167,9 +171,12 @@ def export(
     episodes = out / "episodes"
     episodes.mkdir(parents=True, exist_ok=True)
     by_branch: dict[str, list[bytes]] = {branch: [] for branch in EPISODE_BRANCHES}
+    secrets: dict[str, TaskSecrets] = {}
     for shard in good:
-        for branch, lines in episode_lines(out, shard).items():
+        lines_of = episode_lines(out, shard)
+        for branch, lines in lines_of.items():
             by_branch[branch] += lines
+        secrets[shard["task_id"]] = task_secrets(out / "tasks" / shard["task_id"], shard, lines_of, FAULT_TYPES)
     for branch, lines in by_branch.items():
         (episodes / f"{branch}.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
     (episodes / "index.jsonl").write_text(
@@ -211,6 +218,7 @@ def export(
             "token_histogram": [list(pair) for pair in histogram([r["n_tokens"] for r in samples])],
             "max_tokens": max((r["n_tokens"] for r in samples), default=0),
         },
+        "audit": audit(samples, secrets, seed=config.seed),
         "errors": errors,
         "skipped_inputs": list(skipped),
         "config": {k: v for k, v in config.to_dict().items() if k != "workers"},
@@ -313,6 +321,7 @@ def _card(stats: dict[str, Any], samples: list[dict[str, Any]]) -> str:
         _table("Samples by control action (the action that ends the sample)", s["by_control"]),
         _table("Samples by domain", s["by_domain"]),
         _table("Fault outcomes", stats["faults"]["by_outcome"]),
+        *([card_section(stats["audit"])] if "audit" in stats else []),
         "### Token lengths (Qwen3 chat template with tools)\n",
         "![token lengths](token_lengths.png)\n",
         "```\n" + (_text_histogram([r["n_tokens"] for r in samples]) or "(no samples)") + "\n```\n",
