@@ -7,7 +7,7 @@ truncated, info)``. An env whose episode is over reports ``("", 0.0, terminated,
 and takes ``None`` as its action (any other action is a :class:`~envs.bridge.StepAfterDoneError`); ``done`` tells
 which envs still need actions.
 
-Token ids (with a ``tokenizer``, e.g. :func:`training.tokenizer.build_qwen3_tokenizer`, whose chat template is
+Token ids (with a ``tokenizer``, e.g. :func:`harness.tokenizer.build_qwen3_tokenizer`, whose chat template is
 prefix-preserving). The model sees one chat conversation per manager activation, the one the ``llm`` policy would
 send (:meth:`harness.manager.llm_policy.LLMPolicy.messages`: system prompt with the tool schemas, the rendered
 activation, then each earlier response and its ``<tool_response>``). Token ids are computed as differences of
@@ -71,7 +71,7 @@ class ChatTokens:
             closed = self.render([*messages, {"role": "assistant", "content": response}], False)
             if not closed.startswith(self.rendered) or not closed.endswith(ASSISTANT_END):
                 raise ValueError("the chat template is not prefix-preserving for this response; use the template "
-                                 "of training/chat_template.jinja (build_qwen3_tokenizer).")  # fmt: skip
+                                 "of harness/chat_template.jinja (build_qwen3_tokenizer).")  # fmt: skip
             model_text = closed[len(self.rendered) : -len(ASSISTANT_END)]
         else:
             model_text = ""  # the llm policy drops an empty response from the conversation (nothing to replay)

@@ -1,7 +1,10 @@
 """StateGuard harness: task contracts (data layer), sandboxed stateful interpreter (execution layer),
-graders and metrics (evaluation layer), and the state-manager runtime.
+graders and metrics (evaluation layer), the state-manager runtime, the chat backends, and the wire format the later
+layers train on: the Qwen3 tokenizer and the project's chat template (``harness.tokenizer``,
+``harness/chat_template.jinja``).
 
-The harness never imports from ``training`` or ``synthesis`` (dependencies point one way).
+The harness is the lowest layer (harness < rewards < synthesis < envs < training) and never imports a later one;
+``tests/test_layers.py`` checks every import.
 """
 
 __version__ = "0.1.0"

@@ -45,7 +45,6 @@ BUILTIN_COMMANDS: dict[str, str] = {
     "evaluate": "harness.evaluation.cli:register",
     "serve": "harness.serving:register",
     "bench": "harness.workflow.bench:register",
-    "view": "harness.viewer.cli:register",
 }
 
 

@@ -1,17 +1,19 @@
-"""Validity-grounded, rule-based rewards for the manager (../shared/DESIGN.md §6, issue 5 §2-3).
+"""Validity-grounded, rule-based rewards for the manager (../shared/DESIGN.md §6).
+
+Pure functions of the episode record; this package imports only the harness.
 
 - :mod:`rewards.terms`: the terms (protocol, grounding, intervention, outcome, economy), pure functions over an
   :class:`~harness.manager.episode.EpisodeRecord`;
 - :mod:`rewards.score`: :func:`score_episode` -> :class:`RewardBreakdown` (the weighted total and every term);
 - :mod:`rewards.config`: :class:`RewardConfig` (weights, ``beta_fp > beta_fn``; configs/rewards/default.yaml);
-- :mod:`rewards.faults`: :class:`FaultInfo` (what the reward knows about the injected fault) and
-  :func:`fault_infos` (read from a synthesis output folder);
-- :mod:`rewards.hacks`: scripted policies that try to game the reward, and the suite that scores them against
-  the gold policy on the same synthesized episodes.
+- :mod:`rewards.faults`: :class:`FaultInfo` (what the reward knows about the injected fault; the synthesis layer
+  reads it from its output folder with :func:`synthesis.labels.fault_infos`);
+- :mod:`rewards.hacks`: scripted policies that try to game the reward (the suite that scores them against the gold
+  policy on synthesized episodes is :mod:`synthesis.hack_suite`).
 """
 
 from rewards.config import RewardConfig
-from rewards.faults import FaultInfo, fault_infos
+from rewards.faults import FaultInfo
 from rewards.score import TERMS, RewardBreakdown, score_episode
 
-__all__ = ["TERMS", "FaultInfo", "RewardBreakdown", "RewardConfig", "fault_infos", "score_episode"]
+__all__ = ["TERMS", "FaultInfo", "RewardBreakdown", "RewardConfig", "score_episode"]

@@ -1,4 +1,4 @@
-"""The hack suite: scripted manager policies that try to game the reward (issue 5 §3).
+"""The reward hacks: scripted manager policies that try to game the reward.
 
 Each hack is a harness :class:`~harness.manager.policies.Policy` (``respond(PolicyInput) -> wire text``) played in
 the real :class:`~harness.manager.runtime.ManagerRuntime`, so the reward sees exactly what a model doing the same
@@ -18,33 +18,20 @@ and changes one decision:
 - ``invented_variables``: updates every state with variable names the worker never computed and a made-up number,
   then checks and commits as the rule policy does.
 
-:data:`HACK_POLICIES` maps each name to a factory (a fresh policy per episode: some hacks keep state).
-:func:`run_suite` plays the gold policy and every hack on the same synthesized tasks and faults and scores each
-record with :func:`~rewards.score.score_episode`.
+:data:`HACK_POLICIES` maps each name to a factory (a fresh policy per episode: some hacks keep state). The suite that
+plays them against the gold policy on synthesized episodes and scores each record is
+:func:`synthesis.hack_suite.run_suite` (it needs the synthesis layer's tasks, faults and gold policy).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from harness.manager.actions import make_action
 from harness.manager.policies import Policy, PolicyInput, RulePolicy
 from harness.manager.wire import render_action
-from rewards.config import RewardConfig
-from rewards.faults import FaultInfo, synthesized_shards
-from rewards.score import TERMS, RewardBreakdown, score_episode
-
-if TYPE_CHECKING:
-    from harness.sandbox import Sandbox
-    from harness.tasks import Task
-    from synthesis.faults import InjectedFault
-
-logger = logging.getLogger(__name__)
 
 INVENTED = ("adjusted_total_v2", "corrected_ratio", "final_summary_table")
 """Variable names the ``invented_variables`` hack claims (no synthesized task computes them)."""
@@ -167,101 +154,3 @@ HACK_POLICIES: dict[str, Callable[[], Policy]] = {
     "invented_variables": InventedVariables,
 }
 """Hack name -> factory of a fresh policy."""
-
-
-# ---------------------------------------------------------------- the suite
-@dataclass(frozen=True)
-class SuiteEpisode:
-    """One synthesized episode to play: a task and its injected fault (None: the clean episode)."""
-
-    task: Task
-    fault: InjectedFault | None
-
-    @property
-    def info(self) -> FaultInfo | None:
-        f = self.fault
-        return None if f is None else FaultInfo(f.turn_id, f.fault_type, f.variables, f.error_variable, f.benign)
-
-
-def suite_episodes(synthesis_out: str | Path) -> list[SuiteEpisode]:
-    """Every task of a synthesis output folder, clean and with each kept fault.
-
-    The faults are the shard outcomes' ``injected`` dicts (the full :class:`~synthesis.faults.model.InjectedFault`
-    the gold policy needs: evidence probe and hint); a shard written before they were kept is an error naming the
-    fix. Tasks whose synthesis failed (the shard's ``error``) are skipped."""
-    from harness.tasks import load_task
-    from synthesis.faults.model import InjectedFault
-
-    out = Path(synthesis_out)
-    episodes: list[SuiteEpisode] = []
-    for shard in synthesized_shards(out):
-        if shard.get("error"):
-            continue
-        task = load_task(out / "tasks" / shard["task_id"])
-        episodes.append(SuiteEpisode(task, None))
-        for outcome in shard.get("outcomes") or []:
-            if not outcome["kept"]:
-                continue
-            injected = outcome.get("injected")
-            if injected is None:
-                raise ValueError(
-                    f"{out}: shard of {shard['task_id']}, fault {outcome['fault_id']} has no 'injected' fault (an "
-                    "older shard); re-run `stateguard synthesize` with this version to play the gold policy on it."
-                )
-            fault = InjectedFault(**{**injected, "variables": tuple(injected["variables"])})
-            episodes.append(SuiteEpisode(task, fault))
-    if not episodes:
-        raise ValueError(f"{out}: every shard holds a failed task; there is nothing to play.")
-    return episodes
-
-
-@dataclass
-class SuiteResult:
-    """Per policy, the reward of every episode (in the order of the episodes)."""
-
-    scores: dict[str, list[RewardBreakdown]] = field(default_factory=dict)
-
-    def mean(self, policy: str, term: str = "total") -> float | None:
-        """Mean of ``term`` over the episodes where it applies (None where it never does)."""
-        values = [b.total if term == "total" else b.terms[term] for b in self.scores[policy]]
-        values = [v for v in values if v is not None]
-        return sum(values) / len(values) if values else None
-
-    def table(self) -> str:
-        """Mean reward per policy and per term, one row per policy ('-': the term never applied)."""
-        columns = ["total", *TERMS]
-        head = f"{'policy':<20}" + "".join(f"{c:>14}" for c in columns)
-        rows = [head, "-" * len(head)]
-        for policy in self.scores:
-            cells = [self.mean(policy, c) for c in columns]
-            rows.append(f"{policy:<20}" + "".join(f"{'-' if v is None else f'{v:.3f}':>14}" for v in cells))
-        return "\n".join(rows)
-
-    def totals(self) -> dict[str, float]:
-        return {policy: round(self.mean(policy) or 0.0, 4) for policy in self.scores}
-
-
-def run_suite(
-    episodes: Sequence[SuiteEpisode],
-    sandbox: Sandbox,
-    policies: Sequence[str] | None = None,
-    config: RewardConfig | None = None,
-) -> SuiteResult:
-    """Play ``gold`` and the named hacks (default: all of :data:`HACK_POLICIES`) on every episode with
-    :func:`synthesis.runs.play` (scripted worker, real runtime, fresh kernel) and score each record."""
-    from synthesis.gold import GoldPolicy
-    from synthesis.runs import play
-
-    names = list(HACK_POLICIES) if policies is None else list(policies)
-    unknown = [n for n in names if n not in HACK_POLICIES]
-    if unknown:
-        raise ValueError(f"unknown hack policy(ies) {unknown}; valid names: {', '.join(HACK_POLICIES)}.")
-    result = SuiteResult()
-    for policy_name in ["gold", *names]:
-        scores = result.scores.setdefault(policy_name, [])
-        for episode in episodes:
-            policy = GoldPolicy(episode.fault) if policy_name == "gold" else HACK_POLICIES[policy_name]()
-            run = play(episode.task, sandbox, policy, episode.fault, policy_name)
-            scores.append(score_episode(run.record, episode.info, config))
-        logger.info("%s: mean reward %.3f", policy_name, result.mean(policy_name))
-    return result

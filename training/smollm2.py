@@ -23,7 +23,7 @@ Steps:
    that holds one does nothing.
 
 **Chat template and tags: plain text.** SmolLM2 speaks ChatML, and ``<|im_start|>`` / ``<|im_end|>`` are its own
-special tokens (ids 1 and 2), so the project's template (``training/chat_template.jinja``: tools block, assistant
+special tokens (ids 1 and 2), so the project's template (``harness/chat_template.jinja``: tools block, assistant
 ``{% generation %}`` markers, prefix-preserving) is used unchanged. The protocol's tags (``<tool_call>``,
 ``</tool_call>``, ``<tool_response>``, ``<think>``) stay **plain text** (a few BPE pieces each) instead of added
 special tokens: new tokens would need embedding rows learned from nothing, which a 135 M model fits poorly from a
@@ -51,8 +51,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
+from harness.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR, load_chat_template
 from training.models import parameter_counts, read_manifest
-from training.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR, load_chat_template
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -205,7 +205,7 @@ def build_smollm2(out_dir: str | Path, *, install: bool = True) -> Path:
             },
             "architecture": type(model).__name__,
             "parameters": parameter_counts(model),
-            "tags": "plain text: <tool_call>, <think> ... are not added tokens (training/chat_template.jinja)",
+            "tags": "plain text: <tool_call>, <think> ... are not added tokens (harness/chat_template.jinja)",
             "files": files,
             "convert_seconds": round(time.perf_counter() - start, 3),
         }

@@ -1,18 +1,12 @@
-"""``stateguard view``: static HTML pages of episode records and training samples.
+"""The pages of ``stateguard view``: static HTML of episode records and training samples, written from its arguments.
 
-    stateguard view runs/synth/episodes/gold.jsonl --out episode.html        # the first record
-    stateguard view runs/synth/episodes/gold.jsonl --index 2 --out episode.html
-    stateguard view runs/synth/episodes/gold.jsonl --episode-id 5e496098ae55 --out episode.html
-    stateguard view runs/synth/episodes/gold.jsonl --all --out pages/        # pages/index.html + one page per record
-    stateguard view runs/synth/dataset --sample --index 0 --out sample.html  # the token mask of an SFT sample
-    stateguard view rollouts.jsonl --sample --all --out rollouts/            # RL rollouts with env_mask
-
-Each page is one self-contained HTML file (see :mod:`harness.viewer.render`): open it in any browser, offline. The
-reward terms of a faulted record are scored against its fault label from the synthesis output folder (``--pool``;
-found automatically for ``OUT/episodes/*.jsonl``). ``--out`` is checked first (a file path whose folder is writable,
-created when missing; a writable folder with ``--all``). Bad input (a missing or binary file, a line that is not a
-record, an out-of-range index, an unusable ``--out``) prints one line: what is wrong, where, and the fix, and exits
-with code 2.
+:func:`add_view_parser` adds the ``view`` sub-parser with the arguments that choose the pages (the records or
+samples, which of them, ``--out``); :func:`write_pages` writes them and :func:`view_command` runs it as a command
+(a :class:`~harness.viewer.inputs.ViewerError` becomes one line on stderr and exit code 2). The reward panel of a
+page is data the caller hands in: ``episode_reward(record)`` and ``sample_reward(row)`` return its
+:class:`~harness.viewer.render.RewardView` (None: no panel). The command is registered by :mod:`synthesis.view`,
+which scores a record against its fault label from the synthesis output folder (the rewards and the labels belong
+to higher layers).
 """
 
 from __future__ import annotations
@@ -21,30 +15,27 @@ import argparse
 import logging
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.cli import prepare_out_dir, prepare_out_file
-from harness.viewer.inputs import (
-    ViewerError,
-    default_pool,
-    episode_reward,
-    sample_meta,
-    sample_reward,
-    sample_spans,
-    select_records,
-    select_samples,
-)
-from harness.viewer.render import render_episode, render_index, render_sample
+from harness.tokenizer import build_qwen3_tokenizer
+from harness.viewer.inputs import ViewerError, sample_meta, sample_spans, select_records, select_samples
+from harness.viewer.render import RewardView, render_episode, render_index, render_sample
 
 logger = logging.getLogger(__name__)
 
+RewardOf = Callable[[dict[str, Any]], RewardView | None]
+"""The reward panel of a page: a record (or a sample row) -> its :class:`RewardView`, or None for no panel."""
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def add_view_parser(subparsers: argparse._SubParsersAction, description: str | None = None) -> argparse.ArgumentParser:
+    """Add the ``view`` sub-parser with the arguments of the pages; the caller adds its own and sets ``func``."""
     parser = subparsers.add_parser(
         "view",
         help="write a static HTML page of an episode record (or a training sample's token mask)",
-        description=__doc__,
+        description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("path", type=Path, help="RECORD.jsonl (episode records), or with --sample: samples")
@@ -59,16 +50,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="PATH holds training samples (a dataset folder or JSON lines: SFT messages or RL rollouts with env_mask)",
     )
     parser.add_argument("--split", default="train", help="dataset split for --sample on a DatasetDict folder")
-    parser.add_argument(
-        "--pool", type=Path, default=None, help="synthesis output folder holding the fault labels (default: found)"
-    )
-    parser.add_argument("--reward-config", type=Path, default=None, help="RewardConfig YAML (default weights)")
-    parser.set_defaults(func=view_command)
+    return parser
 
 
-def view_command(args: argparse.Namespace) -> int:
+def view_command(
+    args: argparse.Namespace, episode_reward: RewardOf | None = None, sample_reward: RewardOf | None = None
+) -> int:
+    """:func:`write_pages` as a command: prints the written paths (exit code 0), or the :class:`ViewerError` as one
+    line on stderr (exit code 2)."""
     try:
-        written = write_pages(args)
+        written = write_pages(args, episode_reward, sample_reward)
     except ViewerError as exc:
         print(f"stateguard view: {exc}", file=sys.stderr)
         return 2
@@ -81,8 +72,11 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80]
 
 
-def write_pages(args: argparse.Namespace) -> list[Path]:
-    """Write the page(s) ``args`` ask for; return their paths (the index page first with ``--all``)."""
+def write_pages(
+    args: argparse.Namespace, episode_reward: RewardOf | None = None, sample_reward: RewardOf | None = None
+) -> list[Path]:
+    """Write the page(s) ``args`` ask for, each with the reward panel ``episode_reward`` (or ``sample_reward``, with
+    ``--sample``) gives it; return their paths (the index page first with ``--all``)."""
     if args.episode_id is not None and args.sample:
         raise ViewerError("--episode-id selects an episode record; with --sample select a sample with --index.")
     if args.index is not None and args.index < 0:
@@ -92,7 +86,10 @@ def write_pages(args: argparse.Namespace) -> list[Path]:
         prepare_out_dir(args.out)
     else:
         prepare_out_file(args.out)
-    pages = _sample_pages(args, index) if args.sample else _episode_pages(args, index)
+    if args.sample:
+        pages = _sample_pages(args, index, sample_reward)
+    else:
+        pages = _episode_pages(args, index, episode_reward)
     if not args.all:
         ((_, _, text, _),) = pages
         return [_write(args.out, text)]
@@ -108,7 +105,9 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _episode_pages(args: argparse.Namespace, index: int | None) -> list[tuple[str, str, str, str]]:
+def _episode_pages(
+    args: argparse.Namespace, index: int | None, episode_reward: RewardOf | None
+) -> list[tuple[str, str, str, str]]:
     """``[(file name, label, html, summary)]`` of the chosen records."""
     if args.path.is_dir():
         raise ViewerError(
@@ -121,15 +120,12 @@ def _episode_pages(args: argparse.Namespace, index: int | None) -> list[tuple[st
         raise ViewerError(
             f"{args.path}: not a text file; pass an episode-records JSON-lines file (e.g. OUT/episodes/gold.jsonl)."
         ) from None
-    pool = args.pool or default_pool(args.path)
-    if args.pool is not None and not args.pool.is_dir():
-        raise ViewerError(f"--pool {args.pool}: no such folder; pass the output folder of `stateguard synthesize`.")
     pages = []
     for i, record in records:
-        reward = episode_reward(record, pool, args.reward_config)
+        reward = episode_reward(record) if episode_reward else None
         config = record.get("config") or {}
         grade = record.get("grade") or {}
-        total = "n/a" if reward.total is None else f"{reward.total:.3f}"
+        total = "n/a" if reward is None or reward.total is None else f"{reward.total:.3f}"
         summary = (
             f"{record['task_id']} · {config.get('branch') or config.get('manager')} · "
             f"{len(record['activations'])} activations · {len(record['states'])} states · "
@@ -140,9 +136,9 @@ def _episode_pages(args: argparse.Namespace, index: int | None) -> list[tuple[st
     return pages
 
 
-def _sample_pages(args: argparse.Namespace, index: int | None) -> list[tuple[str, str, str, str]]:
-    from training.tokenizer import build_qwen3_tokenizer
-
+def _sample_pages(
+    args: argparse.Namespace, index: int | None, sample_reward: RewardOf | None
+) -> list[tuple[str, str, str, str]]:
     samples = select_samples(args.path, index=index, split=args.split)
     tokenizer = build_qwen3_tokenizer()
     pages = []
@@ -154,5 +150,6 @@ def _sample_pages(args: argparse.Namespace, index: int | None) -> list[tuple[str
         n_model = sum(s.n_tokens for s in spans if s.model)
         n_all = sum(s.n_tokens for s in spans)
         summary = f"{kind} · {meta.get('kind', '')} {meta.get('label', '')} · {n_all} tokens, {n_model} model"
-        pages.append((f"sample-{i:05d}.html", where, render_sample(spans, meta, sample_reward(row)), summary))
+        reward = sample_reward(row) if sample_reward else None
+        pages.append((f"sample-{i:05d}.html", where, render_sample(spans, meta, reward), summary))
     return pages

@@ -1,11 +1,7 @@
-"""What the viewer reads: episode records, training samples, fault labels; and what it computes from them.
+"""What the viewer reads: episode records and training samples; and the token mask it computes from a sample.
 
 - :func:`select_records`: the chosen lines of a ``RECORD.jsonl`` (every line is checked as an
   :class:`~harness.manager.episode.EpisodeRecord`; errors name the file and line);
-- :func:`episode_reward`: the reward terms of one record (``rewards.score_episode``). A faulted episode is scored
-  against its fault label, read from the synthesis output folder (``--pool``, by default the folder above
-  ``episodes/`` when the record file lives there); without a label a faulted episode is not scored (scoring it as
-  clean would grade every repair as a false alarm), and the page says why;
 - :func:`select_samples` and :func:`sample_spans`: training samples (a ``dataset/`` folder saved by ``stateguard
   synthesize``, or a JSON-lines file) and their token mask. Two sample formats:
 
@@ -15,8 +11,9 @@
   - RL rollouts (``prompt_ids``, ``completion_ids``, ``env_mask``: the fields of :class:`training.rl.rollout.Rollout`):
     the prompt is the environment's, each completion id is the model's where ``env_mask`` is 1.
 
-The rewards and the tokenizer belong to later layers (``rewards``, ``training``); they are imported inside the
-functions that need them, so ``stateguard view`` of a record needs neither transformers nor torch.
+The tokenizer is the caller's (``harness.tokenizer``, loaded only for samples), so ``stateguard view`` of a record
+needs neither transformers nor torch. The reward terms shown with a record are computed by the caller
+(:mod:`synthesis.view`) and handed to the page as a :class:`~harness.viewer.render.RewardView`.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from typing import Any
 
 from harness.jsonl import iter_jsonl
 from harness.manager.episode import EpisodeRecord, EpisodeRecordError
-from harness.viewer.render import RewardView, TokenSpan
+from harness.viewer.render import TokenSpan
 
 
 class ViewerError(ValueError):
@@ -76,50 +73,6 @@ def _out_of_range(path: Path, index: int | None, n: int, what: str) -> str:
     if n == 0:
         return f"{path}: holds no {what}."
     return f"{path}: --index {index} is out of range; it holds {n} {what}, so pass --index 0..{n - 1}."
-
-
-def default_pool(record_path: str | Path) -> Path | None:
-    """The synthesis output folder a record file lives in (``OUT/episodes/*.jsonl`` with ``OUT/shards/``)."""
-    from synthesis.pipeline import SHARDS
-
-    folder = Path(record_path).resolve().parent
-    if folder.name == "episodes" and (folder.parent / SHARDS).is_dir():
-        return folder.parent
-    return None
-
-
-def episode_reward(
-    record: dict[str, Any], pool: str | Path | None, reward_config: str | Path | None = None
-) -> RewardView:
-    """The reward terms of ``record`` (see the module docstring for which fault label is used)."""
-    from rewards import RewardConfig, fault_infos, score_episode
-
-    config = RewardConfig.from_yaml(reward_config) if reward_config else RewardConfig()
-    weights = config.weights()
-    settings = record.get("config") or {}
-    fault_id = settings.get("fault_id")
-    if fault_id:
-        labels = fault_infos(pool) if pool else {}
-        fault = labels.get(fault_id)
-        if fault is None:
-            where = f"the synthesis output {pool}" if pool else "no synthesis output folder (--pool)"
-            note = (
-                f"Not scored: fault {fault_id} has no label in {where}; pass --pool OUT, the "
-                "`stateguard synthesize` output folder of this record."
-            )
-            return RewardView(terms={}, weights=weights, total=None, note=note)
-        note = f"Scored against fault {fault_id} ({fault.fault_type} on turn {fault.turn_id}"
-        note += ", benign)." if fault.benign else ")."
-    elif settings.get("faults"):
-        note = (
-            f"Not scored: the record injects faults {settings['faults']} but names no fault_id, so no fault label "
-            "is known (records of `stateguard synthesize` carry one)."
-        )
-        return RewardView(terms={}, weights=weights, total=None, note=note)
-    else:
-        fault, note = None, "Scored as a clean episode (no fault injected)."
-    breakdown = score_episode(record, fault, config)
-    return RewardView(terms=dict(breakdown.terms), weights=weights, total=breakdown.total, note=note)
 
 
 def select_samples(
@@ -219,18 +172,3 @@ def sample_meta(row: dict[str, Any], where: str, kind: str) -> dict[str, Any]:
     meta: dict[str, Any] = {"sample": where, "format": kind}
     meta.update({k: row[k] for k in keys if row.get(k) not in (None, "")})
     return meta
-
-
-def sample_reward(row: dict[str, Any]) -> RewardView | None:
-    """A rollout's own reward terms (``reward_terms``, ``env_reward``), when the row carries them."""
-    if not row.get("reward_terms"):
-        return None
-    from rewards import RewardConfig
-
-    total = row.get("env_reward")
-    return RewardView(
-        terms=dict(row["reward_terms"]),
-        weights=RewardConfig().weights(),
-        total=total,
-        note="The rollout's recorded reward terms (default weights shown).",
-    )

@@ -1,7 +1,8 @@
 """Render an episode record or a training sample as one static, self-contained HTML page (pure: data in, text out).
 
-Nothing here reads files, imports a model or computes a reward: :mod:`harness.viewer.cli` does that and passes the
-results in (:class:`RewardView`, :class:`TokenSpan`). The page works offline and from ``file://``:
+Nothing here reads files, imports a model or computes a reward: :mod:`harness.viewer.cli` reads and tokenizes,
+:mod:`synthesis.view` scores, and the results come in as data (:class:`RewardView`, :class:`TokenSpan`). The page
+works offline and from ``file://``:
 
 - one HTML document with inline CSS and one inline script; no network, no CDN, no fonts or images to fetch. A
   ``Content-Security-Policy`` meta tag allows only that one script (by its SHA-256), so even a ``<script>`` that

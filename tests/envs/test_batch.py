@@ -12,7 +12,7 @@ from tests.envs.conftest import ISOLATION
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from training.tokenizer import build_qwen3_tokenizer
+    from harness.tokenizer import build_qwen3_tokenizer
 
     return build_qwen3_tokenizer()
 

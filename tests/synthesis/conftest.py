@@ -1,4 +1,5 @@
-"""Fixtures shared by the synthesis tests that run on the built-in retail task."""
+"""Fixtures shared by the synthesis tests: the built-in retail task with its candidate faults, a sandbox, and one tiny
+synthesis run (the hack suite, the fault labels and scripts/bench_rewards.py read it)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.sandbox import Sandbox, SandboxConfig
 from harness.tasks import load_task
@@ -14,6 +16,14 @@ from synthesis.faults import candidate_faults, task_spec_from_folder
 
 RETAIL = Path(__file__).resolve().parents[2] / "harness" / "builtin_tasks" / "retail-sales"
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
+SYNTH_FIELDS = {
+    "domains": ["commerce"],
+    "tasks_per_domain": 1,
+    "n_turns": [6, 6],
+    "max_faults_per_task": 4,
+    "workers": 1,
+    "isolation": ISOLATION,
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,3 +43,22 @@ def candidates(task):
     spec = task_spec_from_folder(RETAIL)
     answers = {t: r.answer for t, r in task.load_answers().items()}
     return candidate_faults(spec, random.Random(0), answers=answers)
+
+
+@pytest.fixture(scope="session")
+def synthesis_yaml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny synthesis config as a YAML file (for the script's ``--config``)."""
+    path = tmp_path_factory.mktemp("synth-config") / "synth.yaml"
+    path.write_text(yaml.safe_dump(SYNTH_FIELDS))
+    return path
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory, synthesis_yaml: Path) -> Path:
+    """One tiny synthesized task (6 turns, at most 4 faults): ~5 s."""
+    from synthesis.config import SynthesisConfig
+    from synthesis.pipeline import synthesize
+
+    out = tmp_path_factory.mktemp("synth")
+    synthesize(SynthesisConfig.from_yaml(synthesis_yaml), out, progress=False)
+    return out

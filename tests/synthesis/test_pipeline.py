@@ -229,7 +229,7 @@ def test_cli_refuses_a_config_with_an_unknown_key(tmp_path, capsys):
 def test_one_sample_renders_through_the_qwen3_chat_template_with_assistant_masks(run):
     from datasets import load_from_disk
 
-    from training.tokenizer import build_qwen3_tokenizer
+    from harness.tokenizer import build_qwen3_tokenizer
 
     out, _ = run
     tokenizer = build_qwen3_tokenizer()

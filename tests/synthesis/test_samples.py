@@ -76,7 +76,7 @@ def test_filter_drops_illegal_duplicate_and_overlong_samples(runs):
 
 
 def test_the_chunked_token_counter_equals_encoding_the_whole_rendering(runs):
-    from training.tokenizer import build_qwen3_tokenizer, qwen3_tiktoken_encoding
+    from harness.tokenizer import build_qwen3_tokenizer, qwen3_tiktoken_encoding
 
     clean, gold, fault = runs
     tokenizer = build_qwen3_tokenizer()
@@ -107,7 +107,7 @@ class CountingTokenizer:
 def test_the_token_counter_sums_remembered_messages_exactly_and_renders_the_rest(runs):
     """After a full sample, its atomic samples are counted from the remembered messages without a rendering, with
     the same counts as the whole rendering; samples the rule does not cover are rendered every time."""
-    from training.tokenizer import build_qwen3_tokenizer, qwen3_tiktoken_encoding
+    from harness.tokenizer import build_qwen3_tokenizer, qwen3_tiktoken_encoding
 
     clean, gold, fault = runs
     tokenizer = build_qwen3_tokenizer()

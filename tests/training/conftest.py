@@ -1,4 +1,4 @@
-"""Session fixtures: the Qwen3 tokenizer (cached on disk after the first build), one tiny model and the SFT data.
+"""Session fixtures: one tiny model and the SFT data (the Qwen3 tokenizer fixtures are in tests/conftest.py).
 
 The SFT data is one smoke synthesis run (2 tasks, workers=1, about 10 s), shared by tests/training/test_sft*.py. Its
 samples are 3.5k-30k tokens, mostly the system prompt and the tools block; a CPU step on such a sample takes tens of
@@ -12,22 +12,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def qwen3_tokenizer():
-    """Built once per machine (about 2-3 s) and cached under ~/.cache/stateguard (or $STATEGUARD_CACHE_DIR)."""
-    from training.tokenizer import build_qwen3_tokenizer
-
-    return build_qwen3_tokenizer()
-
-
-@pytest.fixture(scope="session")
-def qwen3_tiktoken():
-    """The reference encoding: tiktoken over the same ranks file, pattern and added tokens."""
-    from training.tokenizer import qwen3_tiktoken_encoding
-
-    return qwen3_tiktoken_encoding()
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ pytest.importorskip("transformers")
 from safetensors.torch import load_file  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
+from harness.tokenizer import load_chat_template  # noqa: E402
 from training import cli  # noqa: E402
 from training.models import (  # noqa: E402
     MANIFEST_NAME,
@@ -26,7 +27,6 @@ from training.models import (  # noqa: E402
     parameter_counts,
     read_manifest,
 )
-from training.tokenizer import load_chat_template  # noqa: E402
 
 MESSAGES = [
     {"role": "system", "content": "You are the state manager."},

@@ -48,7 +48,7 @@ def test_rl_only_config_changes_only_the_starting_model(rl_only, sft_rl, base):
 
 def test_a_base_model_checkpoint_gets_the_project_chat_template(qwen3_tokenizer, tmp_path):
     """A hub base model (Qwen/Qwen3-8B) ships its own chat template; SFT and RL load it with the project's."""
-    from training.tokenizer import load_chat_template, load_tokenizer
+    from harness.tokenizer import load_chat_template, load_tokenizer
 
     qwen3_tokenizer.save_pretrained(tmp_path)
     (tmp_path / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")

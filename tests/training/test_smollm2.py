@@ -75,7 +75,7 @@ def test_conversion_writes_a_plain_llama_checkpoint(smollm2: Path) -> None:
     config = json.loads((smollm2 / "config.json").read_text())
     assert "quantization_config" not in config and config["tie_word_embeddings"] is True
     assert (config["vocab_size"], config["hidden_size"], config["num_hidden_layers"]) == (49_152, 576, 30)
-    assert (smollm2 / "chat_template.jinja").read_text() == (REPO / "training" / "chat_template.jinja").read_text()
+    assert (smollm2 / "chat_template.jinja").read_text() == (REPO / "harness" / "chat_template.jinja").read_text()
 
 
 def test_rerun_is_a_no_op_and_a_foreign_folder_is_refused(smollm2: Path, tmp_path: Path, capsys) -> None:

@@ -17,7 +17,7 @@ played by the model in the real :class:`envs.ManagerEnv`:
 A :class:`StartPoint` is ``(episode id, activation index)``; :func:`start_points` lists them from the pool's recorded
 gold episodes.
 
-**Token layout.** :class:`EpisodeTokens` holds the chat-template pieces (``training/chat_template.jinja``, the SFT
+**Token layout.** :class:`EpisodeTokens` holds the chat-template pieces (``harness/chat_template.jinja``, the SFT
 template): ``prompt(text)`` is the system turn with the tools, the activation as the first user turn and the assistant
 header; after a model response the env inserts ``suffix(result_text, closed)``: ``"\\n"`` after the model's own
 ``<|im_end|>`` (or ``<|im_end|>\\n`` when a token limit cut the response), the ``<tool_response>`` user turn and the
@@ -95,7 +95,7 @@ class EpisodeTokens:
         if not (closed.startswith(opened + _MODEL_PROBE + IM_END) and followed.startswith(closed)):
             raise ValueError(
                 "the tokenizer's chat template is not prefix-preserving across turns; use the project template "
-                "(training/chat_template.jinja, e.g. training.tokenizer.build_qwen3_tokenizer())"
+                "(harness/chat_template.jinja, e.g. harness.tokenizer.build_qwen3_tokenizer())"
             )
         self.turn_end = closed[len(opened) + len(_MODEL_PROBE) + len(IM_END) :]  # "\n" after <|im_end|>
         self.user_head, self.user_tail = followed[len(closed) :].split(_USER_PROBE)

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
+from harness.tokenizer import load_tokenizer
 from training.dapo import overlong_penalty
 from training.prompt_view import check_prompt_view
 from training.rl.engines import vllm_settings
@@ -60,7 +61,6 @@ from training.rl.rollout import (
 )
 from training.rl.sampling import DynamicSampler, GatherStats, Group, StartPointSampler
 from training.sft import ModelArguments, resolve_model, resolve_resume
-from training.tokenizer import load_tokenizer
 
 if TYPE_CHECKING:
     from trl import GRPOConfig, GRPOTrainer

@@ -169,7 +169,7 @@ def test_respond_sends_the_tools_and_counts_tokens():
     assert (policy.calls, policy.prompt_tokens, policy.completion_tokens) == (1, 3, 2)
 
 
-PROJECT_TEMPLATE = ROOT / "training" / "chat_template.jinja"
+PROJECT_TEMPLATE = ROOT / "harness" / "chat_template.jinja"
 
 
 @needs_transformers

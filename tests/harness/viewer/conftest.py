@@ -37,7 +37,7 @@ def gold_records(synth_out):
 def view():
     """``view(argv)`` runs ``stateguard view ARGV`` through the command's own ``register`` (so it does not depend on
     the installed entry points) and returns its exit code."""
-    from harness.viewer.cli import register
+    from synthesis.view import register
 
     def run(argv: list[str]) -> int:
         parser = argparse.ArgumentParser(prog="stateguard")

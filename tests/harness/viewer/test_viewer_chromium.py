@@ -60,8 +60,8 @@ def node_states(dom: str) -> list[tuple[str, int, bool]]:
 @pytest.fixture(scope="module")
 def hostile_page(gold_records, tmp_path_factory):
     """The first gold record with a script in its worker output, rendered by `stateguard view`."""
-    from harness.viewer.inputs import episode_reward
     from harness.viewer.render import render_episode
+    from synthesis.view import episode_reward
 
     record = json.loads(json.dumps(gold_records[0]))
     record["worker_steps"][0]["execution"]["stdout_tail"] = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import copy
 import html
 import json
@@ -10,8 +11,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from harness.viewer.inputs import episode_reward
 from harness.viewer.render import SCRIPT, commit_activations, render_episode, timeline
+from synthesis.view import episode_reward
 
 PAYLOAD = (
     "</pre></td><script>document.body.setAttribute('data-pwned','1')</script>"
@@ -166,7 +167,8 @@ def test_page_shows_steps_activations_hints_and_answers(gold_records):
 
 
 def test_reward_terms_use_the_fault_label(synth_out, gold_records, view, tmp_path):
-    from rewards import fault_infos, score_episode
+    from rewards import score_episode
+    from synthesis.labels import fault_infos
 
     record = gold_records[0]
     expected = score_episode(record, fault_infos(synth_out)[record["config"]["fault_id"]])
@@ -197,6 +199,25 @@ def test_clean_record_is_scored_without_a_fault(synth_out, view, tmp_path):
     assert view([synth_out / "episodes" / "clean.jsonl", "--out", tmp_path / "clean.html"]) == 0
     shown = section((tmp_path / "clean.html").read_text(), "reward")
     assert "Scored as a clean episode" in shown and f"<b>{expected.total:.3f}</b>" in shown
+
+
+def test_the_harness_pages_take_the_reward_panel_as_data(synth_out, tmp_path):
+    """harness.viewer alone: without a reward callback a page says "Not scored" and the index "reward n/a"; with one,
+    the panel shows exactly the RewardView it returns."""
+    from harness.viewer.cli import add_view_parser, write_pages
+    from harness.viewer.render import RewardView
+
+    parser = argparse.ArgumentParser(prog="stateguard")
+    add_view_parser(parser.add_subparsers())
+    records = synth_out / "episodes" / "gold.jsonl"
+    args = parser.parse_args(["view", str(records), "--all", "--out", str(tmp_path / "bare")])
+    index, first, *_ = write_pages(args)
+    assert "reward n/a" in index.read_text() and "Not scored." in section(first.read_text(), "reward")
+    given = RewardView(terms={"protocol": 0.25}, weights={"protocol": 0.2}, total=0.125, note="handed in")
+    args = parser.parse_args(["view", str(records), "--out", str(tmp_path / "given.html")])
+    (page,) = write_pages(args, episode_reward=lambda record: given)
+    shown = section(page.read_text(), "reward")
+    assert "handed in" in shown and "<td>protocol</td><td>0.250</td>" in shown and "<b>0.125</b>" in shown
 
 
 def test_all_writes_an_index_and_one_page_per_record(synth_out, gold_records, view, tmp_path, capsys):

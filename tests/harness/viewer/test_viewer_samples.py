@@ -13,7 +13,7 @@ from harness.viewer.inputs import ViewerError, sample_spans
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from training.tokenizer import build_qwen3_tokenizer
+    from harness.tokenizer import build_qwen3_tokenizer
 
     return build_qwen3_tokenizer()
 

@@ -1,4 +1,4 @@
-"""The hack suite: the gold policy out-scores every reward hack on the same synthesized episodes (issue 5 §3)."""
+"""The hack suite: the gold policy out-scores every reward hack on the same synthesized episodes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rewards.hacks import HACK_POLICIES, SuiteResult, run_suite, suite_episodes
+from rewards.hacks import HACK_POLICIES
+from synthesis.hack_suite import SuiteResult, run_suite, suite_episodes
 
 MARGIN = 0.4
 """Every hack's mean total must be at least this far below gold's (measured gap: ~0.9 on this data)."""

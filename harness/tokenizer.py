@@ -220,7 +220,7 @@ def build_backend(ranks: dict[bytes, int]) -> Tokenizer:
 
 
 def load_chat_template() -> str:
-    """The Qwen3-style, prefix-preserving chat template (``training/chat_template.jinja``)."""
+    """The Qwen3-style, prefix-preserving chat template (``harness/chat_template.jinja``)."""
     return CHAT_TEMPLATE_FILE.read_text(encoding="utf-8")
 
 
@@ -234,7 +234,7 @@ def load_tokenizer(model_path: str | Path) -> Any:
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     template = load_chat_template()
     if tokenizer.chat_template != template:
-        logger.info("%s: its chat template is not the project's; using training/chat_template.jinja", model_path)
+        logger.info("%s: its chat template is not the project's; using harness/chat_template.jinja", model_path)
         tokenizer.chat_template = template
     return tokenizer
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 pytest.importorskip("transformers")
 pytest.importorskip("tiktoken")
 
-from training import tokenizer as qtok  # noqa: E402
+from harness import tokenizer as qtok  # noqa: E402
 
 # Qwen3's tokenizer_config.json, written out independently of the module's table.
 PUBLISHED_SPECIAL = {
