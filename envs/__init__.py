@@ -1,4 +1,4 @@
-"""envs: Gymnasium environments over StateGuard tasks (../shared/DESIGN.md §6, issue 5 §1, STYLE.md rule 5).
+"""envs: Gymnasium environments over StateGuard tasks, keeping the Gymnasium contract exactly.
 
 - :class:`~envs.manager.ManagerEnv` (``stateguard/Manager-v0``): the agent is the state manager; the worker inside
   replays synthesized counterfactual episodes (``replay``, over a :class:`~envs.pool.ReplayPool`), plays a task's

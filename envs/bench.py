@@ -1,4 +1,4 @@
-"""The ManagerEnv throughput benchmark (issue 5 "Numbers"; run by ``scripts/bench_envs.py``).
+"""The ManagerEnv throughput benchmark (run by ``scripts/bench_envs.py``).
 
 The replay worker inside :class:`~envs.manager.ManagerEnv`, the synthesis gold policy (:class:`synthesis.gold.
 GoldPolicy`) as the agent, driven through ``info["policy_input"]``, so probes and checks run at the gold policy's

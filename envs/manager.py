@@ -1,4 +1,4 @@
-"""``ManagerEnv``: a Gymnasium environment in which the agent is the state manager (issue 5 §1).
+"""``ManagerEnv``: a Gymnasium environment in which the agent is the state manager.
 
 The episode is a real :class:`~harness.manager.runtime.ManagerRuntime` run, played in a thread by
 :class:`~envs.bridge.EpisodeThread`: the runtime's policy is a bridge whose ``respond(PolicyInput)`` hands the input

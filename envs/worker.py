@@ -1,4 +1,4 @@
-"""``WorkerEnv``: a Gymnasium environment in which the agent is the data-science worker (issue 5 §1).
+"""``WorkerEnv``: a Gymnasium environment in which the agent is the data-science worker.
 
 The episode is a :class:`~harness.manager.runtime.ManagerRuntime` run with no manager (``none`` policy) and a
 :class:`~harness.worker.react.ReActWorker` whose chat backend is the agent: the backend's ``chat(messages)`` hands

@@ -1,4 +1,5 @@
-"""``stateguard demo``: the harness end to end on the built-in task (what ``make demo`` runs until the pipeline lands).
+"""``stateguard demo``: the harness alone on the built-in task (scripted worker, checkpoints, probes); ``make demo``
+runs the whole pipeline instead.
 
 A *scripted* worker (simulated: it replays the task's reference programs; no LLM is involved) answers every turn
 of a multi-turn task inside the bubblewrap sandbox; the demo shows the worker prompt (task contract), the versioned

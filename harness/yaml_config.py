@@ -1,4 +1,4 @@
-"""YAML -> dataclass config (STYLE rule 2: YAML keys equal field names).
+"""YAML -> dataclass config (YAML keys equal field names).
 
 :func:`load_yaml_config` reads a YAML mapping into a dataclass after checking it against the class: unknown keys,
 missing required fields, and the type of every value against the field's annotation (``int``, ``float``, ``bool``,

@@ -1,4 +1,4 @@
-"""Validity-grounded, rule-based rewards for the manager (../shared/DESIGN.md §6).
+"""Validity-grounded, rule-based rewards for the manager.
 
 Pure functions of the episode record; this package imports only the harness.
 

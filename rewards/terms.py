@@ -1,4 +1,4 @@
-"""The reward terms: pure functions over one episode record (../shared/DESIGN.md §6, issue 5 §2).
+"""The reward terms: pure functions over one episode record.
 
 Each term reads only the :class:`~harness.manager.episode.EpisodeRecord` (as its dict) and, where it grades a
 decision, the episode's :class:`~rewards.faults.FaultInfo`; none runs code or calls a model. Each returns a float,

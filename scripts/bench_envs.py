@@ -1,4 +1,4 @@
-"""Benchmark ManagerEnv with the replay worker against the issue-5 target: >= 200 manager steps/s on one core.
+"""Benchmark ManagerEnv with the replay worker against its target: >= 200 manager steps/s on one core.
 
     python scripts/bench_envs.py                      # synthesizes configs/synthesis/smoke.yaml into a temp folder
     python scripts/bench_envs.py --pool runs/synth --episodes 200

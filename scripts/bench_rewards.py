@@ -1,4 +1,4 @@
-"""Score the gold policy and every reward hack on the same synthesized episodes (issue 5 §3).
+"""Score the gold policy and every reward hack on the same synthesized episodes.
 
     python scripts/bench_rewards.py                                          # configs/synthesis/smoke.yaml
     python scripts/bench_rewards.py --config configs/synthesis/smoke.yaml --rewards configs/rewards/default.yaml

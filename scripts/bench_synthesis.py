@@ -1,4 +1,4 @@
-"""Benchmark the synthesis pipeline against the issue-4 target: 3,000 trajectories in <= 600 s on this machine.
+"""Benchmark the synthesis pipeline against its target: 3,000 trajectories in <= 600 s on this machine.
 
     python scripts/bench_synthesis.py                       # the default config (configs/synthesis/default.yaml)
     python scripts/bench_synthesis.py --trajectories 300    # scale tasks_per_domain down to about N trajectories

@@ -1,4 +1,4 @@
-"""The small-model study (issue 11 §2): SmolLM2-135M-Instruct as the manager, before and after SFT (and DAPO).
+"""The small-model study: SmolLM2-135M-Instruct as the manager, before and after SFT (and DAPO).
 
     python scripts/study_small_model.py --config configs/study/smollm2.yaml        # the full study, <= 90 min
     python scripts/study_small_model.py --config configs/study/smollm2-mini.yaml   # the ~2-minute miniature

@@ -1,1 +1,2 @@
-"""synthesis: see ../shared/DESIGN.md; filled in by its issue."""
+"""synthesis: counterfactual trajectories of generated data-science tasks, with injected faults, played by a gold
+manager, exported as the manager's SFT dataset (``stateguard synthesize``)."""

@@ -1,4 +1,4 @@
-"""Export the shards of a synthesis run (issue 4 §4): dataset, card, stats, replayable episodes, faults.
+"""Export the shards of a synthesis run: dataset, card, stats, replayable episodes, faults.
 
 Written under ``OUT/``:
 

@@ -1,6 +1,6 @@
 """The gold manager: a harness :class:`~harness.manager.policies.Policy` with privileged knowledge of the fault.
 
-Used only in synthesis (issue 4 §3). It answers the same :class:`~harness.manager.policies.PolicyInput` as every other
+Used only in synthesis. It answers the same :class:`~harness.manager.policies.PolicyInput` as every other
 policy, with wire text, inside the real :class:`~harness.manager.runtime.ManagerRuntime`, so its sequences are legal
 by construction. Per turn (turn-aligned flow):
 

@@ -1,4 +1,4 @@
-"""Joining a faulted run to a recorded run once their kernels hold the same state (issue 4 speed, exact).
+"""Joining a faulted run to a recorded run once their kernels hold the same state (faster, and exact).
 
 After its faulted turn, a gold-managed run has usually repaired the fault: its namespace is then the clean run's at
 the same turn boundary, and every later cell and probe is the clean run's, from the same state, so the kernel would

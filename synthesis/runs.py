@@ -1,4 +1,4 @@
-"""Counterfactual runs of one task and their runtime validation (issue 4 §2).
+"""Counterfactual runs of one task and their runtime validation.
 
 Per task (:func:`run_task`): the **clean run** (scripted worker, :class:`~synthesis.gold.GoldPolicy` without a
 fault), and per fault the **unmanaged faulty continuation** (manager ``none``: the fault propagates — the replay env's

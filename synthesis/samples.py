@@ -1,4 +1,4 @@
-"""SFT samples from gold-managed runs, in TRL's conversational format (issue 4 §3).
+"""SFT samples from gold-managed runs, in TRL's conversational format.
 
 The text is exactly what the ``llm`` policy sends at inference: for every activation the runtime's last
 :class:`~harness.manager.policies.PolicyInput` to the gold policy goes through

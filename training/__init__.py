@@ -10,5 +10,5 @@ The tokenizer and chat template they train with live in the harness (``harness.t
   ``configs/sft/``, ``configs/accelerate/``).
 
 Nothing here downloads anything (unless an SFT config names a hub model id). Importing this package is cheap:
-torch and transformers load inside the functions that need them. See ../shared/DESIGN.md §7.
+torch and transformers load inside the functions that need them.
 """

@@ -1,4 +1,4 @@
-"""DAPO's additions to GRPO, one small pure function each (../shared/DESIGN.md §7, issue 7 §1).
+"""DAPO's additions to GRPO, one small pure function each.
 
 DAPO (Yu et al., 2025) changes four things in GRPO; the trainer (:mod:`training.rl.trainer`, TRL's
 ``GRPOTrainer`` with ``loss_type: dapo``) gets each of them from here or from TRL, never from a copy:

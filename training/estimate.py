@@ -1,4 +1,4 @@
-"""Memory and time expectations of the full-scale runs (issue 9 §2), with the arithmetic shown.
+"""Memory and time expectations of the full-scale runs, with the arithmetic shown.
 
 Everything is computed on CPU without downloading weights: the parameter count comes from instantiating the model
 architecture on PyTorch's ``meta`` device from a config (``Qwen/Qwen3-8B``'s published shape is built in, so no hub

@@ -1,4 +1,4 @@
-"""The main job end to end (issue 9 §1): ``stateguard pipeline --config configs/pipeline/<name>.yaml``.
+"""The main job end to end: ``stateguard pipeline --config configs/pipeline/<name>.yaml``.
 
 ``make demo`` runs it on ``configs/pipeline/demo.yaml``: everything on CPU with the embedded tiny Qwen3 (random init,
 the real Qwen3 tokenizer), everything under one output folder:
@@ -20,7 +20,7 @@ rewards before/after RL, accuracy, DCR, where the report is) and, as the last li
 ``total_s`` and each stage's seconds.
 
 The tiny model is random-init and trained for a few steps: the demo shows that the pipeline runs, not that the
-manager learned anything (issue 11 measures that with a real pretrained model).
+manager learned anything (the small-model study measures that with a real pretrained model).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Supervised fine-tuning of the manager on the synthesized dataset (issue 6 §2, ../shared/DESIGN.md §7).
+"""Supervised fine-tuning of the manager on the synthesized dataset.
 
 One function, :func:`run_sft`, does the whole job; ``scripts/sft.py`` only parses a YAML config into the three
 dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:

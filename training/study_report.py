@@ -1,4 +1,4 @@
-"""The study's numbers, report and plots (issue 11 §2-3), from episode records, exact-match scores and trainer logs.
+"""The study's numbers, report and plots, from episode records, exact-match scores and trainer logs.
 
 Per arm (definitions; every interval is a task-clustered percentile bootstrap of
 :mod:`harness.evaluation.stats`, 95 %, ``n_resamples`` resamples):

@@ -1,4 +1,4 @@
-"""State-manager runtime (issue 3): records, the action protocol and its wire format (DESIGN §3).
+"""State-manager runtime: records, the action protocol and its wire format.
 
 - :mod:`harness.manager.records` — ``AnalyticalState`` and its parts, ``ManagerObservation`` (what the model sees);
 - :mod:`harness.manager.actions` — the 13 actions declared once; ``tool_schemas()``, ``ACTION_KIND``, validation;

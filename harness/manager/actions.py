@@ -1,4 +1,4 @@
-"""The manager's action set (DESIGN §3), declared once, plus the small JSON-schema validator that checks it.
+"""The manager's action set, declared once, plus the small JSON-schema validator that checks it.
 
 Every action is one :class:`ActionSpec`: a name, a kind, a description a model can follow and a JSON schema of its
 arguments. Everything else is derived from :data:`ACTION_SPECS`:
@@ -31,7 +31,7 @@ from harness.tasks.checks import RELATIONS
 ActionKind = Literal["control", "tool"]
 
 RELATION_TYPES: tuple[str, ...] = RELATIONS
-"""Relation types of DESIGN §3: one tuple shared with the task turns (``harness.tasks``) and re-exported by
+"""The relation types: one tuple shared with the task turns (``harness.tasks``) and re-exported by
 :mod:`harness.manager.records`."""
 
 FINALIZE_MODES: tuple[str, ...] = ("confirm", "revise")
@@ -63,7 +63,7 @@ _CODE_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "description":
 
 
 def _relations_problem(relations: list[dict[str, Any]], path: str) -> str | None:
-    """DESIGN §3 relation rules: init stands alone and names no state; the other types name one; combine needs
+    """The relation rules: init stands alone and names no state; the other types name one; combine needs
     two or more related states."""
     for index, relation in enumerate(relations):
         kind, has_id = relation["type"], "related_state_id" in relation

@@ -1,4 +1,4 @@
-"""The two review cadences of ../shared/DESIGN.md §3, played by :class:`~harness.manager.runtime.ManagerRuntime`.
+"""The two review cadences (turn-aligned, segment-induced) that :class:`~harness.manager.runtime.ManagerRuntime` plays.
 
 **Turn-aligned** (:func:`play_turns`, multi_turn tasks), per turn:
 

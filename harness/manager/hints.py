@@ -1,4 +1,4 @@
-"""Worker-facing hint text: fixed, reference-only wording (../shared/DESIGN.md §3, "authority boundary").
+"""Worker-facing hint text: fixed, reference-only wording (the authority boundary: the worker decides).
 
 - A *state hint* is a JSON list of the selected committed states inside an ``<analytical_state_hint>`` block,
   followed by :data:`STATE_HINT_NOTE`. A state that a later state invalidated (relation ``invalidate``) carries

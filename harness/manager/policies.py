@@ -1,4 +1,4 @@
-"""Manager policies: what answers the manager's activations (../shared/DESIGN.md §3).
+"""Manager policies: what answers the manager's activations.
 
 A policy maps one :class:`PolicyInput` (the rendered observation, the results of the tool actions it already took
 in this activation, the legal action names and the turn's *public* structure) to ONE model-style response string in

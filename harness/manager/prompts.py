@@ -1,4 +1,4 @@
-"""The manager's prompts: the system policy (../shared/DESIGN.md §3), its ablations, and the activation text.
+"""The manager's prompts: the system policy, its ablations, and the activation text.
 
 - :data:`MANAGER_SYSTEM_POLICY`: role, information boundary, authority, the turn-end checklist, evidence-gated repair,
   the response format (exactly one action), and the two flow templates (turn-aligned, segment-induced).

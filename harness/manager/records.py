@@ -1,4 +1,4 @@
-"""The manager's records (DESIGN §3): analytical states, their parts, and the observation the manager model sees.
+"""The manager's records: analytical states, their parts, and the observation the manager model sees.
 
 All records are frozen dataclasses with a lossless JSON round trip: ``Record.from_dict(r.to_dict()) == r`` and
 ``to_dict()`` holds only JSON types (sequences become lists). ``from_dict`` rejects bad input with one

@@ -1,5 +1,5 @@
 """The manager's read-only tools: ``inspect_python``, ``compile_python``, ``check_execution``, ``run_probe`` (and
-``check_constraint``) and ``load_state`` (DESIGN.md §3).
+``check_constraint``) and ``load_state``.
 
 Every tool takes plain arguments and returns a :class:`ToolResult`; none of them raises for bad arguments (a wrong
 type, an unknown step or state id, a closed kernel): the result has ``ok=False`` and an ``error`` that names the

@@ -1,4 +1,4 @@
-"""Workers: the agents the state manager watches (../shared/DESIGN.md §4).
+"""Workers: the agents the state manager watches.
 
 - :class:`Worker` (:mod:`harness.worker.base`) is the one interface the manager runtime drives: whole turns
   (``run_turn``) or step by step (``begin`` + ``step``), ``repair`` within a reserved budget, ``note``.

@@ -1,4 +1,4 @@
-"""The one worker interface the manager runtime drives (../shared/DESIGN.md §3–4).
+"""The one worker interface the manager runtime drives.
 
 Both :class:`~harness.worker.scripted.ScriptedWorker` and :class:`~harness.worker.react.ReActWorker` implement
 :class:`Worker`, so the runtime accepts either. Two ways to drive a worker:

@@ -4,7 +4,7 @@ It plays a task's reference code (read from the task's private folder, which onl
 turn with a :class:`~harness.worker.faults.Fault`, the faulty code. When it receives a repair hint that *localizes*
 the fault (names one of the variables the fault corrupts) it re-runs the correct code on its next attempt;
 otherwise it keeps its answer. This makes synthesis, RL replay and offline evaluation deterministic and free of LLM
-calls (../shared/DESIGN.md §4). It implements :class:`~harness.worker.base.Worker`.
+calls. It implements :class:`~harness.worker.base.Worker`.
 
 Programs (:func:`load_programs`):
 

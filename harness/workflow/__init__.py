@@ -1,4 +1,4 @@
-"""Workflow layer: agents as executable operator programs over the task contract (../shared/DESIGN.md §2).
+"""Workflow layer: agents as executable operator programs over the task contract.
 
 Different agents run under the same sandbox, task interface, graders and manager supervision, so they can be
 compared. The pieces, bottom up:

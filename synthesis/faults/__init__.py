@@ -1,4 +1,4 @@
-"""The fault library (issue 4 §2): code transforms of a turn's reference code, each with the corrupted variables,
+"""The fault library: code transforms of a turn's reference code, each with the corrupted variables,
 the violated constraint, the evidence that reveals it (a tool and a probe) and the gold repair hint.
 
 Usage::

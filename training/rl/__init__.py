@@ -1,4 +1,4 @@
-"""DAPO reinforcement learning of the manager in :class:`envs.ManagerEnv` (issue 7, ../shared/DESIGN.md §7).
+"""DAPO reinforcement learning of the manager in :class:`envs.ManagerEnv`.
 
 - :mod:`training.rl.rollout`: one rollout = one manager activation played by the model inside a replay-pool episode,
   token-exact (``EpisodeTokens``, ``Rollout``, ``EpisodePlayer``, start points);

@@ -1,4 +1,4 @@
-"""DAPO for the manager on TRL's ``GRPOTrainer`` (issue 7, ../shared/DESIGN.md §7).
+"""DAPO for the manager on TRL's ``GRPOTrainer``.
 
 :func:`run_rl` does the whole job; ``scripts/rl.py`` parses a YAML config into :class:`training.sft.ModelArguments`,
 :class:`RLArguments` and TRL's ``GRPOConfig`` and calls it.
