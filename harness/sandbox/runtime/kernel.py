@@ -336,6 +336,7 @@ class KernelRuntime:
             return self._probe_inline(code, tree, timeout, keep)
         parent_end, child_end = socket.socketpair()
         start = time.perf_counter()
+        shared = mappings.shared_mappings()  # listed here, warm: the fork holds the same mappings
         pid = os.fork()
         if pid == 0:
             try:
@@ -345,7 +346,7 @@ class KernelRuntime:
                 self.notes = []  # the kernel's, for its next cell
                 self._capture_fds()  # own memfds: C-level output must not land in the kernel's capture
                 try:  # writes through shared mappings would land in the kernel's memory (or its files)
-                    mappings.privatize_shared()
+                    mappings.privatize_shared(shared)
                 except OSError as exc:
                     send_msg(child_end, _failed_probe(f"the probe did not run: {exc}"))
                     os._exit(0)

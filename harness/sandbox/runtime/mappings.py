@@ -166,11 +166,13 @@ def _copy(start: int, length: int, prot: int, path: str) -> None:
         raise error
 
 
-def privatize_shared() -> int:
+def privatize_shared(found: list[Mapping] | None = None) -> int:
     """Replace every shared mapping of this process by a private one (see the module docstring); returns how many.
+    ``found``: :func:`shared_mappings` as listed by the parent just before it forked this process (a fork inherits
+    exactly its parent's mappings; listing them in the parent, where the pages are warm, saves ~0.5 ms a probe).
     Raises :class:`SharedMappingError`."""
     count = 0
-    for start, end, prot, offset, dev, inode, path in shared_mappings():
+    for start, end, prot, offset, dev, inode, path in shared_mappings() if found is None else found:
         if not _remap_file(start, end - start, prot, offset, dev, inode, path):
             _copy(start, end - start, prot, path)
         count += 1
