@@ -33,7 +33,7 @@ Workers (``worker``): ``replay`` (default when a :class:`~envs.pool.ReplayPool` 
 counterfactual episode replayed with the scripted worker carrying its fault, so a REPAIR that names a corrupted
 variable leads to the recorded repaired branch and anything else to the recorded faulty continuation), ``scripted``
 (default without a pool: a task folder or built-in name and an optional faults file, as ``stateguard run``) and
-``openai:URL`` / ``hf:PATH`` (the ReAct worker over a model, built by :func:`harness.run.build_worker`).
+``openai:URL`` / ``hf:PATH`` (the ReAct worker over a model, built by :func:`harness.worker.spec.build_worker`).
 
 ``reset(seed=None, options={"episode_id": ...})`` plays that episode; without one it draws an episode id with the
 env's ``np_random``. Each reset stops the previous episode's thread and recycles its kernel (same task) or replaces
@@ -60,11 +60,10 @@ from harness.manager.policies import PolicyInput
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.sandbox import Sandbox
 from harness.tasks import Task, load_task
+from harness.worker.spec import build_worker, parse_worker_spec
 
 logger = logging.getLogger(__name__)
 
-WORKERS = ("replay", "scripted", "openai:URL", "hf:PATH")
-"""The worker specs :class:`ManagerEnvConfig` accepts."""
 
 CONVERSATION = LLMPolicy(backend=None)  # type: ignore[arg-type]
 """Only its :meth:`~LLMPolicy.messages` is used: the conversation the ``llm`` policy would send (no backend)."""
@@ -104,10 +103,8 @@ class ManagerEnvConfig:
     )
 
     def __post_init__(self) -> None:
-        kind, _, arg = (self.worker or "").partition(":")
-        valid = self.worker is None or self.worker in ("replay", "scripted") or (kind in ("openai", "hf") and arg)
-        if not valid:
-            raise ValueError(f"worker={self.worker!r} is not understood; use one of {', '.join(WORKERS)} or None.")
+        if self.worker not in (None, "replay"):
+            parse_worker_spec(self.worker, flag="worker=", also=" | replay, or None")
         if self.max_env_steps < 1:
             raise ValueError(f"max_env_steps={self.max_env_steps}: an episode needs at least one step; use >= 1.")
         if self.faults is not None and self.worker not in (None, "scripted"):
@@ -228,9 +225,7 @@ class ManagerEnv(gym.Env[str, str]):
         if self.worker == "scripted":
             return _Episode(task.id, task, lambda kernel: ScriptedWorker.for_task(task, kernel, faults),
                             _fault_info(task, faults))  # fmt: skip
-        from harness.run import build_worker
-
-        return _Episode(task.id, task, lambda kernel: build_worker(self.worker, kernel, task, None), None)
+        return _Episode(task.id, task, lambda kernel: build_worker(self.worker, kernel, task), None)
 
     # ---------------------------------------------------------------- Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

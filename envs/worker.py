@@ -7,7 +7,7 @@ as the model's reply. So the ReAct worker's own formatting is what the agent see
 is duplicated here.
 
 - **Observation**: the newest user message of the worker's conversation: first the task contract
-  (:func:`harness.run.task_contract`: objective, sandbox, data profile, first question, output rules), then the
+  (:func:`harness.worker.spec.task_contract`: objective, sandbox, data profile, first question, output rules), then the
   execution output of each cell (:func:`harness.worker.react.observation_text`), with the next question appended
   when a turn ends. ``info["messages"]`` holds the whole conversation (system prompt included) for chat models.
   After the last step the observation is ``""``.
@@ -35,9 +35,10 @@ from envs.spaces import UnicodeText
 from harness.llm import ChatReply, Message
 from harness.manager.policies import NonePolicy
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
-from harness.run import resolve_task_path, task_contract
+from harness.run import resolve_task_path
 from harness.tasks import load_task
 from harness.worker.react import ReActConfig, ReActWorker
+from harness.worker.spec import task_contract
 
 
 @dataclass

@@ -34,7 +34,6 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin_tasks"
-WORKER_KINDS = ("scripted", "openai:URL", "hf:PATH")
 
 
 class RunError(ValueError):
@@ -87,41 +86,14 @@ def resolve_task_path(spec: str) -> Path:
 
 
 def build_worker(spec: str, kernel: Any, task: Any, faults_path: Path | None, fault_line: int | None = None) -> Any:
-    """The worker named by ``--worker`` (see the module docstring)."""
-    from harness.worker import ScriptedWorker, faults_for_task, load_faults
+    """The worker named by ``--worker`` (:mod:`harness.worker.spec`), with ``--faults`` loaded for the scripted one."""
+    from harness.worker import faults_for_task, load_faults
+    from harness.worker.spec import build_worker as build
 
-    kind, _, arg = spec.partition(":")
-    if kind == "scripted" and not arg:
-        faults = faults_for_task(load_faults(faults_path, line=fault_line), task.id) if faults_path is not None else {}
-        if faults_path is not None and not faults:
-            logger.warning("%s holds no fault for task %s; the episode runs clean", faults_path, task.id)
-        return ScriptedWorker.for_task(task, kernel, faults)
-    if faults_path is not None:
-        raise RunError(f"--faults replays faulty code through the scripted worker; drop it or use --worker scripted "
-                       f"(got --worker {spec}).")  # fmt: skip
-    if kind == "openai" and arg:
-        from harness.llm import OpenAIChatBackend
-        from harness.worker.react import ReActWorker
-
-        return ReActWorker(OpenAIChatBackend(arg), kernel, contract=task_contract(task))
-    if kind == "hf" and arg:
-        if not Path(arg).is_dir():
-            raise RunError(
-                f"--worker {spec}: {arg} is not a checkpoint folder; build one with `stateguard model tiny`."
-            )
-        from harness.llm import HFChatBackend
-        from harness.worker.react import ReActWorker
-
-        return ReActWorker(HFChatBackend(arg), kernel, contract=task_contract(task))
-    raise RunError(f"--worker {spec!r} is not understood; use one of {', '.join(WORKER_KINDS)}.")
-
-
-def task_contract(task: Any) -> str:
-    """The worker's first prompt: the task contract (objective, sandbox, data profile, question, output rules)."""
-    from harness.tasks.contract import render_contract
-    from harness.tasks.profile import profile_directory
-
-    return render_contract(task, profile_directory(task.public_dir))
+    faults = faults_for_task(load_faults(faults_path, line=fault_line), task.id) if faults_path is not None else {}
+    if faults_path is not None and not faults:
+        logger.warning("%s holds no fault for task %s; the episode runs clean", faults_path, task.id)
+    return build(spec, kernel, task, faults)
 
 
 def limit_reply_tokens(policy: Any, n: int) -> None:
@@ -157,6 +129,7 @@ def run_episode(args: argparse.Namespace) -> int:
     from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
     from harness.tasks import TaskConfigError, load_task
     from harness.worker.faults import FaultFileError
+    from harness.worker.spec import parse_worker_spec
 
     console = Console()
     try:
@@ -179,6 +152,12 @@ def run_episode(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as exc:
         raise RunError(f"runtime options: {exc}") from exc
 
+    if args.fault_line is not None and args.faults is None:
+        raise RunError("--fault-line picks a line of --faults FILE; pass --faults too.")
+    try:
+        parse_worker_spec(args.worker, faults=args.faults is not None)
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
     out = prepare_out_dir(args.out)  # before the sandbox starts: a bad --out must not cost an episode
 
     view_mode = args.view
@@ -193,8 +172,6 @@ def run_episode(args: argparse.Namespace) -> int:
     with sandbox:
         kernel = sandbox.new_kernel(public_dir=task.public_dir)
         try:
-            if args.fault_line is not None and args.faults is None:
-                raise RunError("--fault-line picks a line of --faults FILE; pass --faults too.")
             worker = build_worker(args.worker, kernel, task, args.faults, args.fault_line)
         except (FaultFileError, ValueError) as exc:
             raise RunError(f"--worker/--faults: {exc}") from exc

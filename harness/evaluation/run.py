@@ -41,6 +41,7 @@ from harness.evaluation.stats import N_RESAMPLES
 from harness.evaluation.suite import DEFAULT_CACHE, EpisodeSpec, Suite, resolve_suite
 from harness.evaluation.summary import TaskInfo, compare_variants, episode_id, summarize_variant
 from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
+from harness.worker.spec import parse_worker_spec
 
 logger = logging.getLogger(__name__)
 
@@ -101,16 +102,12 @@ class EvaluationConfig:
             RuntimeConfig(**{"flow": self.flow, **self.runtime})
         except (TypeError, ValueError) as exc:
             raise EvaluationError(f"runtime options {self.runtime}: {exc}") from exc
-        kind, _, argument = self.worker.partition(":")
-        if not (self.worker == "scripted" or (kind in ("openai", "hf") and argument)):
-            raise EvaluationError(f"--worker {self.worker!r} is not understood; use scripted, openai:URL or hf:PATH.")
+        try:
+            parse_worker_spec(self.worker, faults=self.faults is not None)
+        except ValueError as exc:
+            raise EvaluationError(str(exc)) from None
         if self.runs < 1:
             raise EvaluationError(f"--runs {self.runs}: run every episode at least once.")
-        if self.faults is not None and not self.scripted:
-            raise EvaluationError(
-                f"--faults replays faulty code through the scripted worker; drop it or use --worker scripted "
-                f"(got --worker {self.worker})."
-            )
 
     @property
     def scripted(self) -> bool:
@@ -189,8 +186,8 @@ def run_episode(
 ) -> EpisodeRecord:
     """One episode of ``spec`` with ``policy`` in a fresh kernel; its record carries ``config["eval"]``."""
     from harness.manager import ManagerRuntime, RuntimeConfig
-    from harness.run import build_worker
     from harness.worker import ScriptedWorker
+    from harness.worker.spec import build_worker
 
     tokens_before = (getattr(policy, "prompt_tokens", 0), getattr(policy, "completion_tokens", 0))
     runtime_config = RuntimeConfig(**{"flow": config.flow, **config.runtime})
@@ -199,7 +196,7 @@ def run_episode(
             faults = {spec.fault.turn_id: spec.fault} if spec.fault is not None else {}
             worker = ScriptedWorker.for_task(task, kernel, faults)
         else:
-            worker = build_worker(config.worker, kernel, task, None)
+            worker = build_worker(config.worker, kernel, task)
         record = ManagerRuntime(task, kernel, worker, policy, runtime_config).run()
     record.config["eval"] = {
         "key": spec.key,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from envs import StepAfterDoneError, StepBeforeResetError, WorkerEnv
-from harness.run import task_contract
 from harness.worker.react import SYSTEM_PROMPT
+from harness.worker.spec import task_contract
 from tests.envs.conftest import ISOLATION
 
 

@@ -135,7 +135,7 @@ def test_short_and_grade_rows():
 
 
 def test_a_model_worker_starts_from_the_task_contract():
-    from harness.run import task_contract
+    from harness.worker.spec import task_contract
 
     task = load_task(RETAIL)
     text = task_contract(task)
