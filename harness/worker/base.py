@@ -80,3 +80,22 @@ class Worker(Protocol):
     def note(self, text: str) -> None:
         """Add ``text`` (a supervisor's note) to the worker's conversation, read with its next step."""
         ...
+
+
+class StepwiseWorker:
+    """The whole-turn loop every worker shares: :meth:`run_turn` is :meth:`begin`, then :meth:`step` until the
+    worker has finished the question. Subclasses implement ``begin`` and ``step`` (see :class:`Worker`)."""
+
+    def begin(self, turn_id: str, prompt: str, hint: str | None = None) -> None:
+        raise NotImplementedError
+
+    def step(self) -> WorkerStep | None:
+        raise NotImplementedError
+
+    def run_turn(self, turn_id: str, prompt: str = "", hint: str | None = None) -> list[WorkerStep]:
+        """Work on one question (``hint``, a state hint, is appended to ``prompt``); the steps it took."""
+        self.begin(turn_id, prompt, hint)
+        produced = []
+        while (step := self.step()) is not None:
+            produced.append(step)
+        return produced

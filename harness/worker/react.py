@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.llm import ChatBackend
 from harness.sandbox import Kernel
+from harness.worker.base import StepwiseWorker
 from harness.worker.step import WorkerStep
 
 SYSTEM_PROMPT = """You are a careful data analyst working in a persistent Python session (variables survive \
@@ -85,7 +86,7 @@ def observation_text(step: WorkerStep) -> str:
     return "\n".join(parts)
 
 
-class ReActWorker:
+class ReActWorker(StepwiseWorker):
     """A model-driven worker over one kernel; one conversation per episode (turns append to it).
 
     Implements :class:`~harness.worker.base.Worker`: ``run_turn`` (whole turns) or ``begin`` + ``step`` (the
@@ -134,14 +135,6 @@ class ReActWorker:
 
     def note(self, text: str) -> None:
         self._user(text)
-
-    def run_turn(self, turn_id: str, prompt: str, hint: str | None = None) -> list[WorkerStep]:
-        """Work on one turn until a final answer or ``max_steps``; a state ``hint`` is appended to the prompt."""
-        self.begin(turn_id, prompt, hint)
-        produced = []
-        while (step := self.step()) is not None:
-            produced.append(step)
-        return produced
 
     def repair(self, turn_id: str, hint: str) -> list[WorkerStep]:
         """Re-analyse a turn after a repair hint, within the reserved ``repair_steps`` budget (the worker's own

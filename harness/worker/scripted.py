@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.sandbox import Kernel
-from harness.worker.base import SINGLE_TURN_ID, split_cells
+from harness.worker.base import SINGLE_TURN_ID, StepwiseWorker, split_cells
 from harness.worker.faults import Fault
 from harness.worker.step import WorkerStep
 
@@ -57,7 +57,7 @@ def load_programs(task: Task) -> dict[str, str]:
     return {SINGLE_TURN_ID: path.read_text(encoding="utf-8")}
 
 
-class ScriptedWorker:
+class ScriptedWorker(StepwiseWorker):
     """Replays reference programs (or faulty ones) in a sandbox kernel; labelled simulated everywhere.
 
     Args:
@@ -128,14 +128,6 @@ class ScriptedWorker:
         self.notes.append(text)
 
     # ---------------------------------------------------------------- whole turns
-    def run_turn(self, turn_id: str, prompt: str = "", hint: str | None = None) -> list[WorkerStep]:
-        """Execute the turn's program cell by cell (the faulty one while its fault is active)."""
-        self.begin(turn_id, prompt, hint)
-        produced = []
-        while (step := self.step()) is not None:
-            produced.append(step)
-        return produced
-
     def repair(self, turn_id: str, hint: str) -> list[WorkerStep]:
         """React to a repair hint for ``turn_id``.
 

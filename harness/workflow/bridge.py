@@ -28,6 +28,7 @@ from harness.sandbox import ExecutionResult
 from harness.tasks import Task
 from harness.tasks.contract import render_contract
 from harness.tasks.profile import profile_directory
+from harness.worker.base import StepwiseWorker
 from harness.worker.step import WorkerStep
 from harness.workflow.agents import Workflow
 from harness.workflow.context import BudgetExceeded, Context, Cost, Environment
@@ -47,7 +48,7 @@ STOPPING = (BudgetExceeded, StructuredOutputError, EpisodeEnded)
 """Exceptions that end a question (it keeps the answer it has) instead of the episode."""
 
 
-class WorkflowWorker:
+class WorkflowWorker(StepwiseWorker):
     """A workflow as a :class:`~harness.worker.base.Worker` (see the module docstring)."""
 
     def __init__(
@@ -119,13 +120,6 @@ class WorkflowWorker:
 
     def note(self, text: str) -> None:
         (self._ctx.notes if self._ctx is not None else self._notes).append(text)
-
-    def run_turn(self, turn_id: str, prompt: str, hint: str | None = None) -> list[WorkerStep]:
-        self.begin(turn_id, prompt, hint)
-        produced = []
-        while (step := self.step()) is not None:
-            produced.append(step)
-        return produced
 
     def repair(self, turn_id: str, hint: str) -> list[WorkerStep]:
         """Run the workflow's ``revise`` within ``repair_steps`` executions; the steps it took."""
