@@ -24,6 +24,7 @@ order (``step_id`` is the index), ``answers`` maps a turn id to the worker's cur
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from typing import Any, Protocol, runtime_checkable
 
 from harness.worker.step import WorkerStep
@@ -82,15 +83,17 @@ class Worker(Protocol):
         ...
 
 
-class StepwiseWorker:
+class StepwiseWorker(ABC):
     """The whole-turn loop every worker shares: :meth:`run_turn` is :meth:`begin`, then :meth:`step` until the
     worker has finished the question. Subclasses implement ``begin`` and ``step`` (see :class:`Worker`)."""
 
+    @abstractmethod
     def begin(self, turn_id: str, prompt: str, hint: str | None = None) -> None:
-        raise NotImplementedError
+        """Start a question (``hint`` appended to ``prompt``)."""
 
+    @abstractmethod
     def step(self) -> WorkerStep | None:
-        raise NotImplementedError
+        """Take one step of the current question; ``None`` when the worker has finished it."""
 
     def run_turn(self, turn_id: str, prompt: str = "", hint: str | None = None) -> list[WorkerStep]:
         """Work on one question (``hint``, a state hint, is appended to ``prompt``); the steps it took."""
