@@ -68,10 +68,13 @@ class PoolEntry:
         return InjectedFault(**{**self.injected, "variables": tuple(self.injected["variables"])})
 
     def gold_policy(self) -> Any:
-        """A fresh :class:`synthesis.gold.GoldPolicy` for this episode (the synthesis gold manager)."""
+        """A fresh :class:`synthesis.gold.GoldPolicy` for this episode (the synthesis gold manager, with the checks
+        :mod:`synthesis.checks` writes from the task's stated requirements; it is given no fault)."""
+        from harness.tasks import load_task
+        from synthesis.checks import folder_checks
         from synthesis.gold import GoldPolicy
 
-        return GoldPolicy(self.injected_fault())
+        return GoldPolicy(checks=folder_checks(load_task(self.task_dir)))
 
 
 class ReplayPool:

@@ -67,7 +67,7 @@ class SynthesisConfig:
         default_factory=lambda: ["atomic", "full"], metadata={"help": f"Sample kinds to build: {list(KINDS)}."}
     )
     faulted_atomic_labels: list[str] = field(
-        default_factory=lambda: ["repair", "post_repair", "benign"],
+        default_factory=lambda: ["repair", "post_repair", "benign", "undetectable"],
         metadata={
             "help": "Labels of the atomic samples taken from faulted runs (their clean activations repeat the clean "
             f"run's); any of {list(LABELS)}."

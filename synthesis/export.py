@@ -203,6 +203,7 @@ def export(
             "dropped_by_type_and_reason": _count(
                 [f"{o['fault_type']}: {o['reason']}" for o in outcomes if not o["kept"]]
             ),
+            "detectability_by_type": _detectability(kept),
         },
         "turn_relations": _count([r for s in good for r in s["task"]["relations"]]),
         "samples": {
@@ -302,6 +303,34 @@ def plot_token_lengths(lengths: Sequence[int], path: Path) -> None:
     plt.close(fig)
 
 
+def _detectability(kept: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Kept faults per type: ``detectable`` (the gold checks revealed it at its turn), ``undetectable`` (no check
+    did: committed, never supervised as a repair) and ``benign``."""
+    table: dict[str, dict[str, int]] = {}
+    for o in kept:
+        row = table.setdefault(o["fault_type"], {"detectable": 0, "undetectable": 0, "benign": 0})
+        key = "benign" if o["benign"] else "detectable" if o.get("detectable") else "undetectable"
+        row[key] += 1
+    return dict(sorted(table.items()))
+
+
+def _detectability_table(table: dict[str, dict[str, int]]) -> str:
+    if not table:
+        return ""
+    lines = [
+        "### Kept faults: detectable from the manager's own checks\n",
+        "A fault is *detectable* when a check the gold manager runs at its turn end (check_execution, the stated "
+        "constraints, the checks written from the question's stated requirements) shows it; an *undetectable* one is "
+        "committed like a clean state and never supervised as a repair.\n",
+        "| fault type | detectable | undetectable | benign |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [f"| {k} | {v['detectable']} | {v['undetectable']} | {v['benign']} |" for k, v in table.items()]
+    total = {c: sum(v[c] for v in table.values()) for c in ("detectable", "undetectable", "benign")}
+    lines.append(f"| **all** | {total['detectable']} | {total['undetectable']} | {total['benign']} |")
+    return "\n".join(lines) + "\n"
+
+
 def _card(stats: dict[str, Any], samples: list[dict[str, Any]]) -> str:
     s = stats["samples"]
     parts = [
@@ -321,6 +350,7 @@ def _card(stats: dict[str, Any], samples: list[dict[str, Any]]) -> str:
         _table("Samples by control action (the action that ends the sample)", s["by_control"]),
         _table("Samples by domain", s["by_domain"]),
         _table("Fault outcomes", stats["faults"]["by_outcome"]),
+        _detectability_table(stats["faults"].get("detectability_by_type", {})),
         *([card_section(stats["audit"])] if "audit" in stats else []),
         "### Token lengths (Qwen3 chat template with tools)\n",
         "![token lengths](token_lengths.png)\n",

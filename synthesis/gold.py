@@ -1,49 +1,53 @@
-"""The gold manager: a harness :class:`~harness.manager.policies.Policy` with privileged knowledge of the fault.
+"""The gold manager: a harness :class:`~harness.manager.policies.Policy` whose every decision is a function of what
+the manager itself sees.
 
-Used only in synthesis. It answers the same :class:`~harness.manager.policies.PolicyInput` as every other
-policy, with wire text, inside the real :class:`~harness.manager.runtime.ManagerRuntime`, so its sequences are legal
-by construction. Per turn (turn-aligned flow):
+Used in synthesis (the SFT targets) and to play the rest of RL rollouts. It answers the same
+:class:`~harness.manager.policies.PolicyInput` as every other policy, with wire text, inside the real
+:class:`~harness.manager.runtime.ManagerRuntime`, so its sequences are legal by construction. It is given no fault:
+the same policy manages clean, faulted and benign runs, and decides from its tool results alone. Per turn
+(turn-aligned flow):
 
-- **turn start** -> ``OPEN_STATE``: the issue from the question (template), the turn's public constraints, relations
-  following the task graph (the turn's ``relation`` to the committed states of its ``depends_on`` turns, read from
-  ``PolicyInput.turn_states``; ``init`` when none is committed).
+- **turn start** -> ``OPEN_STATE``: the issue from the question (template), the turn's constraint texts, and the
+  relations the question names in words (:func:`harness.manager.relations.infer_relations`: "Using the result of
+  turn 3", "Go back to the result of turn 2", "With this revision ... (turn 4)"; ``init`` when it names none).
 - **turn end, state open** -> ``check_execution`` of the turn's latest step, then ``UPDATE_STATE`` with the variables
   that step wrote (as the sandbox reported them) and a conclusion quoting the reported result.
-- **turn end, state updated** -> checks, then a decision:
-
-  - clean state (and a benign fault's state): ``check_execution`` of the latest step and ``run_probe`` of every
-    executable constraint (a benign fault's state also runs its evidence probe, which passes), then
-    ``FINALIZE_RELATIONS(confirm)``;
-  - the faulted state before its repair: the fault's evidence tool call (``run_probe`` of ``evidence_code`` or
-    ``check_execution`` of the failed step); ONLY when that result really shows the violation (the probe failed with
-    an ``AssertionError``; the step's verdict is ``failed``) -> ``REPAIR`` whose ``analytical_evidence`` quotes the
-    tool result and whose hint names ``fault.error_variable`` with ``fault.faulty_reasoning``. Otherwise it confirms
-    like a clean state and :attr:`GoldPolicy.evidence_missing` is set (the run is then dropped as "no evidence");
-  - after the repair (``repair_attempts > 0``): the same re-check (the probe now passes), then
-    ``FINALIZE_RELATIONS(confirm)`` — never a second repair.
+- **turn end, state updated** -> one verification procedure for every turn end, the same tool calls whatever the
+  run: ``check_execution`` of the latest step, a ``run_probe`` of every constraint the turn states (the code the task
+  writes for the constraint's text), and a ``run_probe`` of every check :mod:`synthesis.checks` writes from the
+  turn's stated requirements (``checks``, by turn id). Then the decision follows from the results: when one shows a
+  violation (a probe that failed with an ``AssertionError``, a step whose verdict is ``failed``) and ``REPAIR`` is
+  legal -> ``REPAIR`` whose ``analytical_evidence`` quotes that result and whose hint names the variable the failed
+  check is about and the requirement it breaks (written from the check, never from a fault record); otherwise
+  ``FINALIZE_RELATIONS(confirm)``. After a repair the same calls run again.
 - **finalized** -> ``COMMIT_STATE``.
 
-Natural-language fields come from templates. An optional :class:`Teacher` (an OpenAI-compatible chat endpoint) may
-paraphrase the issue and the conclusions; any teacher failure falls back to the template, so the policy always works
-offline. Every response and the input it answered are kept in :attr:`GoldPolicy.log` for sample building.
+A fault that none of these checks reveals is therefore committed like a clean state: synthesis counts it as
+*undetectable* (:mod:`synthesis.runs`). Natural-language fields come from templates. An optional :class:`Teacher` (an
+OpenAI-compatible chat endpoint) may paraphrase the issue and the conclusions; any teacher failure falls back to the
+template, so the policy always works offline. Every response and the input it answered are kept in
+:attr:`GoldPolicy.log` for sample building.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.manager.actions import make_action
 from harness.manager.hints import HintError, render_repair_hint
 from harness.manager.policies import PolicyInput
+from harness.manager.relations import infer_relations
 from harness.manager.wire import render_action
 
 if TYPE_CHECKING:
     from harness.llm import ChatBackend
-    from synthesis.faults import InjectedFault
+    from synthesis.checks import Check
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +55,8 @@ EVIDENCE_CHARS = 360
 """Characters of the tool result quoted as ``analytical_evidence`` (the whole hint must stay under 800)."""
 RESULT_CHARS = 300
 """Characters of a turn's reported result quoted in a conclusion."""
+MAX_TOOL_CALLS = 7
+"""Tool calls of one check activation (the runtime allows 8 actions; the decision is the last)."""
 
 
 def _call(name: str, arguments: dict[str, Any] | None = None) -> str:
@@ -104,19 +110,19 @@ class GoldPolicy:
     """The gold manager for one episode (see the module docstring).
 
     Args:
-        fault: the fault injected in this episode (None: the clean run).
+        checks: the checks of each turn (``{turn_id: checks}``, :func:`synthesis.checks.task_checks`); a turn
+            without an entry is verified by ``check_execution`` and its constraints only.
         teacher: optional paraphraser of the natural-language fields (None: templates only).
     """
 
     name = "gold"
     active = True
 
-    def __init__(self, fault: InjectedFault | None = None, teacher: Teacher | None = None):
-        self.fault = fault
+    def __init__(self, *, checks: Mapping[str, Sequence[Check]] | None = None, teacher: Teacher | None = None):
+        self.checks = dict(checks or {})
         self.teacher = teacher
         self.log: list[LoggedResponse] = []
-        self.evidence_missing = False  # the faulted state's evidence call did not show the violation
-        self.evidence_seen: str | None = None  # the quoted evidence of the repair, when one was made
+        self.evidence_seen: list[str] = []  # the quoted evidence of each repair, in order
 
     # ---------------------------------------------------------------- the Policy protocol
     def respond(self, inp: PolicyInput) -> str:
@@ -137,7 +143,7 @@ class GoldPolicy:
         if obs["event_type"] == "turn_start":
             return _call("RESUME_WORKER")
         if "FINALIZE_RELATIONS" in legal:
-            return self._check(inp, obs, draft, legal)
+            return self._check(inp, draft, legal)
         if "UPDATE_STATE" in legal:
             return self._update(inp, obs, draft)
         return _call("ABSTAIN")
@@ -146,23 +152,13 @@ class GoldPolicy:
     def _text(self, text: str) -> str:
         return self.teacher.paraphrase(text) if self.teacher is not None else text
 
-    def _faulted_turn(self, inp: PolicyInput) -> bool:
-        return self.fault is not None and inp.turn is not None and inp.turn.turn_id == self.fault.turn_id
-
     # ---------------------------------------------------------------- turn start
     def _open(self, inp: PolicyInput) -> str:
         turn = inp.turn
         if turn is None:
             return _call("ABSTAIN")
-        related = [inp.turn_states[t] for t in turn.depends_on if t in inp.turn_states]
-        if not related:
-            relations: list[dict[str, Any]] = [{"type": "init"}]
-        else:
-            kind = turn.relation
-            if kind == "init" or (kind == "combine" and len(related) < 2):
-                kind = "progress" if len(related) == 1 else "combine"
-            relations = [{"type": kind, "related_state_id": s} for s in related]
-        constraints = [{"text": c.text, **({"code": c.code} if c.code else {})} for c in turn.constraints]
+        relations = infer_relations(turn.question, turn.context or "", inp.turn_states)
+        constraints = [{"text": c.text} for c in turn.constraints]
         issue = self._text(f"Turn {turn.turn_id}: {_one_line(turn.question, 300)}")
         return _call("OPEN_STATE", {"issue": issue, "constraints": constraints, "relations": relations})
 
@@ -196,47 +192,82 @@ class GoldPolicy:
         )
 
     # ---------------------------------------------------------------- turn end: checks and decision
-    def _plan(self, obs: dict[str, Any], draft: dict[str, Any], faulted: bool) -> list[tuple[str, dict[str, Any]]]:
-        """The tool calls of the check activation, in order."""
+    def _plan(self, inp: PolicyInput, draft: dict[str, Any]) -> list[_Planned]:
+        """The tool calls of a check activation, in order, each with what it verifies (the same on every run)."""
         last = draft["source_step_end"]
-        if faulted and obs["repair_attempts"] == 0 and self.fault is not None and not self.fault.benign:
-            if self.fault.evidence_tool == "check_execution":
-                return [("check_execution", {"step_id": last})]
-            return [("run_probe", {"code": self.fault.evidence_code})]
-        plan: list[tuple[str, dict[str, Any]]] = [] if last is None else [("check_execution", {"step_id": last})]
-        plan += [("run_probe", {"code": c["code"]}) for c in draft["constraints"] if c.get("code")]
-        if faulted and self.fault is not None and self.fault.evidence_tool == "run_probe":
-            plan.append(("run_probe", {"code": self.fault.evidence_code}))  # the re-check (or a benign check)
-        return plan[:6]
+        plan: list[_Planned] = [] if last is None else [_Planned("check_execution", {"step_id": last})]
+        turn = inp.turn
+        if turn is not None:
+            for constraint in turn.constraints:
+                if constraint.code:
+                    variable = _constraint_variable(constraint.code)
+                    plan.append(_Planned("run_probe", {"code": constraint.code}, variable, constraint.text))
+            for check in self.checks.get(turn.turn_id, ()):
+                plan.append(_Planned("run_probe", {"code": check.code}, check.variable, check.requirement))
+        seen: set[str] = set()
+        unique = [p for p in plan if not (p.key in seen or seen.add(p.key))]  # type: ignore[func-returns-value]
+        return unique[:MAX_TOOL_CALLS]
 
-    def _check(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], legal: set[str]) -> str:
-        faulted = self._faulted_turn(inp)
-        plan = self._plan(obs, draft, faulted)
+    def _check(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str]) -> str:
+        plan = self._plan(inp, draft)
         done = len(inp.tool_results)
         if done < len(plan):
-            name, arguments = plan[done]
-            return _call(name, arguments)
-        if faulted and obs["repair_attempts"] == 0 and self.fault is not None and not self.fault.benign:
-            evidence = _violation(json.loads(inp.tool_results[-1])) if inp.tool_results else None
-            if evidence is not None and "REPAIR" in legal:
-                return self._repair(evidence)
-            self.evidence_missing = True
-            logger.info("fault %s/%s: the evidence call showed nothing", self.fault.task_id, self.fault.turn_id)
+            return _call(plan[done].name, plan[done].arguments)
+        if "REPAIR" in legal:
+            for planned, text in zip(plan, inp.tool_results, strict=False):
+                evidence = _violation(json.loads(text))
+                if evidence is not None:
+                    return self._repair(planned, evidence, plan)
         return _call("FINALIZE_RELATIONS", {"mode": "confirm", "relations": [], "conflict_evidence": ""})
 
-    def _repair(self, evidence: str) -> str:
-        assert self.fault is not None
-        variable, reasoning = self.fault.error_variable, _one_line(self.fault.faulty_reasoning, 300)
+    def _repair(self, planned: _Planned, evidence: str, plan: Sequence[_Planned]) -> str:
+        if planned.name == "check_execution":
+            wanted = list(dict.fromkeys(p.variable for p in plan if p.variable)) or ["result"]
+            variable = wanted[0]
+            names = ", ".join(f"`{name}`" for name in wanted[:4])
+            reasoning = f"the cell stopped with an error, so {names} the turn asks for were not computed"
+        else:
+            variable = planned.variable or "result"
+            reasoning = f"it does not meet what the turn states: {planned.requirement}"
+        reasoning = _one_line(reasoning, 300)
         quoted = _one_line(evidence, EVIDENCE_CHARS)
         try:
             render_repair_hint(variable, reasoning, quoted)
         except HintError:  # the quote parses as an assignment: say it in words
             quoted = quoted.replace("==", " equals ").replace("=", " is ")
-        self.evidence_seen = quoted
+        self.evidence_seen.append(quoted)
         return _call(
             "REPAIR",
             {"analytical_evidence": quoted, "error_hint": {"error_variable": variable, "faulty_reasoning": reasoning}},
         )
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One tool call of the verification procedure and what it verifies (the variable and requirement a repair
+    hint names when its result shows a violation)."""
+
+    name: str
+    arguments: dict[str, Any]
+    variable: str = ""
+    requirement: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}:{json.dumps(self.arguments, sort_keys=True)}"
+
+
+def _constraint_variable(code: str) -> str:
+    """The first variable a constraint's code reads (what a repair hint names), ``""`` when it reads none."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return ""
+    builtins = set(dir(__builtins__)) if not isinstance(__builtins__, dict) else set(__builtins__)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in builtins and not node.id.startswith("_"):
+            return node.id
+    return ""
 
 
 def _violation(result: dict[str, Any]) -> str | None:

@@ -20,6 +20,7 @@ from rewards.config import RewardConfig
 from rewards.faults import FaultInfo
 from rewards.hacks import HACK_POLICIES
 from rewards.score import TERMS, RewardBreakdown, score_episode
+from synthesis.checks import folder_checks
 from synthesis.faults.model import InjectedFault
 from synthesis.gold import GoldPolicy
 from synthesis.labels import synthesized_shards
@@ -115,7 +116,10 @@ def run_suite(
     for policy_name in ["gold", *names]:
         scores = result.scores.setdefault(policy_name, [])
         for episode in episodes:
-            policy = GoldPolicy(episode.fault) if policy_name == "gold" else HACK_POLICIES[policy_name]()
+            if policy_name == "gold":
+                policy = GoldPolicy(checks=folder_checks(episode.task))
+            else:
+                policy = HACK_POLICIES[policy_name]()
             run = play(episode.task, sandbox, policy, episode.fault, policy_name)
             scores.append(score_episode(run.record, episode.info, config))
         logger.info("%s: mean reward %.3f", policy_name, result.mean(policy_name))

@@ -261,6 +261,7 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
                 "relation": next(t.relation for t in task.turns if t.turn_id == outcome.fault.turn_id),
                 "kept": outcome.kept,
                 "reason": outcome.reason,
+                "detectable": outcome.detectable,
                 "fault": outcome.fault.to_fault().to_dict(),
                 "injected": outcome.fault.to_dict(),
             }
@@ -276,6 +277,7 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
             meta,
             fault_turn=outcome.fault.turn_id,
             benign=outcome.fault.benign,
+            undetectable=outcome.detectable is False,
             kinds=config.kinds,
             atomic_labels=config.faulted_atomic_labels,
         )

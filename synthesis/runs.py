@@ -11,8 +11,14 @@ Validation (:func:`validate`), harmful faults:
 
 - ``changes nothing``: the faulty continuation's final answers equal the clean ones on every turn (at each turn's
   precision, as the grader compares);
-- ``no evidence``: the gold policy's evidence call did not show the violation (so it could not repair);
-- ``repair does not reproduce``: the gold run's final answers differ from the clean ones somewhere.
+- ``repair does not reproduce``: the gold run repaired the faulted turn but its final answers differ from the clean
+  ones somewhere;
+- ``caught downstream only``: the gold run's checks showed nothing at the faulted turn but a later turn's did (the
+  scripted worker cannot repair an earlier turn from a later hint).
+
+A harmful fault whose gold run made no repair at all is kept and marked *undetectable*
+(``FaultOutcome.detectable=False``): no check the manager runs at its turn end reveals it, so its gold decision is
+to commit, and the samples of its turn are labelled ``undetectable``.
 
 Benign faults: ``benign changes answers`` (the faulty continuation differs from clean) and ``benign repaired`` (the
 gold run repaired). The clean run itself must reproduce the task's reference answers, else the whole task is dropped.
@@ -44,7 +50,7 @@ import copy
 import hashlib
 import logging
 import pickle
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +62,7 @@ from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.sandbox import Kernel
 from harness.tasks import Task
 from harness.worker.scripted import ScriptedWorker
+from synthesis.checks import Check, folder_checks
 from synthesis.gold import GoldPolicy, LoggedResponse, Teacher
 from synthesis.replay import Recording, ReplayDiverged, ReplayTap
 
@@ -81,7 +88,6 @@ class Run:
     branch: str
     record: EpisodeRecord
     log: list[LoggedResponse] = field(default_factory=list)
-    evidence_missing: bool = False
 
 
 @dataclass
@@ -93,6 +99,7 @@ class FaultOutcome:
     gold: Run | None = None
     kept: bool = False
     reason: str | None = None
+    detectable: bool | None = None  # harmful faults: did the gold run's checks reveal it at its turn (None: benign)
 
 
 @dataclass
@@ -148,12 +155,7 @@ def play(
     record.config["fault_id"] = None if fault is None else fault_id(fault)
     record.config["branch"] = branch
     gold = policy if isinstance(policy, GoldPolicy) else None
-    return Run(
-        branch=branch,
-        record=scrub(record),
-        log=list(gold.log) if gold else [],
-        evidence_missing=bool(gold and gold.evidence_missing),
-    )
+    return Run(branch=branch, record=scrub(record), log=list(gold.log) if gold else [])
 
 
 def same_answers(task: Task, a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -185,8 +187,12 @@ def validate(task: Task, clean: Run, outcome: FaultOutcome) -> str | None:
         if repaired:
             return "benign repaired"
         return None if gold_same else "repair does not reproduce"
-    if outcome.gold.evidence_missing or not repaired:
-        return "no evidence"
+    at_fault = any(r.get("turn_id") == outcome.fault.turn_id for r in outcome.gold.record.repairs)
+    outcome.detectable = at_fault
+    if not repaired:
+        return None  # undetectable: committed like a clean state
+    if not at_fault:
+        return "caught downstream only"
     if not gold_same:
         return "repair does not reproduce"
     return None
@@ -274,7 +280,7 @@ def _finish(task: Task, rt: ManagerRuntime, record: EpisodeRecord, branch: str, 
     record.config["fault_id"] = None if fault is None else fault_id(fault)
     record.config["branch"] = branch
     gold = rt.policy if isinstance(rt.policy, GoldPolicy) else None
-    return Run(branch, scrub(record), list(gold.log) if gold else [], bool(gold and gold.evidence_missing))
+    return Run(branch, scrub(record), list(gold.log) if gold else [])
 
 
 def play_snapshots(
@@ -314,7 +320,7 @@ def play_from_snapshot(
     ``join``: a tap and the clean run's recording, joined after the faulted turn when the states are equal; should
     the kernel then answer otherwise than recorded, the run is played again without it."""
     if join is not None:
-        fresh = GoldPolicy(policy.fault, policy.teacher) if isinstance(policy, GoldPolicy) else policy
+        fresh = GoldPolicy(checks=policy.checks, teacher=policy.teacher) if isinstance(policy, GoldPolicy) else policy
         counter = copy.copy(kernel._cp_counter)  # checkpoint ids: the second play must take the same ones
         try:
             return _continue(task, kernel, snapshot, policy, fault, branch, runtime, join)
@@ -372,6 +378,7 @@ def run_task(
     sandbox: Sandbox,
     *,
     teacher: Teacher | None = None,
+    checks: Mapping[str, Sequence[Check]] | None = None,
     runtime: RuntimeConfig | None = None,
     reuse_checkpoints: bool = True,
     join_runs: bool = True,
@@ -380,10 +387,17 @@ def run_task(
     """The clean run and every fault's two runs of ``task``, validated (see the module docstring). ``join_runs``
     (with ``reuse_checkpoints``): a faulted run whose state after its faulted turn equals the clean run's takes the
     clean run's kernel replies from there (:mod:`synthesis.replay`; the records are the same). ``verify_joins``
-    (tests): bring the kernel up to date at the end of every joined run and check it answers as recorded."""
+    (tests): bring the kernel up to date at the end of every joined run and check it answers as recorded.
+    ``checks``: the gold policy's checks per turn (default: :func:`synthesis.checks.folder_checks` of the task)."""
     runtime = runtime or SYNTHESIS_RUNTIME
+    if checks is None:
+        checks = folder_checks(task)
+
+    def gold() -> GoldPolicy:
+        return GoldPolicy(checks=checks, teacher=teacher)
+
     if not reuse_checkpoints:
-        clean = play(task, sandbox, GoldPolicy(None, teacher), None, "clean", runtime)
+        clean = play(task, sandbox, gold(), None, "clean", runtime)
         reason = _check_clean(task, clean)
         if reason is not None:
             return TaskRuns(task.id, None, reason=reason)
@@ -392,7 +406,7 @@ def run_task(
             outcome = FaultOutcome(fault)
             outcome.faulty = play(task, sandbox, NonePolicy(), fault, "faulty", runtime)
             if not faulty_verdict(task, clean, outcome.faulty, fault.benign):
-                outcome.gold = play(task, sandbox, GoldPolicy(fault, teacher), fault, "gold", runtime)
+                outcome.gold = play(task, sandbox, gold(), fault, "gold", runtime)
             runs.outcomes.append(_judged(task, clean, outcome))
         return runs
     turn_index = {turn.turn_id: index for index, turn in enumerate(task.turns)}
@@ -401,14 +415,14 @@ def run_task(
         needed = 2 * len(at) + 2 * len(task.turns) + 8
         if kernel.config.max_checkpoints < needed:
             logger.info("task %s: max_checkpoints < %d, replaying every run in full", task.id, needed)
-            return run_task(task, faults, sandbox, teacher=teacher, runtime=runtime, reuse_checkpoints=False)
+            return run_task(
+                task, faults, sandbox, teacher=teacher, checks=checks, runtime=runtime, reuse_checkpoints=False
+            )
         tap = ReplayTap(kernel) if join_runs else None
         if tap is not None:
             tap.verify = verify_joins
         kernel.tap = tap
-        clean, gold_snaps, gold_rec = play_snapshots(
-            task, kernel, GoldPolicy(None, teacher), "clean", at | {0}, runtime, tap
-        )
+        clean, gold_snaps, gold_rec = play_snapshots(task, kernel, gold(), "clean", at | {0}, runtime, tap)
         _release_except(kernel, gold_snaps)
         reason = _check_clean(task, clean)
         if reason is not None:
@@ -427,10 +441,9 @@ def run_task(
                 task, kernel, none_snaps[index], NonePolicy(), fault, "faulty", runtime, _joining(tap, none_rec)
             )
             if not faulty_verdict(task, clean, outcome.faulty, fault.benign):
-                gold = GoldPolicy(fault, teacher)
                 joining = _joining(tap, gold_rec)
                 outcome.gold = play_from_snapshot(
-                    task, kernel, gold_snaps[index], gold, fault, "gold", runtime, joining
+                    task, kernel, gold_snaps[index], gold(), fault, "gold", runtime, joining
                 )
             runs.outcomes.append(_judged(task, clean, outcome))
         if tap is not None:

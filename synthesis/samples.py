@@ -11,8 +11,10 @@ Kinds:
 - ``full``: a whole episode: one system message, then each activation's user message and exchanges in order.
 
 Labels (per activation): ``repair`` (ends in REPAIR), ``post_repair`` (the faulted state after its repair),
-``benign`` (the turn-end activations of a benign fault's turn), else ``clean``. A full sample's label is the
-episode's: ``repair`` when it holds a repair, ``benign`` for a benign fault, else ``clean``.
+``benign`` (the turn-end activations of a benign fault's turn), ``undetectable`` (the turn-end activations of the turn
+of a harmful fault that no check of the gold manager revealed: it commits), else ``clean``. A full sample's label is
+the episode's: ``repair`` when it holds a repair, ``benign`` for a benign fault, ``undetectable`` for an undetectable
+one, else ``clean``.
 
 Filtering (:func:`filter_samples`): every sample's action sequence is replayed on a
 :class:`~harness.manager.lifecycle.Lifecycle` from the phase its first activation started in (illegal -> dropped),
@@ -39,7 +41,7 @@ from harness.manager.wire import parse_response
 from synthesis.gold import LoggedResponse
 
 KINDS = ("atomic", "full")
-LABELS = ("clean", "repair", "post_repair", "benign")
+LABELS = ("clean", "repair", "post_repair", "benign", "undetectable")
 
 
 class _NoModel:
@@ -86,7 +88,9 @@ def _action_name(response: str) -> str | None:
     return parsed.action.name if parsed.ok and parsed.action is not None else None
 
 
-def split_activations(log: Sequence[LoggedResponse], fault_turn: str | None, benign: bool) -> list[Activation]:
+def split_activations(
+    log: Sequence[LoggedResponse], fault_turn: str | None, benign: bool, undetectable: bool = False
+) -> list[Activation]:
     """Group a gold policy's log into activations (a new one starts where ``previous`` is empty) and label them."""
     groups: list[list[LoggedResponse]] = []
     for entry in log:
@@ -112,6 +116,8 @@ def split_activations(log: Sequence[LoggedResponse], fault_turn: str | None, ben
             label = "post_repair"
         elif benign and turn_id == fault_turn and obs["event_type"] != "turn_start":
             label = "benign"
+        elif undetectable and turn_id == fault_turn and obs["event_type"] != "turn_start":
+            label = "undetectable"
         else:
             label = "clean"
         activations.append(Activation(turn_id, obs["event_type"], tuple(group), start_phase, start_repairs, label))
@@ -162,12 +168,13 @@ def build_samples(
     benign: bool,
     kinds: Iterable[str],
     atomic_labels: Iterable[str] = LABELS,
+    undetectable: bool = False,
 ) -> list[dict[str, Any]]:
     """Samples of one gold run. ``meta``: the metadata columns (task_id, domain, fault_type, fault_id, ...).
 
     ``kinds``: which of :data:`KINDS` to build; ``atomic_labels``: the labels of the activations kept as atomic
     samples (e.g. leave ``clean`` out of the faulted runs: their clean activations repeat the clean run's)."""
-    activations = split_activations(log, fault_turn, benign)
+    activations = split_activations(log, fault_turn, benign, undetectable)
     samples = []
     keep = set(atomic_labels)
     kinds = set(kinds)
@@ -182,7 +189,7 @@ def build_samples(
         for activation in activations:
             messages += activation.messages[1:]
         labels = {a.label for a in activations}
-        label = "repair" if "repair" in labels else "benign" if benign else "clean"
+        label = "repair" if "repair" in labels else "benign" if benign else "undetectable" if undetectable else "clean"
         sample = _sample(messages, "full", label, activations[-1], fault_turn or "", meta)
         sample["_activations"] = activations
         samples.append(sample)

@@ -26,10 +26,10 @@ private side, the task folders, the shards' fault records and the episode record
   ``synthesis.gold._violation``, written out here so the audit does not follow the audited code).
 - **twins** (:func:`twins_section`): the decision on a faulted state before any repair is the atomic sample of a
   faulted run (``fault_id`` set) at its fault's turn ending in ``REPAIR`` or ``FINALIZE_RELATIONS`` with label
-  ``repair`` or ``benign``; its clean twin is the clean run's atomic sample (``fault_id`` empty) of the same task and
-  turn ending in ``FINALIZE_RELATIONS``. Their pre-decision tool calls (every assistant message but the last, parsed as
-  ``<tool_call>`` JSON: name and arguments) are compared; the post-repair re-checks (label ``post_repair``) are
-  compared with the same clean twin and counted apart.
+  ``repair``, ``benign`` or ``undetectable``; its clean twin is the clean run's atomic sample (``fault_id`` empty) of
+  the same task and turn ending in ``FINALIZE_RELATIONS``. Their pre-decision tool calls (every assistant message but
+  the last, parsed as ``<tool_call>`` JSON: name and arguments) are compared; the post-repair re-checks (label
+  ``post_repair``) are compared with the same clean twin and counted apart.
 - **classifier** (:func:`classifier_section`): a bag-of-words logistic regression (numpy, binary word features of the
   tool names and argument JSON of the pre-decision calls alone) predicts ``REPAIR`` vs ``FINALIZE_RELATIONS`` at the
   first-decision check activations (atomic, those two controls, label not ``post_repair``), with grouped k-fold

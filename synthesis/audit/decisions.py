@@ -114,7 +114,7 @@ def twins_section(rows: Sequence[Mapping[str, Any]], examples: int = EXAMPLES) -
     differences: list[dict[str, Any]] = []
     for row in checks:
         label = row.get("label")
-        if not row.get("fault_id") or label not in ("repair", "benign", "post_repair"):
+        if not row.get("fault_id") or label not in ("repair", "benign", "undetectable", "post_repair"):
             continue
         prefix = "post_repair_" if label == "post_repair" else ""
         twin = clean.get((row["task_id"], row.get("turn_id", "")))

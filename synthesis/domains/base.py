@@ -24,6 +24,7 @@ in ``TurnSpec.writes``)::
     "dropna":     {"var": str, "source": str, "subset": [str, ...]}   (rows with NaN in subset dropped)
     "normalize":  {"var": str, "column": str, "synonyms": {variant: canonical}}   (category spelling clean-up)
     "resample":   {"var": str, "source": str, "column": str, "rule": "MS"}   (monthly totals by date)
+    "total":      {"var": str, "source": str, "column": str}       (the agg of a column of a row subset, rounded)
     "share":      {"var": str, "source": str}                     (a fraction in [0, 1] of the source's total)
     "outlier":    {"var": str, "source": str, "column": str, "k": float}     (IQR rule: > Q3 + k * IQR)
     "overlap":    {"var": str, "left": str, "right": str}          (rows / values common to two earlier results)
@@ -48,7 +49,7 @@ import pandas as pd
 
 RELATIONS: tuple[str, ...] = ("init", "progress", "branch", "invalidate", "combine")
 SLOT_KEYS: tuple[str, ...] = (
-    "filter", "agg", "groupby", "round", "sort", "join", "unit", "dropna", "normalize", "resample", "share",
+    "filter", "total", "agg", "groupby", "round", "sort", "join", "unit", "dropna", "normalize", "resample", "share",
     "outlier", "overlap", "missing", "param", "correction", "exclude", "recompute", "stale", "inputs",
 )  # fmt: skip
 """Every key a TurnSpec.slots mapping may use (documented in the module docstring)."""

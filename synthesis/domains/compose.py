@@ -7,6 +7,11 @@ reduced to those that are not ancestors of another (``depends_on``): none -> ini
 earlier non-adjacent turn -> branch, two or more -> combine. An invalidate turn applies a :class:`Revision`, re-runs
 the compute statements of one or two recent turns and of every fact-derived step they need, reports their results
 again, and makes every other fact-derived variable stale: later turns only read fresh variables.
+
+Every question names in words the earlier turns it builds on, as a real analysis does, so a manager can infer the
+relations from the question alone: "Using the result of turn 3: ..." (progress), "Go back to the result of turn 2
+(not the turns after it). ..." (branch), "Using the results of turns 2, 4: ..." (combine), "With this revision, what
+are ... (turn 4) now?" (invalidate); a question that names no earlier turn is an init.
 """
 
 from __future__ import annotations
@@ -134,6 +139,8 @@ class _Composer:
             question = f"Go back to the result of turn {deps[0]} (not the turns after it). {question}"
         elif relation == "combine":
             question = f"Using the results of turns {', '.join(map(str, deps))}: {question}"
+        elif relation == "progress" and self.turns:
+            question = f"Using the result of turn {deps[0]}: {question}"
         self.steps.append(_Step(cand.compute, cand.requires, tuple(v.name for v in cand.writes)))
         for var in cand.writes:
             self.fresh[var.name] = var

@@ -205,6 +205,7 @@ def filter_subset(s: Schema, fresh: Fresh) -> list[Candidate]:
                     ),
                     slots={
                         "filter": {"var": var, "source": s.clean, "column": f.column, "op": f.op, "value": value},
+                        "total": {"var": f"{var}_total", "source": var, "column": s.measure},
                         "agg": "sum",
                         "round": p,
                     },

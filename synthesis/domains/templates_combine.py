@@ -201,9 +201,15 @@ def subset_overlap(s: Schema, fresh: Fresh) -> list[Candidate]:
                     result=f"{{'{var}_count': int(len({var})), '{var}_total': {var}_total}}",
                     requires=(a, b),
                     writes=(Var(var, "frame"), Var(f"{var}_total", "scalar")),
-                    slots={"overlap": {"var": var, "left": a, "right": b}, "round": p},
+                    slots={
+                        "overlap": {"var": var, "left": a, "right": b},
+                        "total": {"var": f"{var}_total", "source": var, "column": s.measure},
+                        "agg": "sum",
+                        "round": p,
+                    },
                     precision=p,
-                    context=f"Rows are the same {s.fact_noun[:-1]} when they have the same row label.",
+                    context=f"Rows are the same {s.fact_noun[:-1]} when they have the same row label. Round to {p} "
+                    "decimals.",
                 )
             )
     return out

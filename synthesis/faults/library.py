@@ -164,7 +164,7 @@ def task_spec_from_folder(folder: str | Path) -> TaskSpec:
         raise ValueError(f"task {task.id} is {task.kind}; faults are injected into multi_turn tasks only.")
     references = task.load_answers()
     extra_path = task.private_dir / "synthesis.json"
-    extra = json.loads(extra_path.read_text(encoding="utf-8")) if extra_path.is_file() else {}
+    extra = json.loads(extra_path.read_text(encoding="utf-8")).get("turns", {}) if extra_path.is_file() else {}
     data = task.public_dir / "data"
     tables = {p.stem: pd.read_csv(p) for p in sorted(data.glob("*.csv"))} if data.is_dir() else {}
     turns = []

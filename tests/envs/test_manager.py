@@ -84,7 +84,7 @@ def test_gold_policy_reproduces_the_recorded_gold_and_clean_episodes(env, pool):
         assert info["reward_terms"] == dict(expected.terms) and info["grade"] == record.grade
 
 
-@pytest.mark.parametrize("make_policy", [Abstain, lambda: GoldPolicy(None)], ids=["abstain", "gold-without-fault"])
+@pytest.mark.parametrize("make_policy", [Abstain, lambda: GoldPolicy()], ids=["abstain", "gold-without-fault"])
 def test_a_manager_that_never_repairs_gets_the_recorded_faulty_continuation(env, pool, make_policy):
     fault_ids = [i for i in pool.ids if pool.entries[i].kind == "fault"]
     for episode_id in fault_ids:
@@ -173,7 +173,7 @@ def test_scripted_worker_with_a_faults_file(tmp_path):
     env = ManagerEnv(worker="scripted", isolation=ISOLATION)
     task = env._task
     turn = task.turns[0]
-    clean_answers = play(env, GoldPolicy(None), task.id)[4]["record"].final_answers
+    clean_answers = play(env, GoldPolicy(), task.id)[4]["record"].final_answers
     faults = tmp_path / "faults.jsonl"
     code = task.load_answers()[turn.turn_id].code + "\nresult = 'wrong'\nprint_result(result)"
     write_faults(faults, [Fault(task.id, turn.turn_id, "manual", code, ("result",))])

@@ -213,7 +213,14 @@ def test_the_smoke_synthesis_records_a_consistent_audit(smoke):
     assert audit["markers"]["samples_with_markers"] <= audit["markers"]["markers_found"]
     assert sum(audit["markers"]["by_kind"].values()) == audit["markers"]["markers_found"]
     assert audit["evidence"]["repair_samples"] == stats["samples"]["by_control"].get("REPAIR", 0) > 0
-    first = [r for r in rows if r["kind"] == "atomic" and r["fault_id"] and r["label"] in ("repair", "benign")]
+    first = [
+        r
+        for r in rows
+        if r["kind"] == "atomic"
+        and r["fault_id"]
+        and r["label"] in ("repair", "benign", "undetectable")
+        and r["control"] in ("REPAIR", "FINALIZE_RELATIONS")
+    ]
     assert audit["twins"]["pairs"] + audit["twins"]["unpaired"] == len(first) > 0
     checks = [r for r in rows if r["kind"] == "atomic" and r["control"] in ("REPAIR", "FINALIZE_RELATIONS")]
     assert audit["classifier"]["instances"] == len([r for r in checks if r["label"] != "post_repair"])

@@ -1,6 +1,7 @@
 """The gold manager inside the real runtime on the built-in retail task: legal sequences that end as specified (clean:
-FINALIZE then COMMIT; faulted: REPAIR citing a failed tool result, then COMMIT without a second repair; benign: no
-repair), relations that follow the task graph, and no repair without evidence."""
+FINALIZE then COMMIT; a failed execution: REPAIR citing check_execution, then COMMIT), relations inferred from the
+questions' words that equal the task graph, the same checks on a faulted turn as on its clean twin, and no repair
+without a tool result that shows a violation (a fault no check reveals is committed)."""
 
 import json
 
@@ -8,7 +9,7 @@ import pytest
 
 from harness.manager.policies import PolicyInput
 from harness.manager.wire import parse_response
-from synthesis.faults import InjectedFault
+from synthesis.checks import Check
 from synthesis.gold import GoldPolicy, Teacher
 from synthesis.runs import play
 
@@ -31,8 +32,17 @@ def _controls(record, turn_id):
     return [n for n in _turn_actions(record, turn_id) if n in controls]
 
 
+def _check_calls(record, turn_id):
+    """The tool calls (name, arguments) of the first check activation of ``turn_id`` (the one that decides)."""
+    for act in record.activations:
+        names = _names(act)
+        if act["turn_id"] == turn_id and names and names[-1] in ("FINALIZE_RELATIONS", "REPAIR"):
+            return [(a["parsed"]["name"], a["parsed"]["arguments"]) for a in act["actions"][:-1]]
+    raise AssertionError(f"no check activation at turn {turn_id}")
+
+
 def test_clean_run_is_legal_and_every_turn_finalizes_then_commits(sandbox, task):
-    run = play(task, sandbox, GoldPolicy(None), None, "clean")
+    run = play(task, sandbox, GoldPolicy(), None, "clean")
     record = run.record
     assert all(a["legal"] for act in record.activations for a in act["actions"])
     assert all(t["legal"] for t in record.transitions)
@@ -43,8 +53,8 @@ def test_clean_run_is_legal_and_every_turn_finalizes_then_commits(sandbox, task)
     assert record.final_answers == {t: r.answer for t, r in task.load_answers().items()}
 
 
-def test_clean_relations_follow_the_task_graph(sandbox, task):
-    record = play(task, sandbox, GoldPolicy(None), None, "clean").record
+def test_relations_inferred_from_the_questions_equal_the_task_graph(sandbox, task):
+    record = play(task, sandbox, GoldPolicy(), None, "clean").record
     by_turn = {state["source_step_start"]: state for state in record.states}
     states = [by_turn[k] for k in sorted(by_turn)]
     state_of = {turn.turn_id: state["id"] for turn, state in zip(task.turns, states, strict=True)}
@@ -63,9 +73,17 @@ def _first(faults, predicate):
     return found[0]
 
 
-def test_faulted_turn_repairs_citing_a_failed_probe_then_commits_once(sandbox, task, faults):
-    fault = _first(faults, lambda f: not f.benign and f.evidence_tool == "run_probe")
-    policy = GoldPolicy(fault)
+def test_a_failing_check_is_repaired_with_a_hint_written_from_the_check(sandbox, task, faults):
+    fault = _first(faults, lambda f: not f.benign and f.evidence_tool == "run_probe" and f.turn_id != "1")
+    # turn 1 states a constraint of its own; this check of the reported result fails on the faulted state only
+    answers = {t: r.answer for t, r in task.load_answers().items()}
+    expected = answers[fault.turn_id]
+    check = Check(
+        "result",
+        "the reported result equals the one the data gives",
+        f"assert result == {expected!r}, f'`result` = {{result!r}}'\n",
+    )
+    policy = GoldPolicy(checks={fault.turn_id: (check,)})
     record = play(task, sandbox, policy, fault, "gold").record
     assert all(a["legal"] for act in record.activations for a in act["actions"])
     assert _controls(record, fault.turn_id) == [
@@ -76,48 +94,52 @@ def test_faulted_turn_repairs_citing_a_failed_probe_then_commits_once(sandbox, t
         "FINALIZE_RELATIONS",
         "COMMIT_STATE",
     ]
-    assert len(record.repairs) == 1 and record.repairs[0]["variable"] == fault.error_variable
+    assert len(record.repairs) == 1 and record.repairs[0]["variable"] == "result"
     repair_activation = next(act for act in record.activations if "REPAIR" in _names(act))
     *tools, repair = repair_activation["actions"]
-    evidence_result = json.loads(tools[-1]["result"])
-    assert tools[-1]["parsed"]["name"] == "run_probe"
-    assert tools[-1]["parsed"]["arguments"]["code"] == fault.evidence_code
-    assert evidence_result["succeeded"] is False and evidence_result["error_type"] == "AssertionError"
-    quoted = repair["parsed"]["arguments"]["analytical_evidence"]
-    assert " ".join(evidence_result["error_message"].split())[:80] in quoted
+    result = json.loads(tools[-1]["result"])
+    assert tools[-1]["parsed"] == {"name": "run_probe", "arguments": {"code": check.code}}
+    assert result["succeeded"] is False and result["error_type"] == "AssertionError"
+    assert " ".join(result["error_message"].split())[:60] in repair["parsed"]["arguments"]["analytical_evidence"]
     hint = repair["parsed"]["arguments"]["error_hint"]
-    assert hint == {"error_variable": fault.error_variable, "faulty_reasoning": fault.faulty_reasoning}
-    assert record.final_answers == {t: r.answer for t, r in task.load_answers().items()}
-    assert policy.evidence_missing is False
+    assert hint == {
+        "error_variable": "result",
+        "faulty_reasoning": f"it does not meet what the turn states: {check.requirement}",
+    }
+    assert fault.faulty_reasoning not in json.dumps(record.activations)  # the fault library's words never appear
+    assert record.final_answers == answers
+    clean = play(task, sandbox, GoldPolicy(checks={fault.turn_id: (check,)}), None, "clean").record
+    assert _check_calls(record, fault.turn_id) == _check_calls(clean, fault.turn_id)
 
 
 def test_execution_error_is_repaired_from_check_execution(sandbox, task, faults):
     fault = _first(faults, lambda f: f.evidence_tool == "check_execution")
-    record = play(task, sandbox, GoldPolicy(fault), fault, "gold").record
+    record = play(task, sandbox, GoldPolicy(), fault, "gold").record
     repair_activation = next(act for act in record.activations if "REPAIR" in _names(act))
-    evidence = json.loads(repair_activation["actions"][-2]["result"])
-    assert repair_activation["actions"][-2]["parsed"]["name"] == "check_execution"
-    assert evidence["verdict"] == "failed"
+    first = repair_activation["actions"][0]
+    assert first["parsed"]["name"] == "check_execution" and json.loads(first["result"])["verdict"] == "failed"
+    quoted = repair_activation["actions"][-1]["parsed"]["arguments"]["analytical_evidence"]
+    assert quoted.startswith("check_execution of step") and "failed" in quoted
     assert _controls(record, fault.turn_id).count("REPAIR") == 1
     assert _controls(record, fault.turn_id)[-2:] == ["FINALIZE_RELATIONS", "COMMIT_STATE"]
 
 
 def test_benign_fault_is_checked_and_committed_without_repair(sandbox, task, faults):
     fault = _first(faults, lambda f: f.benign)
-    record = play(task, sandbox, GoldPolicy(fault), fault, "gold").record
+    record = play(task, sandbox, GoldPolicy(), fault, "gold").record
     assert record.repairs == []
-    actions = _turn_actions(record, fault.turn_id)
-    assert "run_probe" in actions  # the benign turn is verified, not waved through
+    assert "check_execution" in _turn_actions(record, fault.turn_id)  # verified, not waved through
     assert _controls(record, fault.turn_id)[-2:] == ["FINALIZE_RELATIONS", "COMMIT_STATE"]
 
 
-def test_no_repair_when_the_evidence_does_not_show_a_violation(sandbox, task, faults):
-    real = _first(faults, lambda f: not f.benign and f.evidence_tool == "run_probe")
-    blind = InjectedFault(**{**real.__dict__, "evidence_code": "assert True"})
-    policy = GoldPolicy(blind)
-    record = play(task, sandbox, policy, blind, "gold").record
+def test_a_fault_no_check_reveals_is_committed_with_the_clean_twins_checks(sandbox, task, faults):
+    fault = _first(faults, lambda f: not f.benign and f.evidence_tool == "run_probe" and f.turn_id != "1")
+    record = play(task, sandbox, GoldPolicy(), fault, "gold").record
+    clean = play(task, sandbox, GoldPolicy(), None, "clean").record
     assert record.repairs == []
-    assert policy.evidence_missing is True
+    assert _controls(record, fault.turn_id) == ["OPEN_STATE", "UPDATE_STATE", "FINALIZE_RELATIONS", "COMMIT_STATE"]
+    assert _check_calls(record, fault.turn_id) == _check_calls(clean, fault.turn_id)
+    assert record.final_answers != clean.final_answers  # the fault spread: counted as undetectable, not repaired
 
 
 def test_teacher_failure_falls_back_to_the_template():
@@ -132,7 +154,7 @@ def test_teacher_failure_falls_back_to_the_template():
 
 def test_every_response_is_one_parseable_action(sandbox, task, faults):
     fault = _first(faults, lambda f: not f.benign)
-    policy = GoldPolicy(fault)
+    policy = GoldPolicy()
     play(task, sandbox, policy, fault, "gold")
     assert policy.log and all(isinstance(entry.inp, PolicyInput) for entry in policy.log)
     assert all(parse_response(entry.response).ok for entry in policy.log)

@@ -15,6 +15,7 @@ from harness.manager.episode import read_episodes
 from harness.sandbox import SandboxUnavailableError
 from harness.worker.faults import read_faults
 from synthesis.config import SynthesisConfig
+from synthesis.labels import synthesized_shards
 from synthesis.pipeline import summary_table, synthesize
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,10 +105,18 @@ def test_gold_repairs_make_every_faulted_turn_right_and_faulty_runs_do_not(run):
     gold = {e.config["fault_id"]: e for e in read_episodes(out / "episodes" / "gold.jsonl")}
     faulty = {e.config["fault_id"]: e for e in read_episodes(out / "episodes" / "faulty.jsonl")}
     clean = {e.task_id: e for e in read_episodes(out / "episodes" / "clean.jsonl")}
+    outcomes = {o["fault_id"]: o for s in synthesized_shards(out) for o in s["outcomes"] if o["kept"]}
+    assert any(o["detectable"] for o in outcomes.values())
     for fid, episode in gold.items():
+        if outcomes[fid]["detectable"] is False:  # no check revealed it: committed, the fault spreads
+            assert not episode.repairs and episode.final_answers == faulty[fid].final_answers, fid
+            continue
         assert episode.grade["score"] == clean[episode.task_id].grade["score"] == 1.0, fid
-        assert faulty[fid].final_answers != episode.final_answers, fid  # the fault changed some answer
-        assert any(r["state_id"] for r in episode.repairs) or "benign" in fid
+        if outcomes[fid]["benign"]:
+            assert not episode.repairs, fid
+        else:
+            assert faulty[fid].final_answers != episode.final_answers, fid  # the fault changed some answer
+            assert episode.repairs and episode.repairs[0]["turn_id"] == outcomes[fid]["turn_id"], fid
 
 
 def test_same_config_gives_byte_identical_outputs(run, tmp_path):

@@ -37,8 +37,11 @@ def test_kept_faults_change_answers_and_the_repair_reproduces_the_clean_ones(san
     runs = run_task(task, faults, sandbox)
     clean = runs.clean.record.final_answers
     kept = [o for o in runs.outcomes if o.kept]
-    assert {o.fault.fault_type for o in kept} >= {"wrong_aggregation", "rounding", "execution_error"}
+    assert {o.fault.fault_type for o in kept if o.detectable} >= {"execution_error"}
     for outcome in kept:
+        if outcome.detectable is False:  # no check of the gold manager reveals it: committed, counted
+            assert outcome.gold.record.repairs == [] and outcome.gold.record.final_answers != clean
+            continue
         assert outcome.gold.record.final_answers == clean, outcome.fault.fault_type
         if outcome.fault.benign:
             assert outcome.gold.record.repairs == []
