@@ -25,6 +25,7 @@ that no check reveals: the gold manager then commits, and synthesis counts the f
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from harness.tasks import Task
     from synthesis.domains.base import TaskSpec, TurnSpec
+
+logger = logging.getLogger(__name__)
 
 MAX_CHECKS = 5
 """Checks run per turn end (with ``check_execution`` and the constraint probes, an activation has 8 actions)."""
@@ -84,7 +87,7 @@ def _total(slot: Mapping[str, Any], slots: Mapping[str, Any]) -> list[Check]:
     code = _lines(
         f"_expected = float({source}[{column!r}].agg({agg!r}))",
         f"assert abs(float({var}) - _expected) <= {_tolerance(decimals)!r}, (",
-        f"    f'`{var}` = {{{var}!r}} but the {agg} of {_say(column)} over `{source}` is {{_expected!r}}')",
+        f"    f'`{var}` is {{{var}!r}} but the {agg} of {_say(column)} over `{source}` is {{_expected!r}}')",
     )
     return [Check(var, f"`{var}` is the {agg} of {column} over `{source}`", code)]
 
@@ -98,9 +101,10 @@ def _groupby(slot: Mapping[str, Any], slots: Mapping[str, Any]) -> list[Check]:
     join = slots.get("join")
     if isinstance(join, Mapping) and join.get("var") == var:  # joined and grouped in one expression
         on, right = join["on"], join["right"]
-        frame = f"{join['left']}.merge({right}[[{on!r}, {by!r}]], on={on!r}, how={join['how']!r})"
+        frame = f"_pd.merge({join['left']}, {right}[[{on!r}, {by!r}]], how={join['how']!r}, on={on!r})"
         words = f"`{join['left']}` joined with `{right}` on {on}"
     code = _lines(
+        "import pandas as _pd",
         f"_expected = {frame}.groupby({by!r})[{column!r}].agg({agg!r})",
         f"_got = {var}",
         "_names, _groups = sorted(map(str, _got.index)), sorted(map(str, _expected.index))",
@@ -217,7 +221,7 @@ def _overlap(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
 
 def _param(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
     var, new = slot["var"], slot["new"]
-    code = _lines(f"assert {var} == {new!r}, f'`{var}` = {{{var}!r}}; the revision sets it to {_say(new)}'")
+    code = _lines(f"assert {var} == {new!r}, f'`{var}` is {{{var}!r}}; the revision sets it to {_say(new)}'")
     return [Check(var, f"`{var}` is {new!r} after the revision", code)]
 
 
@@ -312,7 +316,12 @@ def slot_checks(turn: TurnSpec) -> list[Check]:
     tolerances = {**stated, "round": stated.get("round", turn.precision)}  # values compared at the graded decimals
     for key, write in SLOT_CHECKS.items():
         if isinstance(stated.get(key), Mapping) or (key == "round" and "round" in stated):
-            out += write(stated[key], tolerances)
+            try:
+                out += write(stated[key], tolerances)
+            except (KeyError, TypeError, ValueError) as exc:  # a malformed slot: no check for it, said once
+                logger.warning(
+                    "turn %s: no check for its %r slot (%s: %s)", turn.turn_id, key, type(exc).__name__, exc
+                )
     return out
 
 

@@ -94,3 +94,18 @@ def test_every_check_passes_on_the_clean_run_and_fails_when_its_requirement_is_b
                         kernel.release(checkpoint)
                         broken += 1
     assert broken == 2
+
+
+def test_a_malformed_slot_gets_no_check_and_a_warning_naming_it(caplog):
+    from dataclasses import replace
+
+    from synthesis.checks import slot_checks
+
+    spec = generate_task("commerce", 0, n_turns=8)
+    turn = next(t for t in spec.turns if isinstance(t.slots.get("filter"), dict))
+    broken = replace(turn, slots={**turn.slots, "filter": {"var": "x"}})  # no column, op or value
+    with caplog.at_level("WARNING", logger="synthesis.checks"):
+        checks = slot_checks(broken)
+    assert all("_meets" not in c.code for c in checks)  # the filter check is skipped, the others remain
+    assert len(checks) == len(slot_checks(turn)) - 1
+    assert f"turn {turn.turn_id}: no check for its 'filter' slot (KeyError" in caplog.text

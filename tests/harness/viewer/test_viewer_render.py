@@ -255,9 +255,9 @@ def test_faulty_record_without_a_manager(synth_out, view, tmp_path):
         ("\n\nnot json\n", [], ":3: not JSON"),
         ('{"hello": 1}\n', [], ":1: schema_version (missing)"),
         ("", [], "holds no records"),
-        ("GOLD", ["--index", "7"], "--index 7 is out of range; it holds 3 records, so pass --index 0..2"),
+        ("GOLD", ["--index", "7"], "--index 7 is out of range; it holds {n} records, so pass --index 0..{last}"),
         ("GOLD", ["--index", "-1"], "--index -1 is negative"),
-        ("GOLD", ["--episode-id", "nope"], "no episode with id 'nope' among its 3 records"),
+        ("GOLD", ["--episode-id", "nope"], "no episode with id 'nope' among its {n} records"),
         ("GOLD", ["--sample"], "not a training sample"),
     ],
 )
@@ -265,6 +265,9 @@ def test_bad_input_exits_2_with_the_fix(synth_out, view, tmp_path, capsys, conte
     path = tmp_path / "records.jsonl"
     if content == "GOLD":
         path = synth_out / "episodes" / "gold.jsonl"
+        n = sum(1 for line in path.read_text().splitlines() if line.strip())
+        assert 1 < n < 7  # a few gold records: index 7 is out of range
+        expected = expected.format(n=n, last=n - 1)
     elif content is not None:
         path.write_text(content)
     out = tmp_path / "out.html"
