@@ -144,12 +144,12 @@ def _share(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
 def _dropna(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
     var, source, subset = slot["var"], slot["source"], list(slot["subset"])
     code = _lines(
-        f"_complete = int({source}[{subset!r}].notna().all(axis=1).sum())",
+        f"_complete = int({source}[list({tuple(subset)!r})].notna().all(axis=1).sum())",
         f"assert len({var}) == _complete, (",
         f"    f'`{var}` has {{len({var})}} rows; `{source}` has {{_complete}} rows"
         f" with all of {_say(subset)} present')",
     )
-    return [Check(var, f"`{var}` keeps every row of `{source}` with all of {subset} present", code)]
+    return [Check(var, f"`{var}` keeps every row of `{source}` with {', '.join(subset)} all present", code)]
 
 
 def _normalize(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:

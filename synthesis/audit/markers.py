@@ -22,7 +22,7 @@ MIN_LINE_CHARS = 25
 MIN_TEXT_CHARS = 24
 """A prose marker (fault text, evidence comment or assertion message) shorter than this is ignored."""
 MAX_NEEDLE_CHARS = 80
-"""Prose markers are matched by their first this many characters (the gold policy shortens long texts)."""
+"""Prose markers are matched by their first this many characters besides backticked names (see :func:`text_marker`)."""
 EXAMPLES = 5
 """Examples listed per part."""
 
@@ -131,12 +131,23 @@ class MarkerSet:
         return frozenset(hits)
 
 
+_QUOTED_NAME = re.compile(r"`[^`\s]+`")
+
+
 def text_marker(kind: str, text: str) -> Marker | None:
-    """A prose marker of ``text`` (None when shorter than :data:`MIN_TEXT_CHARS`)."""
+    """A prose marker of ``text`` (None when shorter than :data:`MIN_TEXT_CHARS`). The needle is the text's start
+    up to :data:`MAX_NEEDLE_CHARS` characters *besides* the backticked names in it: a variable name is public (the
+    worker's code shows it), so a needle that is mostly a long name would match the manager's own words about that
+    variable."""
     text = prose(text)
     if len(text) < MIN_TEXT_CHARS:
         return None
-    return Marker(kind, text, text[:MAX_NEEDLE_CHARS])
+    end = MAX_NEEDLE_CHARS
+    for match in _QUOTED_NAME.finditer(text):
+        if match.start() >= end:
+            break
+        end += match.end() - match.start()
+    return Marker(kind, text, text[:end])
 
 
 def fault_type_markers(names: Iterable[str]) -> list[Marker]:

@@ -226,4 +226,29 @@ def test_the_smoke_synthesis_records_a_consistent_audit(smoke):
     assert audit["classifier"]["instances"] == len([r for r in checks if r["label"] != "post_repair"])
     assert audit["classifier"]["tasks"] == 2 and audit["classifier"]["accuracy"] is not None
     assert "Leakage audit" in (smoke / "README.md").read_text()
-    print("\n".join(["", "smoke synthesis audit (recorded, not judged):", *summary_lines(audit)]))
+    print("\n".join(["", "smoke synthesis audit:", *summary_lines(audit)]))
+
+
+def test_the_gold_policy_passes_the_audit_on_the_smoke_synthesis(smoke):
+    """The thresholds the dataset must meet: no private string, every REPAIR shows its evidence, the faulted turns
+    get their clean twins' checks, and the checks alone predict the decision no better than majority + 3 points."""
+    audit = json.loads((smoke / "stats.json").read_text())["audit"]
+    assert audit["markers"]["markers_found"] == 0, audit["markers"]["examples"]
+    assert audit["evidence"]["share"] == 1.0
+    assert audit["twins"]["identical_share"] >= 0.95, audit["twins"]["differences"]
+    assert audit["classifier"]["gap_points"] <= 3.0
+    detectability = json.loads((smoke / "stats.json").read_text())["faults"]["detectability_by_type"]
+    assert sum(row["detectable"] for row in detectability.values()) > 0
+    card = (smoke / "README.md").read_text()
+    assert "Kept faults: detectable from the manager's own checks" in card and "| **all** |" in card
+
+
+def test_a_prose_marker_needle_reaches_past_long_backticked_names():
+    name = "`share_of_transactions_amount_eur_over_1000_in_top3_amount_usd_mean_by_channel`"
+    marker = text_marker("fault_text", f"{name} must be computed from the rows the question names, not others")
+    assert marker.needle.startswith(name) and marker.needle.endswith("not others")  # 80 characters besides the name
+    secrets = {"t1": TaskSecrets("t1", [marker])}
+    about_the_variable = row([activation(0), repair(f"{name} must be computed from the data")])
+    assert markers_section([about_the_variable], secrets)["markers_found"] == 0
+    leaked = row([activation(0), repair(f"{name} must be computed from the rows the question names, not others")])
+    assert markers_section([leaked], secrets)["markers_found"] == 1
