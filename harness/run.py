@@ -14,6 +14,10 @@ Workers (``--worker``):
 Managers (``--manager``): ``none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL |
 llm-hf:PATH | freeform:URL | freeform-hf:PATH`` (see :func:`harness.manager.policies.get_policy`).
 ``--flow turn|segment`` picks the review cadence (default: turn for multi-turn tasks, segment for single tasks).
+The manager sees each turn's question, context and constraint texts; ``--oracle-relations`` adds the task's
+dependency graph and ``--executable-constraints`` the constraints' code (both oracles a real benchmark does not give;
+a task whose metadata sets ``constraint_code_public: true`` shows its code anyway). The rule verifier probes
+constraints only when it sees their code, so a fault that raises nothing is caught only with it.
 
 The episode record is appended to ``OUT/episodes.jsonl``; the grade is printed at the end (with the per-turn
 verdicts of a multi-turn task) and the last line printed is one JSON summary. ``--out`` is checked (a writable
@@ -67,10 +71,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="live: rich live view; log: one line per event; quiet: summary only (auto: live on a terminal)",
     )
     parser.add_argument("--max-turn-end-activations", type=int, default=None, help="override RuntimeConfig")
+    add_oracle_arguments(parser)
     parser.add_argument(
         "--manager-max-tokens", type=int, default=None, help="cap on the tokens of one manager reply (llm policies)"
     )
     parser.set_defaults(func=run_command)
+
+
+def add_oracle_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--oracle-relations`` and ``--executable-constraints``: the RuntimeConfig switches that put the task's
+    dependency graph and its constraint code into the manager's view (both off: what a real benchmark gives)."""
+    parser.add_argument(
+        "--oracle-relations",
+        action="store_true",
+        help="show the manager the task's dependency graph (an oracle; default: it infers relations from the text)",
+    )
+    parser.add_argument(
+        "--executable-constraints",
+        action="store_true",
+        help="show the manager the constraints' code (an oracle unless the task declares it public; default: texts)",
+    )
 
 
 def resolve_task_path(spec: str) -> Path:
@@ -147,6 +167,7 @@ def run_episode(args: argparse.Namespace) -> int:
         overrides["max_turn_end_activations"] = args.max_turn_end_activations
     if args.flow is not None:
         overrides["flow"] = args.flow
+    overrides |= {"oracle_relations": args.oracle_relations, "executable_constraints": args.executable_constraints}
     try:
         config = RuntimeConfig(**overrides)
     except (TypeError, ValueError) as exc:

@@ -4,20 +4,23 @@
 the real Qwen3 tokenizer), everything under one output folder:
 
 1. ``model``      build the tiny Qwen3 (``OUT/model``);
-2. ``synthesize`` counterfactual synthesis (``OUT/synth``: dataset, episodes, faults);
-3. ``sft``        ``accelerate launch scripts/sft.py`` from the tiny model on ``OUT/synth`` (``OUT/sft``);
-4. ``rl``         ``accelerate launch scripts/rl.py`` (DAPO) from the SFT checkpoint on ``OUT/synth`` (``OUT/rl``);
+2. ``synthesize`` counterfactual synthesis (``OUT/synthesize``: dataset, episodes, faults);
+3. ``sft``        ``accelerate launch scripts/sft.py`` from the tiny model on ``OUT/synthesize`` (``OUT/sft``);
+4. ``rl``         ``accelerate launch scripts/rl.py`` (DAPO) from the SFT checkpoint on the same data (``OUT/rl``);
 5. ``evaluate``   serve the RL checkpoint with the local OpenAI-compatible stand-in (``stateguard serve --cpu``) and
                   evaluate ``none`` / ``rule`` / ``llm(SFT)`` / ``llm(SFT+RL)`` on a held-out faulted suite with the
-                  scripted worker (SIMULATED) (``OUT/eval``: results.json, report.md).
+                  scripted worker (SIMULATED) (``OUT/evaluate``: results.json, report.md). The demo plays the
+                  ``heldout-demo`` suite's clean episode and the two faults whose turn has the most scored
+                  dependent turns (``eval_fault_order: dependents``), so a fault can spread and the DCR is defined.
 
 ``--out`` (default: the config's ``out``) is checked before the first stage: a writable folder, created when missing.
 Each stage writes ``OUT/<stage>/stage.json`` (seconds and key figures) when it completes; a stage whose marker exists
 is skipped, so re-running resumes after the last completed stage (and the trainers' own checkpoints resume inside a
 stage). The training stages run as real launcher subprocesses, exactly as a user would type them; their output goes
 to ``OUT/<stage>/log.txt`` and the command is printed. The run ends with a summary table (dataset size, losses,
-rewards before/after RL, accuracy, DCR, where the report is) and, as the last line, one JSON object with
-``total_s`` and each stage's seconds.
+rewards before/after RL, where the report is and, per manager, turn accuracy, DCR with its number of turns, and the
+paired turn-accuracy difference versus the first manager, ``none``, with its bootstrap CI and P(diff <= 0)) and, as
+the last line, one JSON object with ``total_s`` and each stage's seconds.
 
 The tiny model is random-init and trained for a few steps: the demo shows that the pipeline runs, not that the
 manager learned anything (the small-model study measures that with a real pretrained model).
@@ -37,10 +40,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.cli import prepare_out_dir
 from harness.yaml_config import load_yaml_config
+
+if TYPE_CHECKING:
+    from harness.evaluation.run import EvaluationConfig
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +78,14 @@ class PipelineConfig:
     eval_suite: str = field(default="smoke", metadata={"help": "Evaluation suite (a held-out name or a folder)."})
     eval_limit: int | None = field(default=None, metadata={"help": "Keep only the first N tasks of the suite."})
     eval_fault_limit: int | None = field(
-        default=None, metadata={"help": "Keep only the first N faults of those tasks (each task keeps its clean run)."}
+        default=None, metadata={"help": "Keep only N faults of those tasks (each task keeps its clean run)."}
+    )
+    eval_fault_order: str = field(
+        default="file",
+        metadata={
+            "help": "Which faults eval_fault_limit keeps: file (the first N of the faults file) | dependents (the N "
+            "whose turn has the most scored dependent turns, so the fault can spread; ties in file order)."
+        },
     )
     eval_max_tokens: int = field(default=48, metadata={"help": "Cap on one manager reply of the llm variants."})
     eval_max_actions: int | None = field(
@@ -81,6 +94,15 @@ class PipelineConfig:
     )
     serve_port: int = field(default=8017, metadata={"help": "Port of the local stand-in server."})
     isolation: str = field(default="bwrap", metadata={"help": "Sandbox isolation: bwrap | none."})
+
+    def __post_init__(self) -> None:
+        from harness.evaluation.suite import FAULT_ORDERS
+
+        if self.eval_fault_order not in FAULT_ORDERS:
+            raise ValueError(
+                f"eval_fault_order={self.eval_fault_order!r} is not a fault order; use one of "
+                f"{', '.join(FAULT_ORDERS)} (see harness.evaluation.suite)."
+            )
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> PipelineConfig:
@@ -212,33 +234,70 @@ def stage_rl(ctx: Context) -> dict[str, Any]:
     }
 
 
+def evaluation_config(
+    config: PipelineConfig, out: Path, managers: list[str], labels: list[str], cache: Path
+) -> EvaluationConfig:
+    """The evaluation the ``evaluate`` stage runs (suite, task and fault selection, runtime) for ``managers``."""
+    from harness.evaluation.run import EvaluationConfig
+
+    return EvaluationConfig(
+        suite=config.eval_suite,
+        out=str(out),
+        managers=managers,
+        labels=labels,
+        limit=config.eval_limit,
+        fault_limit=config.eval_fault_limit,
+        fault_order=config.eval_fault_order,
+        cache=str(cache),
+        isolation=config.isolation,
+        runtime={"max_actions": config.eval_max_actions} if config.eval_max_actions else {},
+        manager_max_tokens=config.eval_max_tokens,
+    )
+
+
+def evaluation_figures(results: dict[str, Any]) -> dict[str, Any]:
+    """The figures the summary shows from an evaluation's ``results.json``.
+
+    Per variant: its accuracies, repairs, DCR, ``dcr_n`` (the turns in the DCR's clean and contaminated groups) and
+    ``dcr_contaminated`` (those in the contaminated group; the DCR is undefined when either group is empty), and for
+    every variant after the first (the baseline, ``none``) ``vs_baseline``: the paired comparison
+    ``variant - baseline`` of :func:`harness.evaluation.summary.compare_variants` (``turn_accuracy_diff``, ``ci95``,
+    ``p_nonpositive``, ``task_macro_diff``)."""
+    from harness.evaluation.report import dcr_n
+
+    names = list(results["variants"])
+    baseline = names[0] if names else None
+    paired = {c["b"]: c for c in results["comparisons"] if c["a"] == baseline}
+    variants = {}
+    for name, v in results["variants"].items():
+        keys = ("task_accuracy", "turn_accuracy", "dcr", "repair_precision", "repair_recall")
+        contaminated = (v.get("dcr_detail") or {}).get("n_contaminated")
+        figures = {**{k: v.get(k) for k in keys}, "dcr_n": dcr_n(v), "dcr_contaminated": contaminated}
+        if name in paired:
+            keys = ("turn_accuracy_diff", "ci95", "p_nonpositive", "task_macro_diff")
+            figures["vs_baseline"] = {k: paired[name].get(k) for k in keys}
+        variants[name] = figures
+    episodes = results["variants"][baseline]["n_episodes"] if baseline is not None else 0
+    return {"baseline": baseline, "variants": variants, "episodes": episodes}
+
+
 def stage_evaluate(ctx: Context) -> dict[str, Any]:
-    from harness.evaluation.run import EvaluationConfig, run_evaluation
+    from harness.evaluation.run import run_evaluation
     from harness.serving import ServeConfig, serve_in_background
 
     out = ctx.stage_dir("evaluate")
     serve = ServeConfig(checkpoint=str(ctx.stage_dir("rl")), port=ctx.config.serve_port)
-    runtime = {"max_actions": ctx.config.eval_max_actions} if ctx.config.eval_max_actions else {}
     print(f"  serving {serve.checkpoint} on {serve.base_url} (transformers serve, the CPU stand-in for vLLM)")
     with serve_in_background(serve, cpu=True, log_path=out / "serve.log") as url:
-        config = EvaluationConfig(
-            suite=ctx.config.eval_suite,
-            out=str(out),
+        config = evaluation_config(
+            ctx.config,
+            out,
             managers=["none", "rule", f"llm-hf:{ctx.stage_dir('sft')}", f"llm:{url}"],
             labels=["none", "rule", "llm(SFT)", "llm(SFT+RL)"],
-            limit=ctx.config.eval_limit,
-            fault_limit=ctx.config.eval_fault_limit,
-            cache=str(ctx.out / "eval-suites"),
-            isolation=ctx.config.isolation,
-            runtime=runtime,
-            manager_max_tokens=ctx.config.eval_max_tokens,
+            cache=ctx.out / "eval-suites",
         )
         results = run_evaluation(config)
-    variants = {
-        name: {k: v.get(k) for k in ("task_accuracy", "turn_accuracy", "dcr", "repair_precision", "repair_recall")}
-        for name, v in results["variants"].items()
-    }
-    return {"report": str(out / "report.md"), "variants": variants, "simulated": True}
+    return {"report": str(out / "report.md"), **evaluation_figures(results), "simulated": True}
 
 
 STAGE_FUNCTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
@@ -299,11 +358,7 @@ def summary_table(summary: dict[str, Any]) -> str:
         f"eval loss {fmt(sft.get('eval_loss'))}",
         "rl": f"reward {fmt(rl.get('reward_first_step'))} (step 1) -> {fmt(rl.get('reward_last_step'))} "
         f"(step {rl.get('steps')})",
-        "evaluate": "; ".join(
-            f"{name}: turn acc {fmt(v['turn_accuracy'])}, DCR {fmt(v['dcr'])}"
-            for name, v in ev.get("variants", {}).items()
-        )
-        + f" (SIMULATED worker) — report {ev.get('report')}",
+        "evaluate": evaluate_row(ev, fmt),
     }
     for stage in STAGES:
         s = stages.get(stage, {})
@@ -313,6 +368,31 @@ def summary_table(summary: dict[str, Any]) -> str:
     with console.capture() as capture:
         console.print(table)
     return capture.get()
+
+
+def evaluate_row(ev: dict[str, Any], fmt: Callable[[Any], str]) -> str:
+    """The ``evaluate`` cell of the summary: one line per manager (turn accuracy, the paired difference versus the
+    baseline with its 95 % CI and P(diff <= 0), DCR with its n and how many of those are contaminated), then the
+    number of episodes and the report's path."""
+    lines = []
+    for name, v in ev.get("variants", {}).items():
+        line = f"{name}: turn acc {fmt(v.get('turn_accuracy'))}"
+        diff = v.get("vs_baseline")
+        if diff is not None:
+            low, high = diff.get("ci95") or (None, None)
+            line += (
+                f" ({_signed(diff.get('turn_accuracy_diff'))} vs {ev.get('baseline')}, 95% CI [{fmt(low)}, "
+                f"{fmt(high)}], P(diff<=0) {fmt(diff.get('p_nonpositive'))})"
+            )
+        n = v.get("dcr_n")
+        groups = "n/a" if n is None else f"{n}, {v.get('dcr_contaminated')} contaminated"
+        lines.append(line + f", DCR {fmt(v.get('dcr'))} (n={groups})")
+    episodes = f"{ev['episodes']} episodes, " if ev.get("episodes") is not None else ""
+    return "\n".join([*lines, f"({episodes}SIMULATED worker) report {ev.get('report')}"])
+
+
+def _signed(value: Any) -> str:
+    return "n/a" if value is None else f"{value:+.3f}"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,7 +9,10 @@
 ``none``, ``rule``, ``windowed:K:URL``, ``llm:URL`` ...); all run on the same episodes and every pair is compared
 (``b - a``: list the baseline first). Re-running with the same ``--out`` resumes: finished episodes are not re-run. The
 last line printed is a JSON summary (per variant: task/turn accuracy, DCR, repair precision/recall). ``--out`` (and
-``--cache`` for a named suite) is checked writable, and created, before any episode runs. Exit code 0 when the
+``--cache`` for a named suite) is checked writable, and created, before any episode runs. The manager sees each turn's
+question, context and constraint texts: ``--oracle-relations`` adds the task's dependency graph and
+``--executable-constraints`` the constraints' code (oracles a real benchmark does not give: results.json's ``oracles``
+and report.md say so, loudly for a held-out suite). Exit code 0 when the
 evaluation ran, 2 for bad input (the message names the flag and the fix), 3 when the suite is unavailable (e.g.
 DABench dev is not in ../shared).
 """
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from harness.cli import prepare_out_dir
 from harness.evaluation.suite import DEFAULT_CACHE, SUITES, SuiteUnavailableError
+from harness.run import add_oracle_arguments
 
 EXIT_OK, EXIT_INPUT, EXIT_SUITE_MISSING = 0, 2, 3
 
@@ -49,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", default=str(DEFAULT_CACHE), help="where named suites are built (reused)")
     parser.add_argument("--isolation", choices=["bwrap", "none"], default="bwrap", help="sandbox isolation")
     parser.add_argument("--flow", choices=["turn", "segment"], default=None, help="review cadence (default: by kind)")
+    add_oracle_arguments(parser)
     parser.add_argument("--manager-max-tokens", type=int, default=None, help="cap on one manager reply (llm)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10,000)")
@@ -72,6 +77,8 @@ def evaluate_command(args: argparse.Namespace) -> int:
             cache=args.cache,
             isolation=args.isolation,
             flow=args.flow,
+            oracle_relations=args.oracle_relations,
+            executable_constraints=args.executable_constraints,
             manager_max_tokens=args.manager_max_tokens,
             seed=args.seed,
             n_resamples=args.resamples,

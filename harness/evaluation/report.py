@@ -1,9 +1,12 @@
 """``report.md`` of an evaluation: tables and plots (matplotlib, Agg backend) from ``results.json``.
 
 Sections: the suite and config; per variant task/turn accuracy with the turn-accuracy 95 % CI, DCR (``n/a`` when
-undefined) and repair precision/recall; the paired comparisons (turn-accuracy difference and its CI, the share of
-non-positive bootstrap resamples, the task-macro difference, the task-accuracy difference); manager statistics
-(states, relation mix, hints, tool calls, repairs, rollbacks, activations and latency) and worker steps/tokens. Plots
+undefined) and its n (the turns of its clean and contaminated groups) and repair precision/recall; the paired
+comparisons (turn-accuracy difference and its CI, the share of non-positive bootstrap resamples, the task-macro
+difference, the task-accuracy difference); manager statistics
+(states, relation mix, hints, tool calls, repairs, rollbacks, activations and latency), what the manager was shown
+(task graph, constraint code, the rule verifier's constraints) with the relation accuracy per declared relation type,
+and worker steps/tokens. A WARNING line under the title says when oracles were on for a held-out suite. Plots
 (PNG next to the report): ``accuracy.png`` (turn accuracy with CI per variant), ``dcr.png``, ``relation_mix.png``,
 ``repairs.png``. Simulated results (scripted worker) are labelled SIMULATED in the title, the tables and every plot.
 """
@@ -43,6 +46,7 @@ VARIANT_COLUMNS = [
     ("turn acc", lambda r: r[1]["turn_accuracy"]),
     ("turn acc 95% CI", lambda r: interval(r[1]["turn_accuracy_ci95"])),
     ("DCR", lambda r: r[1]["dcr"]),
+    ("DCR n", lambda r: dcr_n(r[1])),
     ("repair precision", lambda r: r[1]["repair_precision"]),
     ("repair recall", lambda r: r[1]["repair_recall"]),
 ]
@@ -88,6 +92,22 @@ BENCHMARK_COLUMNS = [
     ("DABench proportional", lambda r: (r[1]["dabench"] or {}).get("sub_accuracy_proportional")),
     ("quantile score", lambda r: (r[1]["quantile"] or {}).get("overall")),
 ]
+RELATION_KINDS = ("init", "progress", "branch", "invalidate", "combine", "overall")
+VIEW_COLUMNS = [
+    ("variant", lambda r: r[0]),
+    ("task graph shown", lambda r: (r[1].get("manager_view") or {}).get("oracle_relations")),
+    ("constraint code shown", lambda r: (r[1].get("manager_view") or {}).get("executable_constraints")),
+    ("rule constraints", lambda r: r[1].get("rule_constraints")),
+    *(
+        (f"{kind} rel acc (n)", lambda r, kind=kind: relation_cell((r[1].get("relation_accuracy") or {}).get(kind)))
+        for kind in RELATION_KINDS
+    ),
+]
+VIEW_NOTE = (
+    "\nRelation accuracy: per declared relation type of a turn, the share of turns whose committed state has exactly "
+    "the task graph's relations (type and related states); a turn without a committed state counts as wrong. Rule "
+    "constraints text-only: the rule verifier had no constraint code to probe.\n"
+)
 WORKER_COLUMNS = [
     ("variant", lambda r: r[0]),
     ("steps", lambda r: r[1]["steps"]),
@@ -105,13 +125,15 @@ def render_report(results: dict[str, Any]) -> str:
     comparisons = results["comparisons"]
     parts = [
         f"# Evaluation{tag}\n",
+        *oracle_lines(results.get("oracles")),
         f"Suite **{suite['name']}**: {suite['source']}; {suite['tasks']} tasks, {suite['faults']} faults. "
         f"Worker `{config['worker']}`, runs {config['runs']}, bootstrap {config['n_resamples']} resamples "
         f"(seed {config['seed']}), clusters = tasks.\n",
         "## Accuracy, DCR, repairs\n",
         markdown_table(VARIANT_COLUMNS, list(variants.items())),
         "\nDCR = error rate of turns with at least one wrong declared upstream turn minus that of turns whose "
-        "upstream are all right; turns without a 0/1 score are skipped; n/a when either group is empty.\n",
+        "upstream are all right; turns without a 0/1 score are skipped; n/a when either group is empty. DCR n: the "
+        "turns in those two groups.\n",
         "![accuracy](accuracy.png) ![dcr](dcr.png)\n",
         *(
             ["Official benchmark scoring:\n", markdown_table(BENCHMARK_COLUMNS, list(variants.items())) + "\n"]
@@ -127,11 +149,38 @@ def render_report(results: dict[str, Any]) -> str:
         "\nRelation mix and tool calls:\n",
         markdown_table(MIX_COLUMNS, managers),
         "\n![relation mix](relation_mix.png) ![repairs](repairs.png)\n",
+        "Manager view and relation accuracy:\n",
+        markdown_table(VIEW_COLUMNS, list(variants.items())) + VIEW_NOTE,
         "## Worker\n",
         markdown_table(WORKER_COLUMNS, [(name, v["worker"]) for name, v in variants.items()]),
         "\nVersions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + "\n",
     ]
     return "\n".join(parts)
+
+
+def oracle_lines(oracles: dict[str, Any] | None) -> list[str]:
+    """The report's lines on what the manager saw: a WARNING when oracles were on for a held-out suite."""
+    if oracles is None:
+        return []
+    shown = [what for key, what in (("oracle_relations", "the task graph"), ("executable_constraints",
+             "the constraint code")) if oracles.get(key)]  # fmt: skip
+    lines = []
+    if oracles.get("warning"):
+        lines.append(f"> **WARNING: {oracles['warning']}**\n")
+    view = f"ORACLES ON: {' and '.join(shown)}" if shown else "no oracles (relations inferred, constraint texts only)"
+    public = oracles.get("constraint_code_public_tasks") or 0
+    lines.append(f"Manager view: {view}; {public} task(s) declare their constraint code public.\n")
+    return lines
+
+
+def relation_cell(entry: dict[str, Any] | None) -> str:
+    return "n/a" if not entry or not entry.get("n") else f"{fmt(entry['accuracy'])} ({entry['n']})"
+
+
+def dcr_n(variant: dict[str, Any]) -> int | None:
+    """The turns the DCR compares: those of its clean and of its contaminated group."""
+    detail = variant.get("dcr_detail")
+    return None if detail is None else detail["n_clean"] + detail["n_contaminated"]
 
 
 def _counts(counts: dict[str, int]) -> str:

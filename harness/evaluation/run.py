@@ -12,13 +12,21 @@
    a variant (an in-process model is loaded once);
 3. summarizes (:mod:`harness.evaluation.summary`) and writes ``OUT/results.json``::
 
-       {"suite": {...}, "config": {...}, "versions": {...},
+       {"suite": {...}, "oracles": {...}, "config": {...}, "versions": {...},
         "variants": {NAME: {"task_accuracy", "turn_accuracy", "turn_accuracy_ci95", "dcr" (null when undefined),
                             "repair_precision", "repair_recall", "simulated", "manager": {...}, "worker": {...}}},
         "comparisons": [{"a", "b", "turn_accuracy_diff", "ci95": [lo, hi], "task_accuracy_diff", ...}]}
 
-   (``comparisons``: every pair of variants in the order given, ``b - a``, so list the baseline first), then
+   (``comparisons``: every pair of variants in the order given, ``b - a``, so list the baseline first; each variant
+   also has ``relation_accuracy``, ``manager_view`` and ``rule_constraints``, see :mod:`.summary`), then
    ``OUT/report.md`` with tables and plots (:mod:`harness.evaluation.report`).
+
+The manager sees each turn's question, context and constraint texts; ``oracle_relations`` adds the task's dependency
+graph and ``executable_constraints`` the constraints' code (:class:`~harness.manager.runtime.RuntimeConfig`). The
+``oracles`` section records both switches (on when the config or any episode set them), the number of tasks that
+declare their constraint code public (``metadata.constraint_code_public``, not an oracle), whether the suite is held
+out (:func:`is_heldout`) and, when a switch is on for a held-out suite, a ``warning`` that is also logged and heads
+the report.
 
 With the scripted worker every number is SIMULATED (``simulated: true``, and the report says so).
 """
@@ -38,7 +46,7 @@ from tqdm import tqdm
 
 from harness import __version__
 from harness.evaluation.stats import N_RESAMPLES
-from harness.evaluation.suite import DEFAULT_CACHE, EpisodeSpec, Suite, resolve_suite
+from harness.evaluation.suite import DEFAULT_CACHE, SUITES, EpisodeSpec, Suite, resolve_suite
 from harness.evaluation.summary import TaskInfo, compare_variants, episode_id, summarize_variant
 from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
 from harness.worker.spec import parse_worker_spec
@@ -47,6 +55,11 @@ logger = logging.getLogger(__name__)
 
 EPISODES_DIR = "episodes"
 RESULTS_FILE = "results.json"
+ORACLE_SWITCHES = {
+    "oracle_relations": "the task's dependency graph",
+    "executable_constraints": "the constraints' code",
+}
+"""The RuntimeConfig switches that put an oracle into the manager's view -> what they show."""
 
 
 class EvaluationError(ValueError):
@@ -69,11 +82,26 @@ class EvaluationConfig:
     runs: int = field(default=1, metadata={"help": "Repetitions of every episode (for sampled workers/managers)."})
     limit: int | None = field(default=None, metadata={"help": "Keep only the first N tasks of the suite."})
     fault_limit: int | None = field(
-        default=None, metadata={"help": "Keep only the first N faults of those tasks (0: clean episodes only)."}
+        default=None, metadata={"help": "Keep only N faults of those tasks (0: clean episodes only)."}
+    )
+    fault_order: str = field(
+        default="file",
+        metadata={
+            "help": "Which faults fault_limit keeps: file (the first N) | dependents (those whose turn has the most "
+            "scored dependent turns); see harness.evaluation.suite."
+        },
     )
     cache: str = field(default=str(DEFAULT_CACHE), metadata={"help": "Folder the named suites are built into."})
     isolation: str = field(default="bwrap", metadata={"help": "Sandbox isolation: bwrap | none."})
     flow: str | None = field(default=None, metadata={"help": "Review cadence turn | segment (default: by kind)."})
+    oracle_relations: bool = field(
+        default=False,
+        metadata={"help": "Show the manager the task's dependency graph (an oracle; RuntimeConfig.oracle_relations)."},
+    )
+    executable_constraints: bool = field(
+        default=False,
+        metadata={"help": "Show the manager the constraints' code (an oracle unless a task declares it public)."},
+    )
     runtime: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "More RuntimeConfig fields (e.g. max_actions) for every episode."}
     )
@@ -98,8 +126,14 @@ class EvaluationConfig:
             )
         from harness.manager import RuntimeConfig
 
+        switches = sorted(set(self.runtime) & set(ORACLE_SWITCHES))
+        if switches:
+            raise EvaluationError(
+                f"runtime options {self.runtime}: set {switches} with the fields of the same name "
+                "(--oracle-relations, --executable-constraints), not in runtime."
+            )
         try:
-            RuntimeConfig(**{"flow": self.flow, **self.runtime})
+            RuntimeConfig(**self.runtime_fields())
         except (TypeError, ValueError) as exc:
             raise EvaluationError(f"runtime options {self.runtime}: {exc}") from exc
         try:
@@ -108,6 +142,10 @@ class EvaluationConfig:
             raise EvaluationError(str(exc)) from None
         if self.runs < 1:
             raise EvaluationError(f"--runs {self.runs}: run every episode at least once.")
+
+    def runtime_fields(self) -> dict[str, Any]:
+        """The RuntimeConfig fields of every episode: ``flow``, the two oracle switches, then ``runtime``."""
+        return {"flow": self.flow, **{name: getattr(self, name) for name in ORACLE_SWITCHES}, **self.runtime}
 
     @property
     def scripted(self) -> bool:
@@ -139,7 +177,12 @@ def run_evaluation(
 
     out = Path(config.out)
     suite = resolve_suite(
-        config.suite, cache=config.cache, faults=config.faults, limit=config.limit, fault_limit=config.fault_limit
+        config.suite,
+        cache=config.cache,
+        faults=config.faults,
+        limit=config.limit,
+        fault_limit=config.fault_limit,
+        fault_order=config.fault_order,
     )
     if suite.faults and not config.scripted:
         logger.warning("suite %s has faults; they need the scripted worker, so it runs clean", suite.name)
@@ -190,7 +233,7 @@ def run_episode(
     from harness.worker.spec import build_worker
 
     tokens_before = (getattr(policy, "prompt_tokens", 0), getattr(policy, "completion_tokens", 0))
-    runtime_config = RuntimeConfig(**{"flow": config.flow, **config.runtime})
+    runtime_config = RuntimeConfig(**config.runtime_fields())
     with sandbox.new_kernel(public_dir=task.public_dir) as kernel:
         if config.scripted:
             faults = {spec.fault.turn_id: spec.fault} if spec.fault is not None else {}
@@ -235,14 +278,51 @@ def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, Tas
             )
             if compared is not None:
                 comparisons.append({"a": a, "b": b, **compared})
+    oracles = oracle_section(config, suite, records)
+    if oracles["warning"]:
+        logger.warning("%s", oracles["warning"])
     return {
         "suite": {"name": suite.name, "source": suite.source, "tasks": len(tasks), "faults": len(suite.faults)},
+        "oracles": oracles,
         "config": asdict(config),
         "versions": _versions(),
         "simulated": all(v["simulated"] for v in variants.values()),
         "variants": variants,
         "comparisons": comparisons,
     }
+
+
+def is_heldout(spec: str, suite: Suite) -> bool:
+    """Whether ``suite`` stands for real benchmark conditions: a name starting with ``heldout``, a named suite that
+    is imported (``dabench-dev``), or a folder no synthesis run wrote (no ``stats.json``: imported tasks)."""
+    if suite.name.startswith("heldout"):
+        return True
+    path = Path(spec)
+    if not path.is_dir():
+        named = SUITES.get(spec)
+        return named is not None and named.import_from is not None
+    return not (path / "stats.json").is_file()
+
+
+def oracle_section(config: Any, suite: Suite, records: Mapping[str, list[EpisodeRecord]]) -> dict[str, Any]:
+    """``results["oracles"]``: each switch (on when the config or any episode set it), the number of tasks that
+    declare their constraint code public, whether the suite is held out, and a warning when a switch is on there."""
+    episodes = [record for recs in records.values() for record in recs]
+    runtime = getattr(config, "runtime", None) or {}
+    switches = {
+        name: bool(getattr(config, name, False) or runtime.get(name) or any(r.config.get(name) for r in episodes))
+        for name in ORACLE_SWITCHES
+    }
+    public = {r.task_id for r in episodes if r.config.get("constraint_code_public")}
+    heldout = is_heldout(config.suite, suite)
+    warning = None
+    if heldout and any(switches.values()):
+        shown = " and ".join(what for name, what in ORACLE_SWITCHES.items() if switches[name])
+        warning = (
+            f"ORACLES ON A HELD-OUT SUITE: the manager saw {shown} on suite {suite.name}, which a real benchmark "
+            "does not give; these are not held-out results."
+        )
+    return {**switches, "constraint_code_public_tasks": len(public), "heldout": heldout, "warning": warning}
 
 
 def _versions() -> dict[str, str]:

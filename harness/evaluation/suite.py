@@ -19,11 +19,24 @@ comparison paired.
     checkpoint evaluation during training). They are generated deterministically into ``CACHE/NAME`` by the
     ``stateguard synthesize`` plugin (the harness does not import ``synthesis``; it runs the registered command)
     and reused afterwards;
+  - ``heldout-demo`` (synthesized the same way): the finance task of ``heldout-seeds`` with seed 1000 (8 turns)
+    and the same faults, for ``make demo``; with ``fault_limit: 2, fault_order: dependents`` it plays the clean
+    episode and the two faults of turn 2, which five later turns build on: a wrong column and an execution error;
   - ``dabench-dev``: InfiAgent-DABench dev imported from :data:`DABENCH_DEV` into ``CACHE/dabench-dev`` (skipped
     with a message naming the folder when it is absent). It has no reference programs: use a model worker.
 
 ``--faults F`` replaces the suite's own faults with the lines of ``F`` (faults written elsewhere, e.g. by another
 fault library). Faults need the scripted worker; with a model worker the suite runs clean.
+
+**Which faults** ``fault_limit`` keeps is set by ``fault_order`` (:data:`FAULT_ORDERS`); the kept faults are played
+in file order whatever the order that chose them:
+
+- ``file`` (default): the first N faults of the kept tasks, in the order of the faults file;
+- ``dependents``: the N faults whose turn has the most *scored dependents*, ties in file order. A turn's dependents
+  are the later turns whose ``depends_on`` reaches it, directly or through other turns; a dependent is scored when
+  the task holds a reference answer for it (the turns the structured grader scores). A fault on such a turn can
+  spread to turns that are graded, which is what the dependency-conditioned DCR needs; a fault on a turn nothing
+  depends on leaves the DCR without a contaminated turn. Single-question tasks have no dependents.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,6 +117,16 @@ SUITES: dict[str, SuiteSpec] = {
             "max_faults_per_task": 4,
         },
     ),
+    "heldout-demo": SuiteSpec(
+        "synthesized, the finance task of heldout-seeds with seed 1000 and its faults (make demo)",
+        synthesis={
+            "domains": ["finance"],
+            "tasks_per_domain": 1,
+            "n_turns": [6, 8],
+            "seed": 1000,
+            "max_faults_per_task": 6,
+        },
+    ),
     "dabench-dev": SuiteSpec("InfiAgent-DABench dev questions (model workers only)", import_from=DABENCH_DEV),
 }
 
@@ -114,7 +138,9 @@ class EpisodeSpec:
     task_dir: Path
     task_id: str
     fault: Fault | None = None
-    fault_index: int | None = field(default=None, metadata={"help": "1-based line of the fault in the faults."})
+    fault_index: int | None = field(
+        default=None, metadata={"help": "1-based position of the fault in the suite's (kept) faults."}
+    )
 
     @property
     def key(self) -> str:
@@ -150,6 +176,66 @@ class Suite:
         return specs
 
 
+# ---------------------------------------------------------------- which faults fault_limit keeps
+def scored_dependents(depends_on: Mapping[str, Sequence[str]], scored: Collection[str]) -> dict[str, frozenset[str]]:
+    """Turn id -> its scored dependents: the turns in ``scored`` whose ``depends_on`` reaches it, transitively.
+
+    ``depends_on`` maps every turn to the turns it declares it builds on (a turn id it names that is not a key is
+    ignored); a turn is never its own dependent."""
+    direct: dict[str, set[str]] = {t: set() for t in depends_on}
+    for turn, upstream in depends_on.items():
+        for up in upstream:
+            if up in direct and up != turn:
+                direct[up].add(turn)
+    result: dict[str, frozenset[str]] = {}
+    for turn in depends_on:
+        seen: set[str] = set()
+        stack = list(direct[turn])
+        while stack:
+            down = stack.pop()
+            if down not in seen and down != turn:
+                seen.add(down)
+                stack.extend(direct[down])
+        result[turn] = frozenset(seen & set(scored))
+    return result
+
+
+def task_dependents(task_dir: Path) -> dict[str, frozenset[str]]:
+    """:func:`scored_dependents` of the task in ``task_dir``: its turns' ``depends_on`` and, as the scored turns,
+    those with a private reference answer. Empty for a single-question task."""
+    from harness.tasks import load_task
+
+    task = load_task(task_dir)
+    if task.kind != "multi_turn":
+        return {}
+    answers = task.load_answers()
+    return scored_dependents({t.turn_id: t.depends_on for t in task.turns}, set(answers))  # type: ignore[arg-type]
+
+
+Dependents = Mapping[str, Mapping[str, frozenset[str]]]
+"""``{task_id: {turn_id: scored dependents}}`` (:func:`task_dependents` of each task)."""
+
+FAULT_ORDERS: dict[str, Callable[[Fault, Dependents], int]] = {
+    "file": lambda fault, dependents: 0,
+    "dependents": lambda fault, dependents: -len(dependents.get(fault.task_id, {}).get(fault.turn_id, ())),
+}
+"""How ``fault_limit`` ranks faults (see the module docstring): name -> rank of a fault (lower first; ties in file
+order)."""
+
+
+def select_faults(
+    faults: Sequence[Fault], limit: int | None, order: str = "file", dependents: Dependents | None = None
+) -> list[Fault]:
+    """The ``limit`` best-ranked faults by ``order`` (:data:`FAULT_ORDERS`; every fault when ``limit`` is None),
+    returned in file order. ``dependents`` is what ``dependents`` ranks by; a task or turn missing from it has
+    none."""
+    rank = lookup(FAULT_ORDERS, order, what="fault order")
+    if limit is None:
+        return list(faults)
+    ranked = sorted(range(len(faults)), key=lambda i: (rank(faults[i], dependents or {}), i))
+    return [faults[i] for i in sorted(ranked[:limit])]
+
+
 def resolve_suite(
     spec: str,
     *,
@@ -157,9 +243,12 @@ def resolve_suite(
     faults: str | Path | None = None,
     limit: int | None = None,
     fault_limit: int | None = None,
+    fault_order: str = "file",
 ) -> Suite:
     """The suite named or located by ``spec`` (see the module docstring); ``limit`` keeps the first N tasks,
-    ``fault_limit`` the first N faults of the tasks kept (every task still has its clean episode)."""
+    ``fault_limit`` N faults of the tasks kept, ranked by ``fault_order`` (:data:`FAULT_ORDERS`) and played in file
+    order (every task still has its clean episode)."""
+    lookup(FAULT_ORDERS, fault_order, what="fault order")  # a bad name fails before a suite is built
     path = Path(spec)
     if path.is_dir():
         suite = _folder_suite(path, name=path.name)
@@ -178,8 +267,12 @@ def resolve_suite(
             raise SuiteError(f"--fault_limit {fault_limit}: use 0 (clean episodes only) or more.")
         from harness.tasks import load_task
 
-        kept = {load_task(task_dir).id for task_dir in suite.task_dirs}
-        suite.faults = [f for f in suite.faults if f.task_id in kept][:fault_limit]
+        kept = {load_task(task_dir).id: task_dir for task_dir in suite.task_dirs}
+        candidates = [f for f in suite.faults if f.task_id in kept]
+        dependents: dict[str, dict[str, frozenset[str]]] = {}
+        if fault_order != "file":  # the file order needs no task graph
+            dependents = {t: task_dependents(kept[t]) for t in dict.fromkeys(f.task_id for f in candidates)}
+        suite.faults = select_faults(candidates, fault_limit, fault_order, dependents)
     return suite
 
 

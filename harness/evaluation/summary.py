@@ -2,7 +2,7 @@
 
 Inputs are :class:`~harness.manager.episode.EpisodeRecord` s written by the evaluation runner (their
 ``config["eval"]`` holds the episode ``key``, the ``run`` index and the injected ``fault_turn``) and, per task, a
-:class:`TaskInfo` (its kind and, for a multi-turn task, each turn's declared upstream ``depends_on``).
+:class:`TaskInfo` (its kind and, for a multi-turn task, each turn's declared upstream ``depends_on`` and relation).
 
 Definitions (one source of truth; the math lives in :mod:`harness.evaluation.stats`):
 
@@ -25,6 +25,18 @@ Definitions (one source of truth; the math lives in :mod:`harness.evaluation.sta
 - **quantile scores** (``quantile``, for tasks whose metadata holds a ``leaderboard`` of reference scores, else
   None): each episode's score ranked against the leaderboard (a failed submission scores 0), averaged per task, then
   aggregated task -> domain -> overall (:func:`~harness.evaluation.stats.quantile_score`).
+- **relation accuracy** (``relation_accuracy``; None when no episode of the variant committed a state): per
+  declared relation type of a turn (init, progress, branch, invalidate, combine) and ``overall``, the share of the
+  turns of multi-turn episodes with an active manager whose committed state has exactly the gold relation set, with
+  ``n`` turns. Gold: the turn's declared relation to the committed states of its ``depends_on`` turns, as
+  :func:`harness.manager.policies.declared_relations` maps it (``init`` when none of them is committed). The
+  manager's: the final relations of the state committed for the turn (after FINALIZE_RELATIONS, normalized by the
+  harness); a turn without a committed state counts as wrong. The turn of each state: the i-th legal COMMIT_STATE
+  (policy or harness fallback) committed the i-th state of ``states``.
+- **manager view** (``manager_view``: ``oracle_relations`` and ``executable_constraints``, each true, false,
+  ``"mixed"`` over the episodes, or None for records that predate the switch) and ``rule_constraints``
+  (``"executable"``, ``"text-only"`` or ``"mixed"`` for a variant of ``rule`` episodes, else None): what the
+  manager was shown.
 - **paired comparison** of two variants: the per-turn outcomes of the episodes both ran, differences ``b - a``,
   clustered by task (:func:`~harness.evaluation.stats.paired_cluster_bootstrap`): ``turn_accuracy_diff`` (pooled
   over turns) and its ``ci95``; ``task_macro_diff``, the mean over tasks of each task's mean per-turn difference
@@ -54,6 +66,8 @@ from harness.evaluation.stats import (
     repair_precision_recall,
 )
 from harness.manager.episode import EpisodeRecord
+from harness.manager.policies import declared_relations
+from harness.manager.records import RELATION_TYPES
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,9 @@ class TaskInfo:
 
     kind: str
     depends_on: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    relations: Mapping[str, str] = field(
+        default_factory=dict, metadata={"help": "Turn id -> its declared relation (multi-turn; missing: init)."}
+    )
     leaderboard: tuple[float, ...] = field(
         default=(), metadata={"help": "Reference scores (task metadata 'leaderboard') for AgentDS-style scoring."}
     )
@@ -81,6 +98,7 @@ class TaskInfo:
         return cls(
             kind=task.kind,
             depends_on={str(t.turn_id): tuple(str(d) for d in t.depends_on) for t in task.turns},
+            relations={str(t.turn_id): t.relation for t in task.turns},
             leaderboard=tuple(float(v) for v in leaderboard),
             domain=str(metadata.get("domain", "")),
             higher_is_better=direction is not False,
@@ -228,6 +246,61 @@ def manager_statistics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     }
 
 
+def state_turns(record: EpisodeRecord) -> dict[str, str]:
+    """State id -> the turn it was committed for: the i-th legal COMMIT_STATE (in activation order, the harness's
+    fallback included) committed the i-th state of ``record.states``."""
+    turns = [
+        str(activation["turn_id"])
+        for activation in record.activations
+        for action in activation.get("actions", [])
+        if action.get("legal") and (action.get("parsed") or {}).get("name") == "COMMIT_STATE"
+    ]
+    return {state["id"]: turn for state, turn in zip(record.states, turns, strict=False)}
+
+
+def relation_accuracy(records: Sequence[EpisodeRecord], tasks: Mapping[str, TaskInfo]) -> dict[str, Any] | None:
+    """Per declared relation type and ``overall``: ``{"accuracy", "n"}`` (see the module docstring); None when no
+    record holds a committed state."""
+    if not any(record.states for record in records):
+        return None
+    hits: dict[str, list[bool]] = {kind: [] for kind in (*RELATION_TYPES, "overall")}
+    for record in records:
+        info = tasks[record.task_id]
+        if info.kind != "multi_turn" or not any(a.get("actor") == "policy" for a in record.activations):
+            continue
+        by_turn = {turn: state_id for state_id, turn in state_turns(record).items()}
+        states = {state["id"]: state for state in record.states}
+        for turn, depends_on in info.depends_on.items():
+            kind = info.relations.get(turn, "init")
+            gold = {(r["type"], r.get("related_state_id")) for r in declared_relations(depends_on, kind, by_turn)}
+            state = states.get(by_turn.get(turn, ""))
+            made = None if state is None else {(r["type"], r.get("related_state_id")) for r in state["relations"]}
+            hits.setdefault(kind, []).append(made == gold)
+            hits["overall"].append(made == gold)
+    return {kind: {"accuracy": _mean([float(h) for h in flags]), "n": len(flags)} for kind, flags in hits.items()}
+
+
+def _agreement(values: Sequence[Any]) -> Any:
+    """The one value all of ``values`` share, ``"mixed"`` when they differ, None when there are none."""
+    distinct = list(dict.fromkeys(values))
+    return distinct[0] if len(distinct) == 1 else "mixed" if distinct else None
+
+
+def view_summary(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """``manager_view`` and ``rule_constraints`` of a variant (see the module docstring)."""
+    views = [record.config.get("manager_view") or {} for record in records]
+    shown = {
+        key: _agreement([view.get(key) for view in views]) for key in ("oracle_relations", "executable_constraints")
+    }
+    rule = [view.get("executable_constraints") for record, view in zip(records, views, strict=True)
+            if record.config.get("manager") == "rule"]  # fmt: skip
+    rule_constraints = None
+    if rule and len(rule) == len(records):
+        agreed = _agreement(rule)
+        rule_constraints = {True: "executable", False: "text-only", "mixed": "mixed"}.get(agreed)
+    return {"manager_view": shown, "rule_constraints": rule_constraints}
+
+
 def worker_statistics(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     steps = [len(r.worker_steps) for r in records]
     return {
@@ -279,6 +352,8 @@ def summarize_variant(
         "n_episodes": len(records),
         "n_tasks": len(by_task),
         "n_turns": sum(len(v) for v in by_task.values()),
+        "relation_accuracy": relation_accuracy(records, tasks),
+        **view_summary(records),
         "manager": manager_statistics(records),
         "worker": worker_statistics(records),
     }

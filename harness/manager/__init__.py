@@ -11,7 +11,9 @@
 
 - :mod:`harness.manager.runtime` — :class:`ManagerRuntime`, the turn-aligned flow (the harness owns state ids,
   variable versions, relation normalization, source intervals, checkpoints, the repair schedule);
-- :mod:`harness.manager.policies` — ``none`` and ``rule`` (:func:`get_policy`).
+- :mod:`harness.manager.policies` — ``none`` and ``rule`` (:func:`get_policy`), and ``ManagerView``: what of a turn
+  the manager sees (the task graph and constraint code only with the ``RuntimeConfig`` oracle switches);
+  :mod:`harness.manager.relations` — the relations a turn's words name (``infer_relations``), without the graph.
 
 - :mod:`harness.manager.llm_policy` — the model-backed ``llm`` and ``freeform`` managers;
   :mod:`harness.manager.windowed` — the stateless ``windowed`` (model-backed) and ``window-rule`` ablations.

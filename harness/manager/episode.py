@@ -5,7 +5,9 @@ Synthesis, the envs, the rewards and evaluation consume only this record. The sc
 a required field names it. Sections:
 
 - ``task_id``, ``episode_id``, ``config`` (worker, ``worker_repair_steps``, manager, ``manager_style``, ``flow``:
-  turn|segment, faults, the runtime settings such as ``segment_steps``), ``simulated`` (scripted worker);
+  turn|segment, faults, the runtime settings such as ``segment_steps`` and the oracle switches ``oracle_relations``
+  and ``executable_constraints``, the task's ``constraint_code_public``, and ``manager_view``: what the manager was
+  shown, ``{oracle_relations, executable_constraints}``), ``simulated`` (scripted worker);
 - ``worker_steps``: ``step_id, turn_id, prompt_sha256`` (of the last text delivered to the worker), ``thought, code,
   execution`` (:func:`execution_summary`), ``answer, prompt_tokens, completion_tokens, duration_s, meta``;
 - ``activations``: ``index, event_type`` (turn_start|turn_end|segment_pause|task_end), ``turn_id, actor``

@@ -1,19 +1,23 @@
 """Manager policies: what answers the manager's activations.
 
 A policy maps one :class:`PolicyInput` (the rendered observation, the results of the tool actions it already took
-in this activation, the legal action names and the turn's *public* structure) to ONE model-style response string in
+in this activation, the legal action names, the public turn and the :class:`ManagerView` that says which of the
+turn's oracle parts the manager may see) to ONE model-style response string in
 the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``). Every policy's text goes through the
 same parser (:func:`harness.manager.wire.parse_response`) and lifecycle as a trained model's would.
 
 Policies (:data:`POLICIES`, :func:`get_policy`):
 
 - ``none``: no manager. ``active = False`` tells the runtime to short-circuit: no activations at all (plain worker).
-- ``rule``: a deterministic verifier with no model. Per turn: OPEN_STATE at turn start (relations from the turn's
-  declared ``depends_on``/``relation``, constraints from the turn's public ``constraints``), RESUME_WORKER; at turn
-  end ``check_execution`` on the pending steps, then UPDATE_STATE with the variables the sandbox reported; then
-  checks: ``check_execution`` on the state's steps, and for every executable constraint ``compile_python`` (syntax),
-  ``inspect_python`` (its inputs) and ``run_probe`` (the runtime checks a probe whose code is one of the open
-  state's constraint codes with :func:`~harness.manager.tools.check_constraint`). It REPAIRs only on concrete
+- ``rule``: a deterministic verifier with no model. Per turn: OPEN_STATE at turn start (relations inferred from the
+  question's words with :func:`~harness.manager.relations.infer_relations`, or, with ``view.oracle_relations``,
+  from the turn's declared ``depends_on``/``relation``; constraints from the turn's public ``constraints``, their
+  code only with ``view.executable_constraints``), RESUME_WORKER; at turn end ``check_execution`` on the pending
+  steps, then UPDATE_STATE with the variables the sandbox reported; then checks: ``check_execution`` on the state's
+  steps, and for every constraint of the state that carries code ``compile_python`` (syntax), ``inspect_python``
+  (its inputs) and ``run_probe`` (the runtime checks a probe whose code is one of the open state's constraint codes
+  with :func:`~harness.manager.tools.check_constraint`); with text-only constraints only the executions are
+  checked. It REPAIRs only on concrete
   evidence (a failed constraint, or a failed execution of the turn's latest executed step), naming a variable
   (the constraint's inputs intersected with the state's variables, else its first input) and the evidence; otherwise
   FINALIZE_RELATIONS(confirm) and COMMIT_STATE. When the repair budget is spent and evidence remains it abandons
@@ -30,16 +34,54 @@ Policies (:data:`POLICIES`, :func:`get_policy`):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.manager.actions import make_action
 from harness.manager.lifecycle import Lifecycle
+from harness.manager.relations import infer_relations
 from harness.manager.wire import render_action
-from harness.tasks import Turn
+from harness.tasks import Task, Turn
 
 MAX_ACTIONS = Lifecycle().max_actions  # the rule policy plans its tool calls within one activation's budget
+
+
+@dataclass(frozen=True)
+class ManagerView:
+    """Which oracle parts of a turn the manager may see (both off on a real benchmark).
+
+    Off, a policy sees of a turn its id, question, context and constraint texts, plus which committed state covers
+    each earlier turn (the harness's own bookkeeping); it infers relations from the question's words and writes its
+    own checks from constraint texts."""
+
+    oracle_relations: bool = field(
+        default=False,
+        metadata={"help": "Show the task's dependency graph (depends_on, declared relation); else inferred."},
+    )
+    executable_constraints: bool = field(
+        default=False, metadata={"help": "Show each constraint's executable code; else its text only."}
+    )
+
+    @classmethod
+    def of(cls, task: Task, oracle_relations: bool = False, executable_constraints: bool = False) -> ManagerView:
+        """The view of ``task``'s turns under the two switches; constraint code is shown also when the task declares
+        it public (:func:`constraint_code_public`)."""
+        return cls(oracle_relations, executable_constraints or constraint_code_public(task))
+
+
+CODE_PUBLIC_KEY = "constraint_code_public"
+"""Task metadata key: true when the task publishes its constraints' code as part of the question (default false)."""
+
+
+def constraint_code_public(task: Task) -> bool:
+    """Whether ``task`` declares its constraint code public (``metadata.constraint_code_public: true``)."""
+    value = (task.config.metadata or {}).get(CODE_PUBLIC_KEY, False)
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"task {task.id}: metadata.{CODE_PUBLIC_KEY} must be true or false, got {value!r}; fix its config.yaml."
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -51,9 +93,15 @@ class PolicyInput:
         default=(), metadata={"help": "Rendered results of the tool actions taken so far in this activation."}
     )
     legal_actions: tuple[str, ...] = field(default=(), metadata={"help": "Action names legal now (lifecycle)."})
-    turn: Turn | None = field(default=None, metadata={"help": "The public turn (question, relations, constraints)."})
+    turn: Turn | None = field(
+        default=None,
+        metadata={"help": "The turn; a policy shows or uses only what `view` allows of it (see turn_view)."},
+    )
     turn_states: Mapping[str, str] = field(
         default_factory=dict, metadata={"help": "Turn id -> id of the committed state that covers it."}
+    )
+    view: ManagerView = field(
+        default=ManagerView(), metadata={"help": "Which oracle parts of the turn the manager may see."}
     )
     previous: tuple[tuple[str, str], ...] = field(
         default=(),
@@ -64,8 +112,9 @@ class PolicyInput:
     )
 
     def text(self) -> str:
-        """All of the input as one text (what the information-boundary test scans)."""
-        turn = None if self.turn is None else json.dumps(_turn_dict(self.turn), ensure_ascii=False)
+        """All of the input as one text, the turn as :func:`turn_view` shows it (what the information-boundary
+        test scans)."""
+        turn = None if self.turn is None else json.dumps(turn_view(self), ensure_ascii=False)
         return "\n".join(
             [
                 self.observation,
@@ -85,15 +134,46 @@ class Policy(Protocol):
     def respond(self, inp: PolicyInput) -> str: ...
 
 
-def _turn_dict(turn: Turn) -> dict[str, Any]:
-    return {
-        "turn_id": turn.turn_id,
-        "question": turn.question,
-        "context": turn.context,
-        "depends_on": list(turn.depends_on),
-        "relation": turn.relation,
-        "constraints": [{"text": c.text, "code": c.code} for c in turn.constraints],
-    }
+def constraint_view(constraints: Iterable[Any], view: ManagerView) -> list[dict[str, str]]:
+    """Constraints as the manager sees them: ``{"text"}``, plus ``"code"`` when one is given and ``view`` shows it."""
+    shown = view.executable_constraints
+    return [{"text": c.text, **({"code": c.code} if shown and c.code else {})} for c in constraints]
+
+
+def turn_view(inp: PolicyInput) -> dict[str, Any] | None:
+    """The turn as the manager sees it (None without a turn): ``turn_id``, ``question``, ``context``,
+    ``constraints`` (:func:`constraint_view`) and ``committed_states_by_turn`` (turn id -> committed state id, for
+    every committed turn); with ``view.oracle_relations`` also the task graph: ``depends_on_turns``,
+    ``declared_relation`` and ``committed_states_of_those_turns``."""
+    turn = inp.turn
+    if turn is None:
+        return None
+    shown: dict[str, Any] = {"turn_id": turn.turn_id, "question": turn.question, "context": turn.context}
+    if inp.view.oracle_relations:
+        shown |= {
+            "depends_on_turns": list(turn.depends_on),
+            "declared_relation": turn.relation,
+            "committed_states_of_those_turns": {
+                t: inp.turn_states[t] for t in turn.depends_on if t in inp.turn_states
+            },
+        }
+    shown["committed_states_by_turn"] = dict(inp.turn_states)
+    shown["constraints"] = constraint_view(turn.constraints, inp.view)
+    return shown
+
+
+def declared_relations(
+    depends_on: Iterable[str], relation: str, turn_states: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """OPEN_STATE relations from the task graph (a turn's ``depends_on`` and ``relation``, an oracle): the declared
+    relation to the committed states of the dependencies; ``init`` when none is committed, ``progress``/``combine``
+    when the declared relation does not fit the committed ones. The evaluation's gold relations too."""
+    related = list(dict.fromkeys(turn_states[t] for t in depends_on if t in turn_states))
+    if relation == "init" or not related or (relation == "combine" and len(related) < 2):
+        kind = "init" if not related else "progress" if len(related) == 1 else "combine"
+    else:
+        kind = relation
+    return [{"type": "init"}] if kind == "init" else [{"type": kind, "related_state_id": s} for s in related]
 
 
 def _call(name: str, arguments: dict[str, Any] | None = None) -> str:
@@ -118,9 +198,9 @@ class RulePolicy:
 
     In the segment flow (``segment_pause`` / ``task_end`` activations) it resumes the worker until the pending steps
     form a unit (at least ``unit_steps`` of them, or the task has ended), then opens a state (``progress`` from the
-    last committed state, else ``init``; the task's public constraints), updates it with the pending interval, checks
-    and repairs or commits exactly as at a turn end. At a pause, a constraint that raises ``NameError`` is not
-    evidence: the worker has not yet created the variables it reads.
+    last committed state, else ``init``; the task's public constraints as ``view`` shows them), updates it with the
+    pending interval, checks and repairs or commits exactly as at a turn end. At a pause, a constraint that raises
+    ``NameError`` is not evidence: the worker has not yet created the variables it reads.
     """
 
     name = "rule"
@@ -154,13 +234,11 @@ class RulePolicy:
         turn = inp.turn
         if turn is None:
             return _call("ABSTAIN")
-        related = [inp.turn_states[t] for t in turn.depends_on if t in inp.turn_states]
-        if turn.relation == "init" or not related or (turn.relation == "combine" and len(related) < 2):
-            kind = "init" if not related else "progress" if len(related) == 1 else "combine"
+        if inp.view.oracle_relations:
+            relations = declared_relations(turn.depends_on, turn.relation, inp.turn_states)
         else:
-            kind = turn.relation
-        relations = [{"type": "init"}] if kind == "init" else [{"type": kind, "related_state_id": s} for s in related]
-        constraints = [{"text": c.text, **({"code": c.code} if c.code else {})} for c in turn.constraints]
+            relations = infer_relations(turn.question, turn.context, inp.turn_states)
+        constraints = constraint_view(turn.constraints, inp.view)
         return _call("OPEN_STATE", {"issue": turn.question, "constraints": constraints, "relations": relations})
 
     # ---- segment flow: open once the pending steps form a unit
@@ -171,9 +249,7 @@ class RulePolicy:
         index = obs["committed_state_index"]
         relations = [{"type": "progress", "related_state_id": index[-1]["id"]}] if index else [{"type": "init"}]
         turn = inp.turn
-        constraints = [] if turn is None else [
-            {"text": c.text, **({"code": c.code} if c.code else {})} for c in turn.constraints
-        ]  # fmt: skip
+        constraints = [] if turn is None else constraint_view(turn.constraints, inp.view)
         topic = (turn.question.strip().splitlines() or [""])[0][:200] if turn is not None else "the task"
         issue = f"steps {obs['pending_start_step']}-{obs['pending_end_step']} of: {topic}"
         return _call("OPEN_STATE", {"issue": issue, "constraints": constraints, "relations": relations})

@@ -9,8 +9,9 @@
 - :data:`WINDOWED_SYSTEM` and :func:`render_window`: the windowed ablation (:mod:`harness.manager.windowed`): a model
   that sees the public turn and the last K worker steps and answers ``<hint>...</hint>`` or ``<silent/>``.
 - :func:`render_activation`: the user message that opens one activation, built from a
-  :class:`~harness.manager.policies.PolicyInput` (the observation as the activation started, the public turn and the
-  legal actions). :func:`render_tool_response` wraps one action result for the continuation of the activation.
+  :class:`~harness.manager.policies.PolicyInput` (the observation as the activation started, the public turn as its
+  ``view`` allows, and the legal actions). :func:`render_tool_response` wraps one action result for the continuation
+  of the activation.
 
 The action list and its argument schemas are not repeated here: they reach the model as the function-tool list
 (:func:`harness.manager.actions.tool_schemas`), which the chat template renders.
@@ -22,7 +23,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from harness.manager.policies import PolicyInput
+from harness.manager.policies import PolicyInput, turn_view
 from harness.manager.records import ManagerObservation
 from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from harness.tasks import Turn
@@ -67,9 +68,9 @@ _CHECKLIST = """\
 # Checklist at the end of a turn or segment
 1. UPDATE_STATE: the issue as actually addressed, one inclusive interval of worker steps, the variables the
    conclusions rely on (names only), and the conclusions with the numbers the trace shows.
-2. Check before you conclude: check_execution on the steps that produced the result; for each constraint with code,
-   compile_python and run_probe it; inspect_python a cell when its inputs or filters matter; load_state an upstream
-   state when the result depends on it.
+2. Check before you conclude: check_execution on the steps that produced the result; for each constraint, write a
+   short check of it (its code when the public turn gives one), compile_python and run_probe it; inspect_python a
+   cell when its inputs or filters matter; load_state an upstream state when the result depends on it.
 3. If a tool result shows a concrete error, REPAIR. Otherwise FINALIZE_RELATIONS (confirm the provisional relations,
    or revise them with the evidence), then COMMIT_STATE.
 
@@ -92,7 +93,8 @@ def _flows(checklist: bool) -> str:
     return f"""\
 # Flow: turn-aligned (multi-turn tasks; one state per turn)
 - turn_start: compare the new question with committed_state_index and OPEN_STATE with provisional relations (init
-  when no committed state fits). The harness shows the related committed states to the worker as reference hints.
+  when no committed state fits; the question names the earlier turns it builds on, and committed_states_by_turn
+  gives their state ids). The harness shows the related committed states to the worker as reference hints.
   If a state is already open, RESUME_WORKER.
 - turn_end: {turn_end} REPAIR or FINALIZE_RELATIONS, then COMMIT_STATE. Each
   control action ends one activation; the harness activates you again (current_draft shows the state so far) until
@@ -152,22 +154,6 @@ Optionally a short <think>...</think> block, then exactly one of
 and nothing else."""
 
 
-def _turn_view(inp: PolicyInput) -> dict[str, Any] | None:
-    """The public turn, its dependencies mapped to the ids of the committed states that cover them."""
-    turn = inp.turn
-    if turn is None:
-        return None
-    return {
-        "turn_id": turn.turn_id,
-        "question": turn.question,
-        "context": turn.context,
-        "depends_on_turns": list(turn.depends_on),
-        "declared_relation": turn.relation,
-        "committed_states_of_those_turns": {t: inp.turn_states[t] for t in turn.depends_on if t in inp.turn_states},
-        "constraints": [{"text": c.text, **({"code": c.code} if c.code else {})} for c in turn.constraints],
-    }
-
-
 _OBSERVATION_FIELDS = tuple(json.dumps(f.name) for f in fields(ManagerObservation))
 
 
@@ -212,10 +198,13 @@ def _activation_view(observation: str) -> tuple[str, Any]:
 
 
 def render_activation(inp: PolicyInput) -> str:
-    """The user message that opens one activation: observation, public turn, legal actions."""
+    """The user message that opens one activation: observation, public turn, legal actions.
+
+    The public turn is :func:`~harness.manager.policies.turn_view`: id, question, context, constraint texts and the
+    committed state of every earlier turn; the task graph and constraint code only where ``inp.view`` shows them."""
     observation, event = _activation_view(inp.observation)
     parts = [f"# Activation: {event}", "## Observation", observation]
-    turn = _turn_view(inp)
+    turn = turn_view(inp)
     if turn is not None:
         parts += ["## Public turn", json.dumps(turn, ensure_ascii=False, indent=1)]
     parts += [

@@ -24,15 +24,21 @@ This module holds what both flows share:
 - checkpoints: one at each turn start (``op: "turn_start"``; the previous turn-start checkpoint is released, ``op:
   "release"``) and one at each commit (``op: "take"``) — only for a reviewing policy: ``none`` and ``windowed`` never
   roll back, so their episodes take none.
-- state hints: the related committed states; a state invalidated by a later one carries ``invalidated_by``.
+- state hints: the committed states the draft's own relations (the manager's, as it opened or revised them) point
+  to; a state invalidated by a later one carries ``invalidated_by``.
+- the manager's *view* (:class:`~harness.manager.policies.ManagerView`, in every :class:`PolicyInput`): by default the
+  turn's id, question, context and constraint texts and which committed state covers each earlier turn; the task's
+  dependency graph only with ``RuntimeConfig.oracle_relations``, constraint code only with
+  ``RuntimeConfig.executable_constraints`` or when the task's metadata sets ``constraint_code_public: true``. The
+  episode record's ``config`` holds both switches, ``constraint_code_public`` and the effective ``manager_view``.
 - live-view events: ``on_event(name, payload)`` with the names of :data:`EVENTS`; an exception raised by the callback
   is logged and never breaks the episode.
 
 The ``none`` policy (``policy.active is False``) gets no activations (plain worker). A *windowed* policy
 (``policy.style == "windowed"``) gets no activations either: it gives stateless hints (see :mod:`.flows`).
 Nothing from ``private/``, grader output or reference answers reaches the policy or the worker: the policy gets
-:class:`~harness.manager.policies.PolicyInput` (observation, tool results, legal actions, the public turn) and the
-worker gets the public turn text plus hints; the grade is computed after the episode.
+:class:`~harness.manager.policies.PolicyInput` (observation, tool results, legal actions, the public turn and its
+view) and the worker gets the public turn text plus hints; the grade is computed after the episode.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.evaluation.result import GradeResult
@@ -51,7 +57,7 @@ from harness.manager.episode import EpisodeRecord, execution_summary, prompt_sha
 from harness.manager.flows import FLOWS, closed_form_text, resolve_flow, worker_prompt
 from harness.manager.hints import HintError, render_repair_hint, render_state_hint
 from harness.manager.lifecycle import CONTROL_ACTIONS, Lifecycle, Phase
-from harness.manager.policies import Policy, PolicyInput
+from harness.manager.policies import CODE_PUBLIC_KEY, ManagerView, Policy, PolicyInput, constraint_code_public
 from harness.manager.records import (
     AnalyticalState,
     Constraint,
@@ -114,6 +120,21 @@ class RuntimeConfig:
     )
     probe_timeout_s: float = field(default=5.0, metadata={"help": "Time limit of one run_probe / constraint check."})
     strict_wire: bool = field(default=True, metadata={"help": "Reject text outside the wire-format tags."})
+    oracle_relations: bool = field(
+        default=False,
+        metadata={
+            "help": "Show the manager the task's dependency graph (each turn's depends_on and declared relation, and "
+            "the committed states of those turns), and let model-free policies open states with it. False: the "
+            "manager infers relations from the question's words (a real benchmark gives no graph)."
+        },
+    )
+    executable_constraints: bool = field(
+        default=False,
+        metadata={
+            "help": "Show the manager each constraint's executable code (the rule policy probes it). False: "
+            "constraint texts only, unless the task's metadata sets constraint_code_public: true."
+        },
+    )
     restorable_checkpoints: bool = field(
         default=True,
         metadata={
@@ -177,6 +198,7 @@ class ManagerRuntime:
         self.windowed = getattr(policy, "style", "stateful") == "windowed"
         self.reviews = bool(policy.active) and not self.windowed
         self.lifecycle = Lifecycle(max_actions=self.config.max_actions, max_repairs=self.config.max_repairs)
+        self.view = ManagerView.of(task, self.config.oracle_relations, self.config.executable_constraints)
         self.committed: dict[str, AnalyticalState] = {}
         self._index_cache: tuple[tuple[AnalyticalState, ...], tuple[StateSummary, ...]] = ((), ())
         self.turn_states: dict[str, str] = {}
@@ -200,6 +222,8 @@ class ManagerRuntime:
                 "worker_repair_steps": getattr(worker, "repair_steps", None),
                 "faults": {t: f.fault_type for t, f in getattr(worker, "faults", {}).items()},
                 **{k: v for k, v in vars(self.config).items() if k != "flow"},
+                CODE_PUBLIC_KEY: constraint_code_public(task),
+                "manager_view": asdict(self.view),
             },
             simulated=bool(getattr(worker, "simulated", False)),
         )
@@ -379,6 +403,7 @@ class ManagerRuntime:
                 legal_actions=tuple(self.lifecycle.legal_actions()),
                 turn=turn,
                 turn_states=dict(self.turn_states),
+                view=self.view,
                 previous=tuple(previous),
             )
             self.transcript.append(("policy", inp.text()))

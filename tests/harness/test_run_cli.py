@@ -41,7 +41,7 @@ def run_cli(capsys, *argv):
 def test_rule_repairs_the_fault_and_the_record_is_written(capsys, tmp_path, faults_file):
     rc, out, _, summary = run_cli(
         capsys, "--task", "retail-sales", "--manager", "rule", "--faults", str(faults_file),
-        "--out", str(tmp_path), "--view", "log",
+        "--out", str(tmp_path), "--view", "log", "--executable-constraints",
     )  # fmt: skip
     assert rc == 0
     assert summary["score"] == 1.0 and summary["simulated"] is True and summary["repairs"] == 1
@@ -53,6 +53,15 @@ def test_rule_repairs_the_fault_and_the_record_is_written(capsys, tmp_path, faul
     records = list(read_episodes(tmp_path / "episodes.jsonl"))
     assert len(records) == 1 and records[0].episode_id == summary["episode_id"]
     assert records[0].grade["score"] == 1.0 and records[0].config["faults"] == {"1": "wrong_operator"}
+    assert records[0].config["manager_view"] == {"oracle_relations": False, "executable_constraints": True}
+
+
+def test_without_the_constraint_code_rule_has_no_evidence_for_a_silent_fault(capsys, tmp_path, faults_file):
+    argv = ["--task", "retail-sales", "--faults", str(faults_file), "--out", str(tmp_path), "--view", "quiet"]
+    rc, _, _, summary = run_cli(capsys, *argv)
+    assert rc == 0 and summary["repairs"] == 0 and summary["score"] < 1.0
+    record = next(read_episodes(tmp_path / "episodes.jsonl"))
+    assert (record.config["oracle_relations"], record.config["executable_constraints"]) == (False, False)
 
 
 def test_none_lets_the_fault_through_and_runs_append(capsys, tmp_path, faults_file):
@@ -98,8 +107,9 @@ def test_a_malformed_faults_file_names_the_file(capsys, tmp_path):
 
 def test_the_live_view_renders_the_episode(capsys, tmp_path, faults_file):
     rc, *_ = run_cli(
-        capsys, "--task", "retail-sales", "--faults", str(faults_file), "--out", str(tmp_path), "--view", "quiet"
-    )
+        capsys, "--task", "retail-sales", "--faults", str(faults_file), "--out", str(tmp_path), "--view", "quiet",
+        "--executable-constraints",
+    )  # fmt: skip
     assert rc == 0
     record = next(read_episodes(tmp_path / "episodes.jsonl"))
     view = EpisodeView("retail-sales · rule", simulated=True)

@@ -241,7 +241,7 @@ def test_freeform_keeps_the_lifecycle_and_repair_protocol_and_drops_schema_and_c
     for dropped in (
         "# Checklist at the end of a turn or segment",
         "Check before you conclude",
-        "for each constraint with code,",
+        "for each constraint, write a",
         "follow the checklist",
         "inside the pending steps, check,",
         "as analytical states: the issue a stretch of work settles, its constraints, the variables it relied on",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from harness.llm import ChatReply
 from harness.manager.actions import ACTION_NAMES, make_action, tool_schemas
 from harness.manager.llm_policy import LLMPolicy, message_to_text, reply_to_text
-from harness.manager.policies import POLICIES, POLICY_GRAMMAR, PolicyInput, get_policy
+from harness.manager.policies import POLICIES, POLICY_GRAMMAR, ManagerView, PolicyInput, get_policy
 from harness.manager.prompts import (
     FREEFORM_SYSTEM,
     MANAGER_SYSTEM_POLICY,
@@ -117,15 +118,32 @@ def test_system_policies_cover_the_protocol_and_the_ablation_drops_the_policy():
         assert prescribed not in FREEFORM_SYSTEM
 
 
+def public_turn(text: str) -> dict[str, Any]:
+    return json.loads(text.split("## Public turn\n")[1].split("\n## Legal actions now")[0])
+
+
 def test_activation_message_holds_observation_public_turn_and_legal_actions():
     text = render_activation(policy_input())
     assert text.startswith("# Activation: turn_end\n## Observation\n" + observation())
-    turn = json.loads(text.split("## Public turn\n")[1].split("\n## Legal actions now")[0])
-    assert turn["question"] == TURN.question and turn["committed_states_of_those_turns"] == {"1": "S1"}
-    assert turn["constraints"] == [{"text": "revenue is positive", "code": "assert (sales['revenue'] > 0).all()"}]
+    assert public_turn(text) == {
+        "turn_id": "2",
+        "question": TURN.question,
+        "context": TURN.context,
+        "committed_states_by_turn": {"1": "S1"},
+        "constraints": [{"text": "revenue is positive"}],
+    }
     assert text.endswith(
         "## Legal actions now\nOPEN_STATE, ABSTAIN, check_execution\nRespond with exactly one action."
     )
+
+
+def test_the_oracle_switches_add_the_task_graph_and_the_constraint_code():
+    inp = replace(policy_input(), view=ManagerView(oracle_relations=True, executable_constraints=True))
+    turn = public_turn(render_activation(inp))
+    assert (turn["depends_on_turns"], turn["declared_relation"]) == (["1"], "progress")
+    assert turn["committed_states_of_those_turns"] == {"1": "S1"} == turn["committed_states_by_turn"]
+    assert turn["constraints"] == [{"text": "revenue is positive", "code": "assert (sales['revenue'] > 0).all()"}]
+    assert "declared_relation" in inp.text() and "declared_relation" not in policy_input().text()
 
 
 def test_the_conversation_replays_earlier_actions_and_keeps_its_prefix():

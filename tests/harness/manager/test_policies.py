@@ -1,12 +1,14 @@
 """Manager policies on hand-made inputs (no sandbox): name lookup, and the rule policy's decisions — open with the
-declared relations, update with the reported variables, repair only on concrete evidence, else finalize."""
+relations the question's words name (the declared graph only with ``oracle_relations``) and constraint texts (code
+only with ``executable_constraints``), update with the reported variables, repair only on concrete evidence, else
+finalize."""
 
 import json
 
 import pytest
 
 from harness.manager.lifecycle import Lifecycle, Phase
-from harness.manager.policies import POLICIES, PolicyInput, get_policy
+from harness.manager.policies import POLICIES, ManagerView, PolicyInput, get_policy
 from harness.manager.records import AnalyticalState, Constraint, ManagerObservation, Relation, VariableRef
 from harness.manager.wire import parse_response
 from harness.tasks import Turn, TurnConstraint
@@ -60,9 +62,16 @@ def test_get_policy_lists_valid_names():
         get_policy("oracle")
 
 
-def test_open_uses_the_declared_relations_and_the_public_constraints():
-    inp = PolicyInput(obs("turn_start", pending=None), (), legal(Phase.IDLE), TURN, {"1": "S1", "2": "S2"})
-    action = respond(inp)
+ORACLES = ManagerView(oracle_relations=True, executable_constraints=True)
+DEFAULT_VIEW = ManagerView()
+
+
+def opening(turn, states, view=DEFAULT_VIEW):
+    return respond(PolicyInput(obs("turn_start", pending=None), (), legal(Phase.IDLE), turn, states, view))
+
+
+def test_open_with_oracles_uses_the_declared_relations_and_the_constraint_code():
+    action = opening(TURN, {"1": "S1", "2": "S2"}, ORACLES)
     assert action.name == "OPEN_STATE"
     assert action.arguments["relations"] == [
         {"type": "combine", "related_state_id": "S1"},
@@ -71,11 +80,23 @@ def test_open_uses_the_declared_relations_and_the_public_constraints():
     assert action.arguments["constraints"] == [{"text": "x is positive", "code": CODE}, {"text": "in words only"}]
 
 
-def test_open_falls_back_when_dependencies_were_not_committed():
-    only_one = respond(PolicyInput(obs("turn_start", pending=None), (), legal(Phase.IDLE), TURN, {"1": "S1"}))
+def test_open_with_oracles_falls_back_when_dependencies_were_not_committed():
+    only_one = opening(TURN, {"1": "S1"}, ORACLES)
     assert only_one.arguments["relations"] == [{"type": "progress", "related_state_id": "S1"}]
-    none = respond(PolicyInput(obs("turn_start", pending=None), (), legal(Phase.IDLE), TURN, {}))
-    assert none.arguments["relations"] == [{"type": "init"}]
+    assert opening(TURN, {}, ORACLES).arguments["relations"] == [{"type": "init"}]
+
+
+def test_open_by_default_infers_relations_from_the_question_and_shows_constraint_texts():
+    states = {"1": "S1", "2": "S2"}
+    silent = opening(TURN, states)  # "q3" names no earlier turn: init, whatever the graph says
+    assert silent.arguments["relations"] == [{"type": "init"}]
+    assert silent.arguments["constraints"] == [{"text": "x is positive"}, {"text": "in words only"}]
+    worded = Turn(turn_id="3", question="Go back to the result of turn 1 (not the turns after it). How many?")
+    assert opening(worded, states).arguments["relations"] == [{"type": "branch", "related_state_id": "S1"}]
+    code_only = ManagerView(executable_constraints=True)
+    shown = opening(TURN, states, code_only)
+    assert shown.arguments["relations"] == [{"type": "init"}]
+    assert shown.arguments["constraints"] == [{"text": "x is positive", "code": CODE}, {"text": "in words only"}]
 
 
 def test_update_checks_the_pending_steps_then_names_the_reported_variables():

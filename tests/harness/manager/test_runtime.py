@@ -1,7 +1,8 @@
 """The turn-aligned manager runtime on real tasks (real sandbox): with ``none`` a turn-1 fault propagates, with
-``rule`` it is detected by the turn's executable constraint, repaired (light) and every turn comes out right; a clean
-run gets no repair; nothing from ``private/`` reaches the policy or the worker; malformed and illegal responses
-are recorded and the episode completes."""
+``rule`` given the constraint code (``executable_constraints``) it is detected by the turn's executable constraint,
+repaired (light) and every turn comes out right, while by default (texts only) it has nothing to probe; a clean run
+gets no repair; nothing from ``private/`` reaches the policy or the worker; malformed and illegal responses are
+recorded and the episode completes."""
 
 import json
 import shutil
@@ -27,6 +28,9 @@ RETAIL = ROOT / "harness" / "builtin_tasks" / "retail-sales"
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 MARKER = "PRIVATE-MARKER-7f3c9e21"
 needs_table = pytest.mark.skipif(not TABLE.exists(), reason=f"DABench dev table not found at {TABLE}")
+ORACLES = RuntimeConfig(oracle_relations=True, executable_constraints=True)
+"""The task graph and the constraint code in the manager's view: the rule policy relates states by the declared
+graph and probes the constraints (the mechanics these tests check); without them it sees texts only."""
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +98,7 @@ def test_none_lets_the_turn_1_fault_propagate(sandbox, happiness):
 
 @needs_table
 def test_rule_detects_repairs_light_and_every_turn_is_right(sandbox, happiness):
-    record, runtime = play(sandbox, happiness, "rule", FIXTURE / "faults.jsonl")
+    record, runtime = play(sandbox, happiness, "rule", FIXTURE / "faults.jsonl", config=ORACLES)
     assert per_turn(record) == {"1": True, "2": True, "3": True, "4": True}
     assert [(r["turn_id"], r["mode"], r["variable"], r["worker_reaction"]) for r in record.repairs] == [
         ("1", "light", "happy", "localized")
@@ -120,6 +124,24 @@ def test_rule_detects_repairs_light_and_every_turn_is_right(sandbox, happiness):
     assert set(state_hints) == {"2", "3", "4"} and '"id": "S1"' in state_hints["2"]
     assert grade_task(happiness, record.final_answers).score == 1.0
     assert EpisodeRecord.from_dict(json.loads(record.to_json())).states == record.states
+    assert record.config["manager_view"] == {"oracle_relations": True, "executable_constraints": True}
+
+
+@needs_table
+def test_without_oracles_rule_sees_texts_only_and_misses_the_silent_fault(sandbox, happiness):
+    """By default the rule policy has no constraint code to probe (the threshold fault raises nothing, so nothing
+    is evidence) and relates states by the questions' words, which name no earlier turn here: every state is init."""
+    record, runtime = play(sandbox, happiness, "rule", FIXTURE / "faults.jsonl")
+    assert record.repairs == [] and per_turn(record)["1"] is False
+    assert [[r["type"] for r in s["relations"]] for s in record.states] == [["init"]] * 4
+    assert all(c["code"] is None for s in record.states for c in s["constraints"])
+    assert not [h for h in record.hints if h["kind"] == "state"]  # no related state to show the worker
+    assert record.config["manager_view"] == {"oracle_relations": False, "executable_constraints": False}
+    assert (record.config["oracle_relations"], record.config["executable_constraints"]) == (False, False)
+    assert record.config["constraint_code_public"] is False
+    code = happiness.turns[0].constraints[0].code
+    sent = [text for channel, text in runtime.transcript if channel == "policy"]
+    assert sent and not [t for t in sent if code in t or "declared_relation" in t or "depends_on_turns" in t]
 
 
 @needs_table
@@ -154,7 +176,7 @@ def test_builtin_task_none_propagates_and_rule_repairs(sandbox):
     fault = retail_fault(task)
     plain, _ = play(sandbox, task, "none", fault_code=fault)
     assert per_turn(plain) == {"1": False, "2": False, "3": False, "4": True, "5": True}
-    managed, _ = play(sandbox, task, "rule", fault_code=fault)
+    managed, _ = play(sandbox, task, "rule", fault_code=fault, config=ORACLES)
     assert all(per_turn(managed).values())
     assert [(r["mode"], r["variable"]) for r in managed.repairs] == [("light", "sales")]
     clean, _ = play(sandbox, task, "rule")
@@ -177,7 +199,8 @@ def test_a_fault_the_hint_cannot_fix_escalates_to_heavy_and_is_abandoned(sandbox
     harness escalates to heavy repairs (deleting the variable), then the budget is spent and the state abandoned."""
     task = load_task(RETAIL)
     with sandbox.new_kernel(task.public_dir) as kernel:
-        record = ManagerRuntime(task, kernel, hint_resistant_worker(task, kernel), get_policy("rule")).run()
+        worker = hint_resistant_worker(task, kernel)
+        record = ManagerRuntime(task, kernel, worker, get_policy("rule"), ORACLES).run()
     modes = [(r["mode"], r["removed"], r["worker_reaction"]) for r in record.repairs if r["turn_id"] == "1"]
     assert modes == [("light", [], "ignored"), ("heavy", ["sales"], "ignored"), ("heavy", [], "ignored")]
     turn_1 = [a for a in record.activations if a["turn_id"] == "1"]
@@ -195,7 +218,7 @@ def test_id_only_checkpoints_record_the_same_episode_without_forking(sandbox):
         with sandbox.new_kernel(task.public_dir) as kernel:
             programs = {t: ref.code for t, ref in task.load_answers().items()}
             worker = ScriptedWorker(kernel, programs, {"1": Fault(task.id, "1", "unit_slip", fault)})
-            config = RuntimeConfig(restorable_checkpoints=restorable)
+            config = RuntimeConfig(restorable_checkpoints=restorable, executable_constraints=True)
             records[restorable] = ManagerRuntime(task, kernel, worker, get_policy("rule"), config).run()
             forked = kernel._keep_pids()
             assert (forked != []) is restorable  # the held turn-start/commit checkpoints: processes or ids only
@@ -212,7 +235,7 @@ def test_id_only_checkpoints_record_the_same_episode_without_forking(sandbox):
 def test_abandoning_a_repaired_state_without_snapshots_is_a_clear_error(sandbox):
     task = load_task(RETAIL)
     with sandbox.new_kernel(task.public_dir) as kernel:
-        config = RuntimeConfig(restorable_checkpoints=False)
+        config = RuntimeConfig(restorable_checkpoints=False, executable_constraints=True)
         runtime = ManagerRuntime(task, kernel, hint_resistant_worker(task, kernel), get_policy("rule"), config)
         with pytest.raises(RuntimeError, match="ABANDON_STATE of repaired state S1 .*restorable_checkpoints=True"):
             runtime.run()

@@ -27,6 +27,9 @@ needs_table = pytest.mark.skipif(not TABLE.exists(), reason=f"DABench dev table 
 RETAIL = ROOT / "harness" / "builtin_tasks" / "retail-sales"
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 MARKER = "PRIVATE-MARKER-51d0a6c3"
+ORACLES = {"oracle_relations": True, "executable_constraints": True}
+"""The task graph and the constraint code in the manager's view: what the rule policy needs to relate states by
+the declared graph and to find faults by probing constraints (the mechanics these tests check)."""
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +94,7 @@ def test_none_plays_every_cell_and_the_fault_makes_the_answer_wrong(sandbox, sin
 
 @needs_table
 def test_rule_resumes_until_a_unit_then_detects_repairs_and_commits_post_hoc(sandbox, single):
-    config = RuntimeConfig(segment_steps=2)  # pauses after steps 2 and 4; the rule policy opens at >= 3 pending
+    config = RuntimeConfig(segment_steps=2, **ORACLES)  # pauses after steps 2 and 4; rule opens at >= 3 pending
     record, runtime = play(sandbox, single, "rule", fault_of(single), config)
     assert record.grade["score"] == 1.0
     assert controls(record) == [
@@ -210,7 +213,7 @@ def test_abandon_after_a_repair_on_turn_1_rolls_back_to_before_turn_1(sandbox):
 
     with sandbox.new_kernel(task.public_dir) as kernel:
         worker = ScriptedWorker.for_task(task, kernel, faults)
-        config = RuntimeConfig(max_repairs=1)
+        config = RuntimeConfig(max_repairs=1, **ORACLES)
         record = ManagerRuntime(task, kernel, worker, get_policy("rule"), config, on_event=on_event).run()
     turn_1 = [c for c in record.checkpoints if c["turn_id"] == "1"]
     assert [c["op"] for c in turn_1] == ["turn_start", "restore"]
@@ -245,7 +248,7 @@ def test_a_state_invalidated_by_a_later_state_is_marked_in_the_hint():
 
 
 def test_the_turn_that_invalidates_a_state_gets_it_marked(sandbox):
-    record, _ = play(sandbox, load_task(RETAIL), "rule")
+    record, _ = play(sandbox, load_task(RETAIL), "rule", config=RuntimeConfig(**ORACLES))
     hints = {h["turn_id"]: h["text"] for h in record.hints if h["kind"] == "state"}
     body = json.loads(hints["4"].split("\n")[1])
     assert [(s["id"], s["invalidated_by"]) for s in body] == [("S2", "S4")] and INVALIDATED_NOTE in hints["4"]
@@ -265,7 +268,8 @@ def test_events_follow_the_episode_and_a_failing_callback_does_not_break_it(sand
             raise RuntimeError("the live view crashed")
 
     fault = task.load_answers()["1"].code.replace("* sales['unit_price']", "+ sales['unit_price']")
-    record, _ = play(sandbox, task, "rule", {"1": Fault(task.id, "1", "unit_slip", fault)}, on_event=on_event)
+    faults = {"1": Fault(task.id, "1", "unit_slip", fault)}
+    record, _ = play(sandbox, task, "rule", faults, RuntimeConfig(**ORACLES), on_event=on_event)
     names = [name for name, _ in events]
     assert set(names) <= set(EVENTS) and set(names) == set(EVENTS) - {"abandon"}
     assert names[0] == "turn_start" and names[-1] == "episode_end"
@@ -368,6 +372,7 @@ def test_an_artifact_task_is_graded_on_the_file_in_the_workspace(sandbox, tmp_pa
     (root / "config.yaml").write_text(
         "id: tiny-artifact\nkind: artifact\nsubmission:\n  id_column: id\n  metric: accuracy\n"
         "constraints:\n- text: pred is a 0/1 label per row\n  code: assert set(pred) <= {0, 1}\n"
+        "metadata:\n  constraint_code_public: true\n"  # the task publishes its check: rule probes it by default
     )
     (root / "description.md").write_text("Predict y = x > 1 for each row of data.csv; write submission.csv.\n")
     (root / "public" / "data.csv").write_text("id,x\n1,0\n2,2\n3,5\n")
@@ -383,6 +388,8 @@ def test_an_artifact_task_is_graded_on_the_file_in_the_workspace(sandbox, tmp_pa
     assert record.config["flow"] == "segment" and record.grade["valid"] and record.grade["score"] == 1.0
     assert runtime.submission().endswith("submission.csv") and record.repairs == []
     assert [c["code"] for c in record.states[0]["constraints"]] == ["assert set(pred) <= {0, 1}"]
+    assert record.config["constraint_code_public"] is True and record.config["executable_constraints"] is False
+    assert record.config["manager_view"] == {"oracle_relations": False, "executable_constraints": True}
 
 
 def test_task_level_constraints_are_for_single_tasks_only():
@@ -415,7 +422,7 @@ def test_the_turn_flow_drives_a_react_worker_and_its_prompts_carry_the_state_hin
     backend = ReplyBackend(replies)
     with sandbox.new_kernel(task.public_dir) as kernel:
         worker = ReActWorker(backend, kernel, ReActConfig(max_steps=3))
-        record = ManagerRuntime(task, kernel, worker, get_policy("rule")).run()
+        record = ManagerRuntime(task, kernel, worker, get_policy("rule"), RuntimeConfig(oracle_relations=True)).run()
     assert record.grade["score"] == 1.0 and len(record.worker_steps) == 10 and len(record.states) == 5
     users = [m["content"] for m in backend.seen if m["role"] == "user"]
     hinted = [text for text in users if "<analytical_state_hint>" in text]

@@ -152,8 +152,8 @@ def test_segment_flow_pauses_after_sandbox_executions_and_repairs_through_revise
             (r"^Step: generate", generate),
         ]
     )
-    result = run_agent(small_tasks["closed_form"], "pipeline", model, manager="rule", runtime={"segment_steps": 1},
-                       sandbox=sandbox)  # fmt: skip
+    runtime = {"segment_steps": 1, "executable_constraints": True}  # rule probes the task's constraint code
+    result = run_agent(small_tasks["closed_form"], "pipeline", model, manager="rule", runtime=runtime, sandbox=sandbox)
     record = result.record
     assert len(record.repairs) == 1 and record.repairs[0]["variable"] == "total"
     steps = record.worker_steps
@@ -176,8 +176,8 @@ def test_react_is_supervised_and_repaired_through_the_reused_react_worker(small_
         return "Sum it.\n" + fence(code.format(" - 1"))
 
     model = FakeChatBackend(default=reply)
-    result = run_agent(small_tasks["closed_form"], "react", model, manager="rule", runtime={"segment_steps": 1},
-                       sandbox=sandbox)  # fmt: skip
+    runtime = {"segment_steps": 1, "executable_constraints": True}  # rule probes the task's constraint code
+    result = run_agent(small_tasks["closed_form"], "react", model, manager="rule", runtime=runtime, sandbox=sandbox)
     record = result.record
     assert [(s["thought"], s["meta"].get("repair")) for s in record.worker_steps] == [
         ("Sum it.\nHere is the program.", None),
