@@ -424,9 +424,42 @@ def synthesize(
                 record(summary)
     bar.close()
     done = [job for job in jobs if shard_path(out, job.task_id).is_file()]
+    _fail_when_nothing_succeeded(out, done, parsed)
     stats = export(out, [shard_path(out, job.task_id) for job in done], config, skipped, parsed)
     wall = time.perf_counter() - start
     return SynthesisResult(out, stats["trajectories"], wall, stats, skipped)
+
+
+class NothingSynthesizedError(ValueError):
+    """Every planned task failed: there is no data to export. Raised before the export, after the failed tasks'
+    shards were removed, so that a re-run once the cause is fixed tries them again."""
+
+
+def _fail_when_nothing_succeeded(out: Path, done: list[Job], parsed: dict[Path, dict[str, Any]]) -> None:
+    """Raise :class:`NothingSynthesizedError` when ``done`` is not empty and every shard of it holds an error.
+
+    One failed task among good ones is the task's problem (kept, reported, skipped on resume); every task failing
+    is almost always the machine's (a sandbox that cannot start, say), and an empty dataset would only fail later,
+    in training, with a misleading message."""
+    from synthesis.export import read_shard
+
+    if not done:
+        return
+    shards = {
+        job.task_id: parsed.get(shard_path(out, job.task_id)) or read_shard(shard_path(out, job.task_id))
+        for job in done
+    }
+    errors = [shard["error"] for shard in shards.values() if shard["error"] is not None]
+    if len(errors) < len(shards):
+        return
+    for task_id in shards:
+        shard_path(out, task_id).unlink(missing_ok=True)
+        episodes_path(out, task_id).unlink(missing_ok=True)
+    first = errors[0].splitlines()[0]
+    raise NothingSynthesizedError(
+        f"every one of the {len(errors)} task(s) failed, so there is no data; the first: {first}. "
+        f"Fix that cause and re-run with the same --out {out} (the failed tasks are tried again)."
+    )
 
 
 def summary_table(result: SynthesisResult) -> str:

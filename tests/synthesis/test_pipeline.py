@@ -16,7 +16,7 @@ from harness.sandbox import SandboxUnavailableError
 from harness.worker.faults import read_faults
 from synthesis.config import SynthesisConfig
 from synthesis.labels import synthesized_shards
-from synthesis.pipeline import summary_table, synthesize
+from synthesis.pipeline import NothingSynthesizedError, summary_table, synthesize
 
 ROOT = Path(__file__).resolve().parents[2]
 RETAIL = ROOT / "harness" / "builtin_tasks" / "retail-sales"
@@ -170,6 +170,20 @@ def test_the_episode_records_beside_a_shard_export_unparsed_and_a_damaged_file_i
     damaged.write_bytes(gzip.compress(gzip.decompress(damaged.read_bytes()).split(b"\n", 1)[1]))
     with pytest.raises(ValueError, match=f"{damaged.name}: .* episode lines where the shard lists .*re-run"):
         export(copy, shards, small_config(), [])
+
+
+def test_a_run_where_every_task_fails_raises_and_keeps_nothing(tmp_path):
+    broken = tmp_path / "broken-task"
+    shutil.copytree(RETAIL, broken)
+    reference = json.loads((broken / "private" / "reference.json").read_text())
+    reference["1"]["code"] = "raise RuntimeError('reference code is broken')"
+    (broken / "private" / "reference.json").write_text(json.dumps(reference))
+    config = small_config(domains=[], task_dirs=[str(broken)])
+    out = tmp_path / "out"
+    with pytest.raises(NothingSynthesizedError, match="every one of the 1 task.*reference code is broken.*re-run"):
+        synthesize(config, out, progress=False)
+    assert not list((out / "shards").glob("*.json.gz"))  # retried on the next run, not skipped as done
+    assert not (out / "dataset").exists()
 
 
 def test_another_config_in_the_same_folder_is_refused(run):
