@@ -2,18 +2,19 @@
 
 Sub-commands are plugins: each package registers ``name = "module:register"`` under the entry-point group
 ``stateguard.commands`` in ``pyproject.toml``, and ``register(subparsers)`` adds its argparse sub-parser with a
-``func`` default that returns an exit code. The harness therefore never imports the later layers (``training``,
-``synthesis``) itself; they plug in.
+``func`` default that returns an exit code. The harness therefore never imports the higher layers (``training``,
+``synthesis``) itself; they plug in. The commands come from the installed distribution's entry points; in a source
+checkout without ``pip install -e .`` they are read from the repository's ``pyproject.toml`` instead.
 
     stateguard tasks validate PATH
-    stateguard tasks import dabench --src ../shared/benchmarks/dabench-dev --out runs/tasks/dabench
+    stateguard tasks import dabench --src DABENCH_DIR --out runs/tasks/dabench
     stateguard tasks grade TASK_DIR --answer "@mean_fare[34.65]"
     stateguard run --task retail-sales --worker scripted --manager rule --faults runs/faults.jsonl
     stateguard evaluate --suite heldout-seeds --manager none,rule --out runs/eval
     stateguard serve --checkpoint runs/sft-tiny-cpu --cpu
     stateguard bench run --suite dabench-dev --workflow react,direct,pipeline,search --model URL --out runs/bench
     stateguard view runs/synth/episodes/gold.jsonl --out episode.html
-    stateguard demo --out runs/demo
+    stateguard pipeline --config configs/pipeline/demo.yaml --out runs/demo
 
 Every command that writes files checks its output path first with :func:`prepare_out_dir` (a folder) or
 :func:`prepare_out_file` (a file); bad input raises :class:`CommandLineError`, which :func:`main` prints as one line
@@ -35,17 +36,8 @@ from pathlib import Path
 from harness import __version__
 
 ENTRY_POINT_GROUP = "stateguard.commands"
-
-# Commands of the harness itself. Used when the distribution's entry points are not installed (running from a
-# source checkout without `pip install -e .`); installed entry points of the same name take precedence.
-BUILTIN_COMMANDS: dict[str, str] = {
-    "tasks": "harness.tasks.cli:register",
-    "demo": "harness.demo:register",
-    "run": "harness.run:register",
-    "evaluate": "harness.evaluation.cli:register",
-    "serve": "harness.serving:register",
-    "bench": "harness.workflow.bench:register",
-}
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+"""The source checkout's project file: where the commands are read from when the distribution is not installed."""
 
 
 EXIT_USAGE = 2  # bad command-line input, as for argparse errors
@@ -115,11 +107,27 @@ def _load(ref: str) -> Callable[[argparse._SubParsersAction], None]:
 
 
 def discover_commands() -> dict[str, Callable[[argparse._SubParsersAction], None] | str]:
-    """Name -> ``register`` function (or its ``module:function`` reference, loaded lazily)."""
-    commands: dict[str, Callable | str] = dict(BUILTIN_COMMANDS)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        commands[ep.name] = ep.value
-    return commands
+    """Name -> ``register`` function (or its ``module:function`` reference, loaded lazily): the installed
+    distribution's ``stateguard.commands`` entry points, or, when none is installed, :data:`PYPROJECT`'s (empty when
+    neither is there)."""
+    commands: dict[str, Callable | str] = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return commands or _source_checkout_commands()
+
+
+def _source_checkout_commands() -> dict[str, str]:
+    """The ``[project.entry-points."stateguard.commands"]`` table of :data:`PYPROJECT` (empty if it is missing)."""
+    if not PYPROJECT.is_file():
+        return {}
+    try:
+        import tomllib  # Python >= 3.11
+    except ModuleNotFoundError:  # Python 3.10: tomli when installed, else the package must be installed
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            return {}
+    with PYPROJECT.open("rb") as fh:
+        project = tomllib.load(fh).get("project", {})
+    return dict(project.get("entry-points", {}).get(ENTRY_POINT_GROUP, {}))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,7 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"stateguard {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, register in sorted(discover_commands().items()):
+    commands = discover_commands()
+    if not commands:
+        raise CommandLineError(
+            f"no sub-commands found: the {ENTRY_POINT_GROUP!r} entry points are not installed and {PYPROJECT} "
+            "cannot be read here. Fix: install the package: pip install -e ."
+        )
+    for name, register in sorted(commands.items()):
         try:
             (_load(register) if isinstance(register, str) else register)(subparsers)
         except ImportError as exc:  # a plugin whose optional dependencies are missing must not break the others
@@ -145,7 +159,11 @@ def _unavailable(name: str, exc: ImportError) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except CommandLineError as exc:
+        print(f"stateguard: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")

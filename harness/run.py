@@ -12,7 +12,9 @@ Workers (``--worker``):
 - ``hf:PATH``: the same worker over an in-process transformers checkpoint (needs the ``train`` extra).
 
 Managers (``--manager``): ``none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL |
-llm-hf:PATH | freeform:URL | freeform-hf:PATH`` (see :func:`harness.manager.policies.get_policy`).
+llm-hf:PATH | freeform:URL | freeform-hf:PATH`` (parsed by :func:`harness.specs.parse_manager_spec`, the policy made
+by :func:`harness.manager.policies.get_policy`); the worker spec is parsed by :func:`harness.specs.parse_worker_spec`,
+which also refuses ``--faults`` with a model worker.
 ``--flow turn|segment`` picks the review cadence (default: turn for multi-turn tasks, segment for single tasks).
 The manager sees each turn's question, context and constraint texts; ``--oracle-relations`` adds the task's
 dependency graph and ``--executable-constraints`` the constraints' code (both oracles a real benchmark does not give;
@@ -35,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.specs import MANAGER_GRAMMAR, WORKER_GRAMMAR
+
 logger = logging.getLogger(__name__)
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin_tasks"
@@ -52,8 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--task", required=True, help="a task folder, or the name of a built-in task (retail-sales)")
-    parser.add_argument("--worker", default="scripted", help="scripted | openai:URL | hf:PATH (default: scripted)")
-    parser.add_argument("--manager", default="rule", help="none | rule | windowed:K:URL | llm:URL | ...")
+    parser.add_argument("--worker", default="scripted", help=f"{WORKER_GRAMMAR} (default: scripted)")
+    parser.add_argument("--manager", default="rule", help=f"{MANAGER_GRAMMAR} (default: rule)")
     parser.add_argument("--flow", choices=["turn", "segment"], default=None, help="review cadence (default: by kind)")
     parser.add_argument("--faults", type=Path, default=None, help="faults.jsonl to replay (scripted worker only)")
     parser.add_argument(
@@ -147,9 +151,9 @@ def run_episode(args: argparse.Namespace) -> int:
     from harness.live import EpisodeView, grade_rows
     from harness.manager import ManagerRuntime, RuntimeConfig, append_episode, get_policy
     from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
+    from harness.specs import parse_manager_spec, parse_worker_spec
     from harness.tasks import TaskConfigError, load_task
     from harness.worker.faults import FaultFileError
-    from harness.worker.spec import parse_worker_spec
 
     console = Console()
     try:
@@ -157,9 +161,9 @@ def run_episode(args: argparse.Namespace) -> int:
     except (TaskConfigError, FileNotFoundError) as exc:
         raise RunError(f"--task {args.task}: {exc}") from exc
     try:
-        policy = get_policy(args.manager)
+        policy = get_policy(str(parse_manager_spec(args.manager)))
     except ValueError as exc:
-        raise RunError(f"--manager: {exc}") from exc
+        raise RunError(str(exc)) from exc
     if args.manager_max_tokens is not None:
         limit_reply_tokens(policy, args.manager_max_tokens)
     overrides: dict[str, Any] = {}

@@ -3,6 +3,11 @@
     stateguard serve --checkpoint runs/sft/final                 # GPU: vllm serve (needs the vllm extra)
     stateguard serve --checkpoint runs/sft/final --dry-run       # print the exact vllm command only
     stateguard serve --checkpoint runs/tiny --cpu --port 8001    # CPU stand-in: transformers serve
+    stateguard serve --config serve.yaml --port 8002             # ServeConfig fields from a YAML file
+
+The flags are the fields of :class:`ServeConfig` (:mod:`harness.config_cli`: defaults, then ``--config FILE``, then
+the flags; ``--served-model-name`` and ``--served_model_name`` alike; ``--grace`` is ``--grace_s``), plus
+``--dry-run``.
 
 **GPU** (:func:`vllm_command`)::
 
@@ -89,7 +94,16 @@ class ServeConfig:
         default=None, metadata={"help": "Model id the endpoint lists (vLLM; default: the checkpoint folder's name)."}
     )
     max_model_len: int | None = field(default=None, metadata={"help": "vLLM context length (default: the model's)."})
-    extra_args: list[str] = field(default_factory=list, metadata={"help": "More arguments for the server, verbatim."})
+    extra_args: list[str] = field(
+        default_factory=list,
+        metadata={"help": "More arguments for the server, verbatim (on the command line: --extra_args=--flag)."},
+    )
+    cpu: bool = field(
+        default=False, metadata={"help": "Serve with the CPU stand-in (transformers serve) instead of vLLM."}
+    )
+    grace_s: float = field(
+        default=GRACE_S, metadata={"help": "Seconds the server gets to exit when stopped, before it is killed."}
+    )
 
     def __post_init__(self) -> None:
         path = Path(self.checkpoint)
@@ -105,6 +119,8 @@ class ServeConfig:
             )
         if not 0 < self.port < 65536:
             raise ValueError(f"--port {self.port}: use a TCP port in 1..65535, e.g. 8000.")
+        if self.grace_s < 0:
+            raise ValueError(f"--grace {self.grace_s}: use 0 or more seconds, e.g. {GRACE_S:g}.")
 
     @property
     def model_name(self) -> str:
@@ -281,7 +297,8 @@ def serve_in_background(
     command: Sequence[str] | None = None,
 ) -> Iterator[str]:
     """Start the server as an owned child (:func:`start_owned`), wait until it is ready, yield its API root; on exit,
-    normal or by exception, stop its whole process group (:func:`stop_owned` with ``grace_s``).
+    normal or by exception, stop its whole process group (:func:`stop_owned` with ``grace_s``). ``cpu`` picks the
+    server here (the CPU stand-in by default), whatever ``config.cpu`` says (that field is the command's).
 
     The server's output goes to ``log_path`` (default: ``serve.log`` in the current folder's ``runs/``).
     ``command`` replaces the server (vLLM or the CPU stand-in) with another program that serves ``GET /v1/models``
@@ -315,43 +332,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="checkpoint folder (with chat_template.jinja)")
-    parser.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
-    parser.add_argument("--served-model-name", default=None, help="model id to serve under (vLLM; default: folder)")
-    parser.add_argument("--max-model-len", type=int, default=None, help="vLLM context length")
-    parser.add_argument("--cpu", action="store_true", help="the CPU stand-in: transformers serve")
+    """``--config FILE``, one flag per :class:`ServeConfig` field (``--grace`` for ``grace_s``), and ``--dry-run``."""
+    from harness.config_cli import add_config_arguments
+
+    add_config_arguments(parser, ServeConfig, what="serve", example="serve.yaml", aliases={"grace_s": "--grace"})
     parser.add_argument("--dry-run", action="store_true", help="print the command only")
-    parser.add_argument(
-        "--grace",
-        type=float,
-        default=GRACE_S,
-        help=f"seconds the server gets to exit when stopped (default {GRACE_S:g})",
-    )
 
 
 def serve_command(args: argparse.Namespace) -> int:
+    from harness.config_cli import parse_config
+
     try:
-        config = ServeConfig(
-            checkpoint=args.checkpoint,
-            host=args.host,
-            port=args.port,
-            served_model_name=args.served_model_name,
-            max_model_len=args.max_model_len,
-        )
+        (config,) = parse_config(args)
     except ValueError as exc:
         print(f"stateguard serve: {exc}", file=sys.stderr)
         return 2
-    command, env = server_command(config, cpu=args.cpu)
-    prefix = "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 " if args.cpu else ""
+    command, env = server_command(config, cpu=config.cpu)
+    prefix = "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 " if config.cpu else ""
     print(prefix + shlex.join(command))
     print(f"# API root for --manager llm:URL / --worker openai:URL: {config.base_url}")
     if args.dry_run:
         return 0
     try:
-        require_cpu_server() if args.cpu else require("vllm")
+        require_cpu_server() if config.cpu else require("vllm")
     except ImportError as exc:
-        hint = "" if args.cpu or is_available("vllm") else " On a CPU machine use --cpu (transformers serve)."
+        hint = "" if config.cpu or is_available("vllm") else " On a CPU machine use --cpu (transformers serve)."
         print(f"stateguard serve: {exc}.{hint}", file=sys.stderr)
         return 2
-    return run_owned(command, env, grace_s=args.grace)
+    return run_owned(command, env, grace_s=config.grace_s)

@@ -6,7 +6,9 @@ missing required fields, and the type of every value against the field's annotat
 nested dataclasses, at any depth). All the problems of a file are reported at once, in one ``ValueError`` that names
 the file, each field (``n_turns[1]``, ``prompts.plan`` for elements) and the type it must have. Nothing is coerced:
 an int is a valid float, but a bool is not an int, ``"2"`` is not an int and ``commerce`` is not a list. Overrides
-(command-line flags) go through the same check. :func:`type_problems` is the check alone, for other loaders.
+(command-line flags) go through the same check. :func:`type_problems` is the check alone, for other loaders;
+:func:`build_config` is the one checked way to build a config from a mapping in code, :func:`read_yaml_mapping` reads
+a file, and :mod:`harness.config_cli` puts a config's fields on the command line with the same checks.
 """
 
 from __future__ import annotations
@@ -37,6 +39,32 @@ def load_yaml_config(cls: type[T], path: str | Path, what: str, example: str, **
     unknown keys (with the valid ones), missing required fields, values of the wrong type (every one of them, with
     the field and the expected type), and the ``ValueError`` of the class's own ``__post_init__`` checks."""
     path = Path(path)
+    data = read_yaml_mapping(path, what, example)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    given = {k: v for k, v in overrides.items() if v is not None}
+    problems = [
+        f"unknown {kind}(s) {unknown}; valid keys: {sorted(names)}"
+        for kind, keys in (("key", data), ("override", given))
+        if (unknown := sorted(set(keys) - names, key=str))
+    ]
+    wrong = type_problems(cls, data) + type_problems(cls, given, label="override")
+    missing = [f.name for f in _required(cls) if f.name not in data and f.name not in given]
+    if missing:
+        problems.append(f"missing required field(s) {missing}; add them")
+    if problems or wrong:
+        raise ValueError(f"{path}: {'; '.join(problems + wrong)}{fix_suffix(wrong)}.")
+    data.update(given)
+    try:
+        return construct(cls, data)
+    except ValueError as exc:  # the class's own checks (__post_init__): say which file holds the values
+        raise ValueError(f"{path}: {exc}") from exc
+
+
+def read_yaml_mapping(path: str | Path, what: str, example: str) -> dict[str, Any]:
+    """The YAML mapping in ``path`` (an empty file is ``{}``); a missing file, a file that is not UTF-8 text or not
+    YAML, and a document that is not a mapping raise ``ValueError`` naming the file and the fix (``what``: the kind
+    of config, ``example``: a file to pass instead)."""
+    path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such {what} config; pass a YAML file such as {example}.")
     try:
@@ -50,35 +78,71 @@ def load_yaml_config(cls: type[T], path: str | Path, what: str, example: str, **
         raise ValueError(f"{path}: not valid YAML ({problem}{where}); fix the syntax there.") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of field names to values, got {type(data).__name__}.")
+    return data
+
+
+def build_config(cls: type[T], data: Mapping[str, Any], *, source: str = "", label: str = "field") -> T:
+    """``cls(**data)`` after the checks of :func:`load_yaml_config` on ``data`` (unknown keys with the valid ones,
+    missing required fields, the type of every value): every problem in one ``ValueError``. ``source`` (a file, or
+    the caller, e.g. ``pipeline evaluate stage``) starts the message and that of the class's own ``__post_init__``
+    checks (raised again with the same type); ``label`` names the values (``field``, ``argument``)."""
+    head = f"{source}: " if source else ""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    given = {k: v for k, v in overrides.items() if v is not None}
-    problems = [
-        f"unknown {kind}(s) {unknown}; valid keys: {sorted(names)}"
-        for kind, keys in (("key", data), ("override", given))
-        if (unknown := sorted(set(keys) - names, key=str))
-    ]
-    wrong = type_problems(cls, data) + type_problems(cls, given, label="override")
-    missing = [f.name for f in _required(cls) if f.name not in data and f.name not in given]
-    if missing:
-        problems.append(f"missing required field(s) {missing}; add them")
+    problems = []
+    if unknown := sorted(set(data) - names, key=str):
+        problems.append(f"unknown {label}(s) {unknown}; valid {label}s: {sorted(names)}")
+    if missing := [f.name for f in _required(cls) if f.name not in data]:
+        problems.append(f"missing required {label}(s) {missing}; add them")
+    wrong = type_problems(cls, data, label=label)
     if problems or wrong:
-        fix = f"; fix the value{'s' if len(wrong) > 1 else ''}" if wrong else ""
-        raise ValueError(f"{path}: {'; '.join(problems + wrong)}{fix}.")
-    data.update(given)
-    hints = _hints(cls)
+        raise ValueError(f"{head}{'; '.join(problems + wrong)}{fix_suffix(wrong)}.")
     try:
-        return cls(**{k: _build(v, hints.get(k, Any)) for k, v in data.items()})
-    except ValueError as exc:  # the class's own checks (__post_init__): say which file holds the values
-        raise ValueError(f"{path}: {exc}") from exc
+        return construct(cls, data)
+    except ValueError as exc:  # the class's own checks: the same error type, after the source
+        if not head:
+            raise
+        raise prefixed(exc, head) from exc
 
 
-def type_problems(cls: type, data: Mapping[str, Any], label: str = "field", prefix: str = "") -> list[str]:
-    """One message per value of ``data`` whose type does not match the annotation of the field of ``cls`` it sets
-    (``field 'seed' must be int, got str 'zero'``; ``prefix`` goes before each field name, e.g. ``train_synthesis.``);
-    keys that are not fields of ``cls`` are not checked here."""
+def prefixed(exc: ValueError, head: str) -> ValueError:
+    """``exc`` again, of the same type, with ``head`` (e.g. ``FILE: ``) before its message."""
+    try:
+        return type(exc)(f"{head}{exc}")
+    except Exception:  # noqa: BLE001 - an error type whose constructor takes other arguments
+        return ValueError(f"{head}{exc}")
+
+
+def construct(cls: type[T], data: Mapping[str, Any]) -> T:
+    """``cls(**data)`` with mappings for dataclass-typed fields (also ``X | None``) turned into instances; no checks
+    (run :func:`type_problems` first). The ``ValueError`` of the class's own checks is left to the caller."""
     hints = _hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.name in data]
-    return [p for name in names for p in _problems(data[name], hints.get(name, Any), prefix + name, label)]
+    return cls(**{k: _build(v, hints.get(k, Any)) for k, v in data.items()})
+
+
+def fix_suffix(wrong: Sequence[str]) -> str:
+    """``"; fix the value"`` / ``"; fix the values"`` after type problems (nothing when there are none)."""
+    return f"; fix the value{'s' if len(wrong) > 1 else ''}" if wrong else ""
+
+
+def type_problems(
+    cls: type,
+    data: Mapping[str, Any],
+    label: str = "field",
+    prefix: str = "",
+    names: Mapping[str, str] | None = None,
+) -> list[str]:
+    """One message per value of ``data`` whose type does not match the annotation of the field of ``cls`` it sets
+    (``field 'seed' must be int, got str 'zero'``; ``prefix`` goes before each field name, e.g. ``train_synthesis.``;
+    ``names`` maps a field to the name shown instead, e.g. ``n_resamples`` -> ``--resamples`` for a flag); keys that
+    are not fields of ``cls`` are not checked here."""
+    hints = _hints(cls)
+    shown = names or {}
+    fields = [f.name for f in dataclasses.fields(cls) if f.name in data]
+    return [
+        p
+        for name in fields
+        for p in _problems(data[name], hints.get(name, Any), shown.get(name, prefix + name), label)
+    ]
 
 
 def _hints(cls: type) -> dict[str, Any]:

@@ -23,8 +23,8 @@ Figures, from the trainer's per-step logs (the last step; the first step warms u
   ``trained_rows_frac``) per second of the step outside the rollouts.
 
 GPU (a lent machine only; not run on this CPU machine): ``--shape qwen3-1.7b --device cuda`` builds a random-init
-model of Qwen3-1.7B's shape (:data:`SHAPES`, Qwen3 tokenizer) and trains in bf16 with transformers generation — the
-issue's "tokens/s for rollout and for training" on a 1.7B-shaped model::
+model of Qwen3-1.7B's shape (:data:`SHAPES`, Qwen3 tokenizer) and trains in bf16 with transformers generation: the
+tokens/s of rollout and of training on a 1.7B-shaped model::
 
     python scripts/bench_rl.py --shape qwen3-1.7b --device cuda --prompts 8 --rollouts 8 --steps 2
 

@@ -1,7 +1,10 @@
 """Evaluate manager variants on a suite (thin wrapper of ``stateguard evaluate``; see harness/evaluation/cli.py).
 
+python scripts/evaluate.py --config configs/eval/smoke.yaml --out runs/eval/smoke
 python scripts/evaluate.py --suite heldout-seeds --worker scripted --manager none,rule --out runs/eval/heldout
-python scripts/evaluate.py --suite heldout-seeds --manager none,rule,llm:http://localhost:8000/v1 --out runs/eval/sft
+python scripts/evaluate.py --suite heldout-seeds --managers none rule llm:http://localhost:8000/v1 --out runs/eval/sft
+
+The flags are the fields of ``harness.evaluation.run.EvaluationConfig`` (defaults, then ``--config``, then flags).
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.cli import run_command  # noqa: E402
 from harness.evaluation.cli import add_arguments, evaluate_command  # noqa: E402
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    sys.exit(evaluate_command(parser.parse_args()))
+    sys.exit(run_command("scripts/evaluate.py", evaluate_command, parser.parse_args()))

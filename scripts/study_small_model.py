@@ -3,10 +3,15 @@
     python scripts/study_small_model.py --config configs/study/smollm2.yaml        # the full study, <= 90 min
     python scripts/study_small_model.py --config configs/study/smollm2-mini.yaml   # the ~2-minute miniature
     python scripts/study_small_model.py --config configs/study/smollm2.yaml --out runs/study-b   # another folder
+    python scripts/study_small_model.py --config configs/study/smollm2-mini.yaml --eval_limit 1 --seed 3
 
-Re-running with the same output folder resumes (finished stages, samples and episodes are kept). Writes
-``OUT/report.md``, ``OUT/results.json`` and the plots; the last line printed is a JSON summary. What each stage does
-and how every number is defined: ``training/study.py`` and ``training/study_report.py``.
+The flags are the fields of ``training.study.StudyConfig`` (``harness.config_cli``: its defaults, then the
+``--config`` YAML file, then the flags; ``--field_name`` or ``--field-name``; mappings and lists of lists as one YAML
+value, e.g. ``--train_synthesis '{tasks_per_domain: 1}'``); every value's type is checked. ``--out`` is relative to
+the current folder, the file's ``out`` to the repository root. Re-running with the same output folder resumes
+(finished stages, samples and episodes are kept). Writes ``OUT/report.md``, ``OUT/results.json`` and the plots; the
+last line printed is a JSON summary. What each stage does and how every number is defined: ``training/study.py`` and
+``training/study_report.py``.
 """
 
 from __future__ import annotations
@@ -19,23 +24,37 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+PROG = "study_small_model"
+
+
+def make_parser() -> argparse.ArgumentParser:
+    from harness.config_cli import add_config_arguments
+    from training.study import StudyConfig
+
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_config_arguments(
+        parser, StudyConfig, what="study", example="configs/study/smollm2-mini.yaml", require_config=True
+    )
+    return parser
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="study YAML (training.study.StudyConfig)")
-    parser.add_argument("--out", default=None, help="output folder (default: the config's out)")
-    args = parser.parse_args(argv)
-    from training.study import StudyConfig, run_study
+    from harness.config_cli import given_flag, parse_config
+
+    args = make_parser().parse_args(argv)
+    from training.study import run_study
 
     try:
-        config = StudyConfig.from_yaml(args.config)
+        (config,) = parse_config(args)
     except ValueError as exc:
-        print(f"study_small_model: {exc}", file=sys.stderr)
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     try:
-        results = run_study(config, args.out)
+        results = run_study(config, config.out if given_flag(args, "out") else None)
     except RuntimeError as exc:
-        print(f"study_small_model: {exc}\nRe-run the same command to resume.", file=sys.stderr)
+        print(f"{PROG}: {exc}\nRe-run the same command to resume.", file=sys.stderr)
         return 1
     summary = {
         arm: {k: v["metrics"][k]["value"] for k in ("legal_action_rate", "exact_match", "repair_f1", "reward_total")}

@@ -1,9 +1,11 @@
 """``stateguard synthesize --config configs/synthesis/default.yaml --out DIR`` (entry point ``synthesis.cli``).
 
-Loads the config (every field's type is checked; all problems of the file are reported at once), checks that
-``--out`` is a writable folder (created when missing), then runs :func:`synthesis.pipeline.synthesize` and prints the
-closing summary table. A killed run, re-run with the same ``--out``, continues from its shards. Bad input prints one
-line on stderr and exits with code 2.
+The flags are the fields of :class:`~synthesis.config.SynthesisConfig` (:mod:`harness.config_cli`: the defaults, then
+the ``--config`` YAML file, then the flags, e.g. ``--workers 4``, ``--seed 7``, ``--domains commerce energy``;
+every value's type is checked and all problems are reported at once), plus ``--out`` (required) and
+``--no-progress``. Checks that ``--out`` is a writable folder (created when missing), then runs
+:func:`synthesis.pipeline.synthesize` and prints the closing summary table. A killed run, re-run with the same
+``--out``, continues from its shards. Bad input prints one line on stderr and exits with code 2.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ import logging
 import sys
 
 from harness.cli import prepare_out_dir
+from harness.config_cli import add_config_arguments, parse_config
 from synthesis.config import SynthesisConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="synthesis YAML (configs/synthesis/*.yaml)")
+    add_config_arguments(parser, SynthesisConfig, what="synthesis", example="configs/synthesis/smoke.yaml")
     parser.add_argument("--out", required=True, help="output folder (shards, dataset, episodes, card, stats)")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: the config's)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -27,7 +29,7 @@ def main(args: argparse.Namespace) -> int:
     from synthesis.pipeline import summary_table, synthesize
 
     try:
-        config = SynthesisConfig.from_yaml(args.config, workers=args.workers)
+        (config,) = parse_config(args)
     except ValueError as error:
         print(f"stateguard synthesize: {error}", file=sys.stderr)
         return 2
@@ -43,6 +45,11 @@ def main(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("synthesize", help="counterfactual synthesis of the manager's SFT data")
+    parser = subparsers.add_parser(
+        "synthesize",
+        help="counterfactual synthesis of the manager's SFT data",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(parser)
     parser.set_defaults(func=main)

@@ -3,8 +3,9 @@
     stateguard model tiny --out runs/tiny-qwen3 [--seed 0] [--cache-dir ~/.cache/stateguard]
     stateguard model smollm2 --out runs/models/smollm2-135m [--no-install]
 
-Registered by the lead as the entry point ``model = "training.cli:register"`` in group ``stateguard.commands``
-(see ``harness/cli.py``). Registration imports nothing heavy; torch and transformers load when the command runs.
+Registered in ``pyproject.toml`` as the entry point ``model = "training.cli:register"`` of the group
+``stateguard.commands`` (see ``harness/cli.py``). Registration imports nothing heavy; torch and transformers load
+when the command runs.
 ``--out`` is checked first: a writable folder, created when missing (see :func:`harness.cli.prepare_out_dir`).
 """
 

@@ -13,7 +13,10 @@ the real Qwen3 tokenizer), everything under one output folder:
                   ``heldout-demo`` suite's clean episode and the two faults whose turn has the most scored
                   dependent turns (``eval_fault_order: dependents``), so a fault can spread and the DCR is defined.
 
-``--out`` (default: the config's ``out``) is checked before the first stage: a writable folder, created when missing.
+The flags are the fields of :class:`PipelineConfig` (:mod:`harness.config_cli`: the defaults, then ``--config FILE``
+(default ``configs/pipeline/demo.yaml``), then the flags, e.g. ``--eval_limit 2`` or ``--serve-port 8018``; every
+value's type is checked). ``--out`` (default: the config's ``out``, relative to the repository root; a flag's path is
+relative to the current folder) is checked before the first stage: a writable folder, created when missing.
 Each stage writes ``OUT/<stage>/stage.json`` (seconds and key figures) when it completes; a stage whose marker exists
 is skipped, so re-running resumes after the last completed stage (and the trainers' own checkpoints resume inside a
 stage). The training stages run as real launcher subprocesses, exactly as a user would type them; their output goes
@@ -40,9 +43,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from harness.cli import prepare_out_dir
+from harness.config_cli import add_config_arguments, given_flag, parse_config
 from harness.yaml_config import load_yaml_config
 
 if TYPE_CHECKING:
@@ -93,7 +97,7 @@ class PipelineConfig:
         metadata={"help": "Manager actions per activation in the evaluation (RuntimeConfig.max_actions)."},
     )
     serve_port: int = field(default=8017, metadata={"help": "Port of the local stand-in server."})
-    isolation: str = field(default="bwrap", metadata={"help": "Sandbox isolation: bwrap | none."})
+    isolation: Literal["bwrap", "none"] = field(default="bwrap", metadata={"help": "Sandbox isolation."})
 
     def __post_init__(self) -> None:
         from harness.evaluation.suite import FAULT_ORDERS
@@ -240,19 +244,20 @@ def evaluation_config(
     """The evaluation the ``evaluate`` stage runs (suite, task and fault selection, runtime) for ``managers``."""
     from harness.evaluation.run import EvaluationConfig
 
-    return EvaluationConfig(
-        suite=config.eval_suite,
-        out=str(out),
-        managers=managers,
-        labels=labels,
-        limit=config.eval_limit,
-        fault_limit=config.eval_fault_limit,
-        fault_order=config.eval_fault_order,
-        cache=str(cache),
-        isolation=config.isolation,
-        runtime={"max_actions": config.eval_max_actions} if config.eval_max_actions else {},
-        manager_max_tokens=config.eval_max_tokens,
-    )
+    fields = {
+        "suite": config.eval_suite,
+        "out": str(out),
+        "managers": managers,
+        "labels": labels,
+        "limit": config.eval_limit,
+        "fault_limit": config.eval_fault_limit,
+        "fault_order": config.eval_fault_order,
+        "cache": str(cache),
+        "isolation": config.isolation,
+        "runtime": {"max_actions": config.eval_max_actions} if config.eval_max_actions else {},
+        "manager_max_tokens": config.eval_max_tokens,
+    }
+    return EvaluationConfig.from_dict(fields, source="pipeline evaluate stage")
 
 
 def evaluation_figures(results: dict[str, Any]) -> dict[str, Any]:
@@ -395,6 +400,9 @@ def _signed(value: Any) -> str:
     return "n/a" if value is None else f"{value:+.3f}"
 
 
+DEFAULT_CONFIG = "configs/pipeline/demo.yaml"
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "pipeline",
@@ -402,18 +410,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", default="configs/pipeline/demo.yaml", help="pipeline YAML (PipelineConfig)")
-    parser.add_argument("--out", default=None, help="output folder (default: the config's out)")
+    add_config_arguments(
+        parser, PipelineConfig, what="pipeline", example=DEFAULT_CONFIG, default_config=DEFAULT_CONFIG
+    )
     parser.set_defaults(func=pipeline_command)
 
 
 def pipeline_command(args: argparse.Namespace) -> int:
     try:
-        config = PipelineConfig.from_yaml(args.config)
+        (config,) = parse_config(args)
     except (OSError, ValueError) as exc:
         print(f"stateguard pipeline: {exc}", file=sys.stderr)
         return 2
-    out = prepare_out_dir(args.out or config.path(config.out), "--out" if args.out else f"out (of {args.config})")
+    flag = given_flag(args, "out")  # a flag's path is the user's (relative to here); the file's, the repository's
+    where = flag or (f"out (of {args.config})" if args.config else "--out")
+    out = prepare_out_dir(config.out if flag else config.path(config.out), where)
     try:
         summary = run_pipeline(config, out)
     except RuntimeError as exc:

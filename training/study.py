@@ -17,9 +17,14 @@
    the held-out episodes with the scripted (simulated) worker through :func:`harness.evaluation.run_evaluation`.
 4. **report**: :mod:`training.study_report` writes ``results.json``, ``report.md`` and the plots.
 
+Modules: this one holds the config, the :class:`Study` paths and the driver; :mod:`training.study_data` (stage 1 and
+the cut evaluation suite), :mod:`training.study_arms` (stage 2, and serving a model arm),
+:mod:`training.study_exact_match` and :mod:`training.study_decisions` (stage 3), :mod:`training.study_report`
+(stage 4). Their public names are importable from here too.
+
 Arms (:data:`ARMS`): ``none``, ``rule``, ``prompt`` (SmolLM2-135M-Instruct as converted, prompt only), ``sft-lora``,
-``sft-full``, ``sft-dapo`` (DAPO from ``sft-full``; needs ``training.rl``: until it is installed the arm is reported
-as unavailable) and ``tiny-sft`` (the random-init tiny Qwen3 after the same SFT, for contrast).
+``sft-full``, ``sft-dapo`` (DAPO from ``sft-full``; where ``training.rl`` or ``scripts/rl.py`` is missing the arm is
+reported as unavailable) and ``tiny-sft`` (the random-init tiny Qwen3 after the same SFT, for contrast).
 
 Prompt view (:attr:`StudyConfig.prompt_view`): ``full`` gives the model arms exactly the ``llm`` policy's messages;
 ``bare`` removes the system prompt and the tools block from the SFT data, the exact-match prompts and the episode
@@ -43,40 +48,58 @@ unchanged (tested).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import logging
-import random
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from harness.jsonl import append_jsonl, read_jsonl_resumable
-from harness.llm import HFChatBackend, Message
 from harness.yaml_config import load_yaml_config, type_problems
 from training.pipeline import ROOT, launch_training
 from training.prompt_view import check_prompt_view, view
+from training.study_arms import (
+    ARMS,
+    MARKER,
+    Arm,
+    dapo_available,
+    merge_lora,
+    model_policy,
+    train_arm,
+    train_dapo,
+    train_sft,
+)
+from training.study_data import first_turns_suite, sft_dataset, synthesize_split
+from training.study_exact_match import EXACT_FILE, exact_match_samples, score_exact_match
+
+__all__ = [  # the driver and config, and the stages' functions under their historical names
+    "ARMS",
+    "EXACT_FILE",
+    "MARKER",
+    "TIMING_FILE",
+    "Arm",
+    "Study",
+    "StudyConfig",
+    "dapo_available",
+    "exact_match_samples",
+    "first_turns_suite",
+    "merge_lora",
+    "model_policy",
+    "play_decision_points",
+    "run_study",
+    "score_exact_match",
+    "sft_dataset",
+    "synthesize_split",
+    "train_arm",
+    "train_dapo",
+    "train_sft",
+    "view",
+]
 
 logger = logging.getLogger(__name__)
 
-MARKER = "train.json"
-EXACT_FILE = "exact_match.jsonl"
 TIMING_FILE = "timing.json"  # seconds per stage, summed over the invocations that ran it (a resume adds its own)
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One manager of the study: how it is trained (``train`` None: it is not) and whether a model answers."""
-
-    description: str
-    model: bool
-    train: Callable[[Study, str], dict[str, Any]] | None = None
-    needs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -214,20 +237,6 @@ class StudyConfig:
         return path if path.is_absolute() else ROOT / path
 
 
-# ---------------------------------------------------------------- inference
-def model_policy(path: str | Path, max_new_tokens: int, prompt_view: str = "full") -> Any:
-    """The ``llm`` manager policy over the checkpoint ``path`` (in process, prefix-cached), seeing ``prompt_view``."""
-    from harness.manager.llm_policy import LLMPolicy
-
-    class ViewedPolicy(LLMPolicy):
-        def messages(self, inp: Any) -> list[Message]:
-            return view(super().messages(inp), None, prompt_view)[0]
-
-    policy = ViewedPolicy(HFChatBackend(str(path), max_new_tokens=max_new_tokens), name="llm")
-    policy.tools = view([], policy.tools, prompt_view)[1]
-    return policy
-
-
 # ---------------------------------------------------------------- the study
 @dataclass
 class Study:
@@ -266,216 +275,6 @@ class Study:
         )
 
 
-def synthesize_split(study: Study, split: str) -> dict[str, Any]:
-    """The ``train`` or ``heldout`` synthesis run (resumable; skipped when its stats.json exists)."""
-    from synthesis.config import SynthesisConfig
-    from synthesis.domains.catalog import HELDOUT_DOMAINS
-    from synthesis.faults import FAULT_TYPES
-    from synthesis.pipeline import synthesize
-
-    out = study.data_dir(split)
-    stats = out / "stats.json"
-    config = study.config
-    if split == "train":
-        fields = {
-            **config.train_synthesis,
-            "fault_types": [t for t in FAULT_TYPES if t not in config.heldout_fault_types],
-        }
-    else:
-        fields = {**config.heldout_synthesis, "domains": list(HELDOUT_DOMAINS), "validation_fraction": 0.0}
-    if stats.is_file():
-        done = json.loads(stats.read_text())
-        had = done.get("config", {})
-        changed = [k for k, v in fields.items() if k not in ("workers", "isolation") and had.get(k) != v]
-        if changed:
-            raise ValueError(
-                f"{stats}: the {split} split there was synthesized with other {', '.join(changed)} than the config "
-                f"asks ({', '.join(f'{k}={had.get(k)!r} vs {fields[k]!r}' for k in changed)}); every later stage "
-                f"of the study depends on it: use another --out, or delete {study.out} to start over"
-            )
-        return done
-    logger.info("synthesizing the %s split into %s", split, out)
-    synthesize(SynthesisConfig(**{"isolation": config.isolation, **fields}), out, progress=True)
-    return json.loads(stats.read_text())
-
-
-def sft_dataset(study: Study) -> Path:
-    """The training split as the model arms see it: the synthesis output itself (``full``), or a copy of its
-    dataset with the system prompt and tools block removed (``bare``; lengths recounted by the SFT)."""
-    if study.config.prompt_view == "full":
-        return study.data_dir("train")
-    target = study.out / "data" / f"train-{study.config.prompt_view}"
-    if not (target / "dataset_dict.json").is_file():
-        from datasets import DatasetDict, load_from_disk
-
-        def shown(row: dict[str, Any]) -> dict[str, Any]:
-            messages, tools = view(row["messages"], row["tools"], study.config.prompt_view)
-            return {"messages": messages, "tools": tools or [], "n_tokens": 0}
-
-        splits = load_from_disk(str(study.data_dir("train") / "dataset"))
-        shown_splits = DatasetDict({name: split.map(shown) for name, split in splits.items()})
-        shown_splits.save_to_disk(str(target), num_shards=dict.fromkeys(shown_splits, 1))  # an empty split too
-    return target
-
-
-def _sft_args(study: Study, arm: str, model: str, dataset: Path, output: Path) -> list[str]:
-    return [
-        "--model_name_or_path", model, "--dataset_path", str(dataset), "--output_dir", str(output),
-        *study.config.sft_args,
-    ]  # fmt: skip
-
-
-def train_sft(study: Study, arm: str) -> dict[str, Any]:
-    """SFT of SmolLM2 (full or LoRA, merged afterwards) or of the tiny Qwen3, on the training split."""
-    config = study.config
-    data = sft_dataset(study)
-    if arm == "tiny-sft":
-        output = study.model_dir(arm)
-        study.launch(arm, "sft.py", config.sft_tiny_config, _sft_args(study, arm, "tiny", data, output))
-        return {"checkpoint": str(output)}
-    smollm2 = str(config.path(config.smollm2_dir))
-    if arm == "sft-full":
-        output = study.model_dir(arm)
-        study.launch(arm, "sft.py", config.sft_full_config, _sft_args(study, arm, smollm2, data, output))
-        return {"checkpoint": str(output)}
-    adapter = study.arm_dir(arm) / "adapter"
-    study.launch(arm, "sft.py", config.sft_lora_config, _sft_args(study, arm, smollm2, data, adapter))
-    merge_lora(adapter, study.model_dir(arm))
-    return {"checkpoint": str(study.model_dir(arm)), "adapter": str(adapter)}
-
-
-def merge_lora(adapter: Path, out: Path) -> Path:
-    """Fold a trained LoRA adapter into its base model and save a plain checkpoint (weights, tokenizer, template)."""
-    from peft import AutoPeftModelForCausalLM
-    from transformers import AutoTokenizer
-
-    model = AutoPeftModelForCausalLM.from_pretrained(str(adapter)).merge_and_unload()
-    model.save_pretrained(out, safe_serialization=True)
-    AutoTokenizer.from_pretrained(str(adapter)).save_pretrained(out)
-    return out
-
-
-def dapo_available() -> str | None:
-    """None when DAPO can run here, else why not (the arm is then reported as unavailable)."""
-    if importlib.util.find_spec("training.rl") is None or not (ROOT / "scripts" / "rl.py").is_file():
-        return "DAPO arm unavailable: training.rl / scripts/rl.py are not installed yet"
-    return None
-
-
-def train_dapo(study: Study, arm: str) -> dict[str, Any]:
-    """DAPO from the sft-full checkpoint on the training split's episodes (``scripts/rl.py``)."""
-    reason = dapo_available()
-    if reason is not None:
-        return {"unavailable": reason}
-    output = study.model_dir(arm)
-    args = ["--model_name_or_path", str(study.model_dir("sft-full")), "--pool", str(study.data_dir("train"))]
-    args += ["--prompt_view", study.config.prompt_view]  # the rollouts see what the SFT taught and the arms serve
-    study.launch(arm, "rl.py", study.config.rl_config, [*args, "--output_dir", str(output), *study.config.rl_args])
-    return {"checkpoint": str(output)}
-
-
-ARMS: dict[str, Arm] = {
-    "none": Arm("no manager (plain worker)", model=False),
-    "rule": Arm("deterministic rule verifier, no model", model=False),
-    "prompt": Arm("SmolLM2-135M-Instruct, prompt only", model=True),
-    "sft-lora": Arm("SmolLM2 after SFT, LoRA adapters (merged)", model=True, train=train_sft),
-    "sft-full": Arm("SmolLM2 after SFT, full fine-tune", model=True, train=train_sft),
-    "sft-dapo": Arm("SmolLM2 after SFT (full), then DAPO", model=True, train=train_dapo, needs=("sft-full",)),
-    "tiny-sft": Arm("tiny random-init Qwen3 after the same SFT", model=True, train=train_sft),
-}
-"""Arm name -> how it is built. Every model arm is the ``llm`` manager policy over its checkpoint."""
-
-
-def train_arm(study: Study, arm: str) -> dict[str, Any]:
-    """Train ``arm`` once (marker ``OUT/arms/<arm>/train.json``); returns its figures (``unavailable`` if it can't)."""
-    marker = study.arm_dir(arm) / MARKER
-    if marker.is_file():
-        return json.loads(marker.read_text())
-    spec = ARMS[arm]
-    if spec.train is None:
-        return {}
-    start = time.perf_counter()
-    result = spec.train(study, arm)
-    if "unavailable" in result:
-        logger.warning("%s", result["unavailable"])
-        return result  # no marker: a later run retries once DAPO is installed
-    result["seconds"] = round(time.perf_counter() - start, 1)
-    marker.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    return result
-
-
-# ---------------------------------------------------------------- teacher-forced exact match
-def exact_match_samples(study: Study, tokenizer: Any) -> list[dict[str, Any]]:
-    """The held-out atomic samples scored for exact match: those that fit ``max_prompt_tokens`` (counted with
-    ``tokenizer``), round-robin over labels (repair samples are rare) in a seeded order, at most
-    ``exact_match_samples``."""
-    from datasets import load_from_disk
-
-    from harness.manager.wire import parse_response
-    from training.sft import count_tokens
-
-    split = load_from_disk(str(study.data_dir("heldout") / "dataset"))["train"]
-    rows = [row for row in split if row["kind"] == "atomic"]
-    random.Random(study.config.seed).shuffle(rows)
-    by_label: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_label.setdefault(row["label"], []).append(row)
-    chosen: list[dict[str, Any]] = []
-    queues = [by_label[label] for label in sorted(by_label)]
-    while queues and len(chosen) < study.config.exact_match_samples:
-        queue = queues.pop(0)
-        row = queue.pop(0)
-        messages, tools = view(row["messages"], row["tools"], study.config.prompt_view)
-        if count_tokens(tokenizer, {"messages": messages, "tools": tools}) <= study.config.max_prompt_tokens:
-            gold = parse_response(row["messages"][-1]["content"])
-            chosen.append({**row, "gold": gold.action.name if gold.ok else None})
-        if queue:
-            queues.append(queue)
-    return chosen
-
-
-def score_exact_match(study: Study, arm: str, samples: list[dict[str, Any]], policy: Any) -> list[dict[str, Any]]:
-    """Each sample's gold context (all but the last message), the arm's next response, and whether its action name
-    equals the gold control action's. Appended per sample to ``OUT/arms/<arm>/exact_match.jsonl`` (resumable)."""
-    from tqdm import tqdm
-
-    from harness.manager.llm_policy import reply_to_text
-    from harness.manager.wire import parse_response
-
-    path = study.arm_dir(arm) / EXACT_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    done = read_jsonl_resumable(path)  # a torn last row of a killed run is dropped and played again
-    seen = {row["content_hash"] for row in done}
-    todo = [sample for sample in samples if sample["content_hash"] not in seen]
-    wanted = {sample["content_hash"] for sample in samples}
-    bar = tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"exact match {arm}", unit="sample")
-    with bar:
-        for sample in todo:
-            tools = sample["tools"]
-            tools = json.loads(tools) if isinstance(tools, str) else tools
-            messages, tools = view(sample["messages"][:-1], tools, study.config.prompt_view)
-            start = time.perf_counter()
-            reply = policy.backend.chat(messages, tools=tools)
-            parsed = parse_response(reply_to_text(reply))
-            predicted = parsed.action.name if parsed.ok else None
-            row = {
-                "content_hash": sample["content_hash"],
-                "task_id": sample["task_id"],
-                "label": sample["label"],
-                "gold": sample["gold"],
-                "predicted": predicted,
-                "parsed": parsed.ok,
-                "match": predicted is not None and predicted == sample["gold"],
-                "completion_tokens": reply.completion_tokens,
-                "seconds": round(time.perf_counter() - start, 3),
-            }
-            append_jsonl(path, row)
-            done.append(row)
-            bar.update()
-            bar.set_postfix(matched=sum(r["match"] for r in done if r["content_hash"] in wanted))
-    return [row for row in done if row["content_hash"] in wanted]
-
-
 # ---------------------------------------------------------------- decision points
 def play_decision_points(
     study: Study, arms: list[str], policy: Callable[[str], Any], timed: Callable[[str, Callable[[], Any]], Any]
@@ -506,39 +305,6 @@ def play_decision_points(
         }
     finally:
         env.close()
-
-
-# ---------------------------------------------------------------- driver
-def first_turns_suite(src: Path, out: Path, n_turns: int) -> Path:
-    """A copy of the synthesized suite ``src`` whose tasks keep their first ``n_turns`` turns (``config.yaml`` and
-    ``private/reference.json`` cut there; the tables and the rest copied) and whose ``faults.jsonl`` keeps the faults
-    injected in those turns. Turns only depend on earlier ones, so the cut tasks are valid tasks. Rebuilt each time
-    (cheap: a few small files per task)."""
-    from harness.tasks import load_task
-
-    if out.exists():
-        shutil.rmtree(out)
-    kept: dict[str, set[str]] = {}
-    for config_path in sorted((src / "tasks").glob("*/config.yaml")):
-        task_dir = out / "tasks" / config_path.parent.name
-        shutil.copytree(config_path.parent, task_dir)
-        config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-        config["turns"] = config["turns"][:n_turns]
-        turn_ids = {str(turn["turn_id"]) for turn in config["turns"]}
-        (task_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        reference_path = task_dir / "private" / "reference.json"
-        reference = json.loads(reference_path.read_text(encoding="utf-8"))
-        reference = {turn_id: value for turn_id, value in reference.items() if turn_id in turn_ids}
-        reference_path.write_text(json.dumps(reference, indent=2, ensure_ascii=False), encoding="utf-8")
-        kept[load_task(task_dir).id] = turn_ids  # validates the cut task
-    faults_path = src / "faults.jsonl"
-    lines = faults_path.read_text(encoding="utf-8").splitlines() if faults_path.is_file() else []
-    with (out / "faults.jsonl").open("w", encoding="utf-8") as fh:
-        for line in filter(str.strip, lines):
-            fault = json.loads(line)
-            if str(fault.get("turn_id")) in kept.get(str(fault.get("task_id")), set()):
-                fh.write(line + "\n")
-    return out
 
 
 def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, Any]:
@@ -595,18 +361,21 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
 
     if config.eval_turns is not None:
         first_turns_suite(study.data_dir("heldout"), study.eval_suite(), config.eval_turns)
-    eval_config = EvaluationConfig(
-        suite=str(study.eval_suite()),
-        out=str(study.out / "eval"),
-        managers=[f"llm-hf:{study.model_dir(a)}" if ARMS[a].model else a for a in arms],
-        labels=arms,
-        limit=config.eval_limit,
-        fault_limit=config.eval_fault_limit,
-        isolation=config.isolation,
-        runtime=config.runtime,
-        manager_max_tokens=config.manager_max_tokens,
-        seed=config.seed,
-        n_resamples=config.n_resamples,
+    eval_config = EvaluationConfig.from_dict(
+        dict(
+            suite=str(study.eval_suite()),
+            out=str(study.out / "eval"),
+            managers=[f"llm-hf:{study.model_dir(a)}" if ARMS[a].model else a for a in arms],
+            labels=arms,
+            limit=config.eval_limit,
+            fault_limit=config.eval_fault_limit,
+            isolation=config.isolation,
+            runtime=config.runtime,
+            manager_max_tokens=config.manager_max_tokens,
+            seed=config.seed,
+            n_resamples=config.n_resamples,
+        ),
+        source="study evaluation",
     )
     factories = {arm: (lambda a=arm: policy(a)) for arm in model_arms}
     evaluation = timed("episodes", lambda: run_evaluation(eval_config, policy_factories=factories))

@@ -1,247 +1,56 @@
-"""The study's numbers, report and plots, from episode records, exact-match scores and trainer logs.
+"""The study's results, report and plots, from episode records, exact-match scores and trainer logs.
 
-Per arm (definitions; every interval is a task-clustered percentile bootstrap of
-:mod:`harness.evaluation.stats`, 95 %, ``n_resamples`` resamples):
-
-- **legal-action rate**: legal manager actions / manager actions, over every activation of every episode (n/a
-  for ``none``, which takes no action). CI: the actions' 0/1 values, clustered by task.
-- **exact match**: teacher-forced, on held-out atomic samples: the share whose next response parses to the gold
-  control action's name. CI: per sample, clustered by task.
-- **repairs** against the injected *harmful* faults (a benign rewrite is not a fault to repair), over keys
-  ``(episode, run, turn)``: precision, recall, F1 = 2TP / (2TP + FP + FN), and the **false-repair rate**: repaired
-  keys that hold no harmful fault / keys that hold none. F1's CI resamples tasks and recomputes F1 (each TP counts
-  as two values 1, each FP and FN as one value 0, whose pooled mean is exactly F1).
-- **reward by term**: :func:`rewards.score_episode` of each episode with its fault (terms that do not apply are left
-  out of that term's mean), and the weighted total.
-- **turn accuracy** (with CI) and **DCR** from :func:`harness.evaluation.summary.summarize_variant`, and
-  **downstream turn accuracy**: turns from the faulted turn on, in episodes with a harmful fault.
-- **paired comparisons** ``b - a`` (:func:`~harness.evaluation.stats.paired_cluster_bootstrap`) over what both arms
-  share: exact match per sample, legal-action rate and reward per episode, turn correctness per turn.
-
+:func:`collect` gathers everything into the results dict (``results.json``), with each arm's metrics from
+:mod:`training.study_metrics` (where every metric is defined), and checks the targets; :func:`write_outputs` writes
+``results.json``, ``report.md`` (:func:`render_report`) and the plots (:mod:`training.study_plots`).
 All worker numbers are SIMULATED: the scripted worker replays reference or faulty programs.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from harness.evaluation.report import fmt, interval, markdown_table
-from harness.evaluation.stats import cluster_bootstrap_ci, paired_cluster_bootstrap, repair_precision_recall
+from training.study_metrics import (
+    arm_metrics,
+    comparisons,
+    decision_metrics,
+    episode_facts,
+    f1_contributions,
+    metric_entry,
+    paired,
+    teacher_forced_repair_f1,
+)
+from training.study_plots import PLOTS, write_plots
 
 if TYPE_CHECKING:
-    from harness.manager.episode import EpisodeRecord
     from training.study import Study
 
-PLOTS = ("metrics.png", "rewards.png", "training_sft.png", "training_rl.png")
+__all__ = [  # the report's own names, and the metrics and plots under their historical import path
+    "LEGAL_TARGET",
+    "PLOTS",
+    "SFT_ARMS",
+    "arm_metrics",
+    "collect",
+    "comparisons",
+    "decision_metrics",
+    "episode_facts",
+    "f1_contributions",
+    "metric_entry",
+    "paired",
+    "render_report",
+    "targets",
+    "teacher_forced_repair_f1",
+    "training_figures",
+    "write_outputs",
+    "write_plots",
+]
+
 LEGAL_TARGET = 0.95
 SFT_ARMS = ("sft-lora", "sft-full")
-
-
-# ---------------------------------------------------------------- per-episode facts
-def episode_facts(record: EpisodeRecord, turns: Sequence[str], fault: Any, benign: bool) -> dict[str, Any]:
-    """What the study needs of one episode: action legality, repaired/faulted turns, turn outcomes, reward terms."""
-    from harness.evaluation.summary import TaskInfo, eval_meta, turn_outcomes
-    from rewards import FaultInfo, score_episode
-
-    actions = [a for act in record.activations if act.get("actor") == "policy" for a in act.get("actions", [])]
-    harmful = fault is not None and not benign
-    info = None if fault is None else FaultInfo(fault.turn_id, fault.fault_type, fault.variables, benign=benign)
-    outcomes = turn_outcomes(record, TaskInfo("multi_turn", {t: () for t in turns}))
-    reward = score_episode(record, info)
-    fault_index = turns.index(fault.turn_id) if harmful and fault.turn_id in turns else None
-    return {
-        "task_id": record.task_id,
-        "legal": [bool(a.get("legal")) for a in actions],
-        "repaired": sorted({str(r.get("turn_id")) for r in record.repairs}),
-        "faulted": fault.turn_id if harmful else None,
-        "turns": list(turns),
-        "correct": [bool(outcomes[t]) for t in turns],
-        "downstream": [] if fault_index is None else [bool(outcomes[t]) for t in turns[fault_index:]],
-        "reward": {"total": reward.total, **reward.terms},
-        "key": eval_meta(record)["key"],
-    }
-
-
-def _clusters(pairs: Sequence[tuple[str, float]]) -> list[list[float]]:
-    by: dict[str, list[float]] = {}
-    for cluster, value in pairs:
-        by.setdefault(cluster, []).append(value)
-    return list(by.values())
-
-
-def _ci(pairs: Sequence[tuple[str, float]], seed: int, n: int) -> dict[str, Any]:
-    """Pooled mean of ``(cluster, value)`` pairs with its cluster-bootstrap CI; n/a when there is no value."""
-    if not pairs:
-        return {"value": None, "ci95": None, "n": 0}
-    ci = cluster_bootstrap_ci(_clusters(pairs), seed=seed, n_resamples=n)
-    return {"value": ci.estimate, "ci95": [ci.low, ci.high], "n": ci.n_values}
-
-
-def metric_entry(metrics: Mapping[str, Any], name: str) -> Any:
-    """``metrics[name]``; a dotted ``name`` ("decisions.repair_f1") looks into sub-dicts; None if missing."""
-    found: Any = metrics
-    for part in name.split("."):
-        found = found.get(part) if isinstance(found, Mapping) else None
-    return found
-
-
-def arm_metrics(facts: Sequence[dict[str, Any]], exact: Sequence[dict[str, Any]], seed: int, n: int) -> dict:
-    """The metrics of one arm (see the module docstring)."""
-    legal = [(f["task_id"], float(v)) for f in facts for v in f["legal"]]
-    faulted = {(f["key"], f["faulted"]) for f in facts if f["faulted"] is not None}
-    repaired = {(f["key"], t) for f in facts for t in f["repaired"]}
-    score = repair_precision_recall(repaired, faulted)
-    keys = [(f["task_id"], (f["key"], turn)) for f in facts for turn in f["turns"]]
-    decisions = [(task, key in faulted, key in repaired) for task, key in keys]
-    f1_values = f1_contributions(decisions)
-    false_values = [(task, float(did)) for task, should, did in decisions if not should]
-    terms = sorted({t for f in facts for t in f["reward"]})
-    rewards = {}
-    for term in terms:
-        values = [f["reward"][term] for f in facts if f["reward"].get(term) is not None]
-        rewards[term] = float(np.mean(values)) if values else None
-    has_actions = any(f["legal"] for f in facts)
-    exact_f1 = teacher_forced_repair_f1(exact)
-    return {
-        "episodes": len(facts),
-        "legal_action_rate": _ci(legal, seed, n) if has_actions else {"value": None, "ci95": None, "n": 0},
-        "exact_match": _ci([(r["task_id"], float(r["match"])) for r in exact], seed, n),
-        "parse_rate_exact": float(np.mean([r["parsed"] for r in exact])) if exact else None,
-        "repair_f1_exact": _ci(exact_f1, seed, n) if exact_f1 else {"value": None, "ci95": None, "n": 0},
-        "repair_precision": score.precision,
-        "repair_recall": score.recall,
-        "repair_f1": _ci(f1_values, seed, n) if faulted or repaired else {"value": None, "ci95": None, "n": 0},
-        "repair_counts": {"true_positive": score.true_positives, "repaired": score.repaired, "faulted": score.faulted},
-        "false_repair_rate": _ci(false_values, seed, n),
-        "downstream_turn_accuracy": _ci([(f["task_id"], float(v)) for f in facts for v in f["downstream"]], seed, n),
-        "reward": rewards,
-        "reward_total": _ci([(f["task_id"], f["reward"]["total"]) for f in facts], seed, n),
-    }
-
-
-def teacher_forced_repair_f1(exact: Sequence[dict[str, Any]]) -> list[tuple[str, float]]:
-    """Per-sample contributions whose mean is the repair F1 of the exact-match samples, ``2TP / (2TP + FP + FN)``:
-    a sample whose gold action is REPAIR counts twice 1.0 if the model repaired there, once 0.0 if not (FN); a
-    REPAIR the gold did not take is one 0.0 (FP); the rest do not enter. (task id, value) pairs, for the bootstrap."""
-    return f1_contributions([(row["task_id"], row["gold"] == "REPAIR", row["predicted"] == "REPAIR") for row in exact])
-
-
-def f1_contributions(decisions: Sequence[tuple[str, bool, bool]]) -> list[tuple[str, float]]:
-    """``(task id, should repair, did repair)`` -> (task id, value) pairs whose pooled mean is the repair F1
-    ``2TP / (2TP + FP + FN)``: a TP gives two values 1.0, an FN or an FP one value 0.0, a true negative none (so a
-    task-clustered bootstrap of the pooled mean resamples F1 itself)."""
-    values = []
-    for task, should, did in decisions:
-        if should:
-            values += [(task, 1.0)] * 2 if did else [(task, 0.0)]
-        elif did:
-            values.append((task, 0.0))
-    return values
-
-
-def decision_metrics(rows: Sequence[dict[str, Any]], seed: int, n: int) -> dict[str, Any]:
-    """The metrics of one arm's decision points (:mod:`training.study_decisions`): legal-action rate over the arm's
-    actions in the point activations, control match (the control action that ended the activation equals the gold
-    one), repair precision / recall / F1 against the REPAIR points, the false-repair rate over the COMMIT points,
-    and the mean episode reward; each with its task-clustered bootstrap CI."""
-    decisions = [(r["task_id"], r["gold"] == "REPAIR", bool(r["repaired"])) for r in rows]
-    score = repair_precision_recall(
-        [r["key"] for r in rows if r["repaired"]], [r["key"] for r in rows if r["gold"] == "REPAIR"]
-    )
-    legal = [(r["task_id"], float(a["legal"])) for r in rows for a in r["actions"]]
-    f1 = f1_contributions(decisions)
-    return {
-        "points": len(rows),
-        "repair_points": score.faulted,
-        "legal_action_rate": _ci(legal, seed, n),
-        "control_match": _ci([(r["task_id"], float(r["control"] == r["gold"])) for r in rows], seed, n),
-        "repair_precision": score.precision,
-        "repair_recall": score.recall,
-        "repair_f1": _ci(f1, seed, n),
-        "repair_counts": {"true_positive": score.true_positives, "repaired": score.repaired, "faulted": score.faulted},
-        "false_repair_rate": _ci([(task, float(did)) for task, should, did in decisions if not should], seed, n),
-        "reward_total": _ci([(r["task_id"], r["reward"]) for r in rows], seed, n),
-        "controls": dict(sorted(Counter(str(r["control"]) for r in rows).items())),
-    }
-
-
-# ---------------------------------------------------------------- paired comparisons
-def paired(
-    a: Mapping[str, tuple[str, float]], b: Mapping[str, tuple[str, float]], seed: int, n: int
-) -> dict[str, Any] | None:
-    """``b - a`` over the ids both hold (``id -> (cluster, value)``), task-clustered paired bootstrap."""
-    common = sorted(set(a) & set(b))
-    if not common:
-        return None
-    xs: dict[str, list[float]] = {}
-    ys: dict[str, list[float]] = {}
-    for key in common:
-        xs.setdefault(a[key][0], []).append(a[key][1])
-        ys.setdefault(a[key][0], []).append(b[key][1])
-    ci = paired_cluster_bootstrap(xs, ys, seed=seed, n_resamples=n)
-    return {"diff": ci.estimate, "ci95": [ci.low, ci.high], "n": ci.n_values, "tasks": ci.n_clusters}
-
-
-def _per_episode(facts: Sequence[dict[str, Any]], value: Callable[[dict[str, Any]], float | None]) -> dict:
-    out = {}
-    for f in facts:
-        v = value(f)
-        if v is not None:
-            out[f["key"]] = (f["task_id"], v)
-    return out
-
-
-def comparisons(
-    pairs: Sequence[Sequence[str]],
-    facts: Mapping[str, list],
-    exact: Mapping[str, list],
-    seed: int,
-    n: int,
-    decisions: Mapping[str, list] | None = None,
-) -> list[dict[str, Any]]:
-    """Every configured pair whose arms both ran: paired differences per metric (None where they share nothing)."""
-    rows = []
-    for a, b in pairs:
-        if a not in facts or b not in facts:
-            continue
-        metrics: dict[str, Callable[[dict[str, Any]], float | None]] = {
-            "legal_action_rate": lambda f: float(np.mean(f["legal"])) if f["legal"] else None,
-            "reward_total": lambda f: f["reward"]["total"],
-        }
-        row: dict[str, Any] = {"a": a, "b": b}
-        for name, value in metrics.items():
-            row[name] = paired(_per_episode(facts[a], value), _per_episode(facts[b], value), seed, n)
-        turns = {
-            side: {
-                f"{f['key']}/{t}": (f["task_id"], float(c))
-                for f in facts[side]
-                for t, c in zip(f["turns"], f["correct"], strict=True)
-            }
-            for side in (a, b)
-        }
-        row["turn_accuracy"] = paired(turns[a], turns[b], seed, n)
-        sample = {
-            side: {r["content_hash"]: (r["task_id"], float(r["match"])) for r in exact.get(side, [])}
-            for side in (a, b)
-        }
-        row["exact_match"] = paired(sample[a], sample[b], seed, n)
-        for name, value in (("decision_reward", lambda r: r["reward"]), ("decision_match", _control_match)):
-            point = {
-                side: {r["key"]: (r["task_id"], value(r)) for r in (decisions or {}).get(side, [])} for side in (a, b)
-            }
-            row[name] = paired(point[a], point[b], seed, n)
-        rows.append(row)
-    return rows
-
-
-def _control_match(row: dict[str, Any]) -> float:
-    return float(row["control"] == row["gold"])
 
 
 # ---------------------------------------------------------------- collection
@@ -337,7 +146,8 @@ def collect(
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's three targets, each met / missed / n/a (or measured) with the numbers that decide it."""
+    """The study's targets (SFT arms: legal-action rate, repair F1 above prompt-only; DAPO's effect measured), each
+    met / missed / n/a (or measured) with the numbers that decide it."""
     arms = results["arms"]
 
     def value(arm: str, metric: str) -> float | None:
@@ -570,74 +380,3 @@ def _strata(results: dict[str, Any], prefix: str) -> str | None:
     """``"COMMIT_STATE 12, REPAIR 11, ..."``: an SFT's stratified subset counts (None: not stratified)."""
     parts = [f"{key.removeprefix(prefix)} {n}" for key, n in results.items() if key.startswith(prefix)]
     return ", ".join(parts) or None
-
-
-# ---------------------------------------------------------------- plots
-def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
-    """``metrics.png`` (rates with CIs per arm), ``rewards.png`` (reward by term), ``training_sft.png`` (loss per
-    step of every SFT arm) and, when the RL arm trained, ``training_rl.png`` (reward, clip, filtered-group curves)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from harness.evaluation.report import save_figure
-
-    arms = results["arms"]
-    names = list(arms)
-    paths = []
-    metrics = ["legal_action_rate", "exact_match", "repair_f1", "false_repair_rate", "turn_accuracy"]
-    if any(arms[a]["metrics"].get("decisions") for a in names):
-        metrics += ["decisions.control_match", "decisions.repair_f1"]
-
-    def entry(arm: str, metric: str) -> dict[str, Any]:
-        found = metric_entry(arms[arm]["metrics"], metric) or {}
-        return {"value": found.get("value"), "ci95": found.get("ci95")}
-
-    fig, ax = plt.subplots(figsize=(1.4 * len(names) + 4, 3.6))
-    width = 0.8 / len(metrics)
-    for i, metric in enumerate(metrics):
-        entries = [entry(a, metric) for a in names]
-        values = [e["value"] or 0.0 for e in entries]
-        errors = [
-            [v - (e["ci95"] or [v, v])[0] for v, e in zip(values, entries, strict=True)],
-            [(e["ci95"] or [v, v])[1] - v for v, e in zip(values, entries, strict=True)],
-        ]
-        x = [j + (i - len(metrics) / 2 + 0.5) * width for j in range(len(names))]
-        ax.bar(x, values, width, yerr=errors, capsize=2, label=metric.replace("_", " ").replace(".", ": "))
-    ax.set(xticks=range(len(names)), xticklabels=names, ylim=(0, 1.05), title="per arm, 95% CI (SIMULATED worker)")
-    ax.legend(fontsize=7, ncol=3)
-    paths.append(save_figure(fig, out / PLOTS[0]))
-
-    terms = sorted({t for a in arms.values() for t in a["metrics"]["reward"]})
-    fig, ax = plt.subplots(figsize=(1.4 * len(names) + 4, 3.6))
-    width = 0.8 / max(len(terms), 1)
-    for i, term in enumerate(terms):
-        x = [j + (i - len(terms) / 2 + 0.5) * width for j in range(len(names))]
-        ax.bar(x, [arms[a]["metrics"]["reward"].get(term) or 0.0 for a in names], width, label=term)
-    ax.axhline(0, color="black", linewidth=0.8)
-    ax.set(xticks=range(len(names)), xticklabels=names, title="mean reward by term (SIMULATED worker)")
-    ax.legend(fontsize=7, ncol=3)
-    paths.append(save_figure(fig, out / PLOTS[1]))
-
-    trained = {a: v["training"]["curves"] for a, v in arms.items() if v["training"]}
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    for arm, curves in trained.items():
-        for key, style in (("loss", "-"), ("eval_loss", "o--")):
-            if curves.get(key):
-                steps, values = zip(*curves[key], strict=True)
-                ax.plot(steps, values, style, label=f"{arm} {key}")
-    ax.set(xlabel="step", ylabel="loss", title="SFT loss (assistant tokens)")
-    ax.legend(fontsize=7)
-    paths.append(save_figure(fig, out / PLOTS[2]))
-
-    rl = {k: v for k, v in (trained.get("sft-dapo") or {}).items() if k != "loss"}
-    if rl:
-        fig, ax = plt.subplots(figsize=(7, 3.6))
-        for key, points in sorted(rl.items()):
-            steps, values = zip(*points, strict=True)
-            ax.plot(steps, values, label=key)
-        ax.set(xlabel="step", title="DAPO: reward by term, clip fractions, filtered groups")
-        ax.legend(fontsize=6)
-        paths.append(save_figure(fig, out / PLOTS[3]))
-    return paths

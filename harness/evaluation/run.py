@@ -40,7 +40,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tqdm import tqdm
 
@@ -49,7 +49,8 @@ from harness.evaluation.stats import N_RESAMPLES
 from harness.evaluation.suite import DEFAULT_CACHE, SUITES, EpisodeSpec, Suite, resolve_suite
 from harness.evaluation.summary import TaskInfo, compare_variants, episode_id, summarize_variant
 from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
-from harness.worker.spec import parse_worker_spec
+from harness.specs import MANAGER_GRAMMAR, WORKER_GRAMMAR, parse_manager_specs, parse_suite_spec, parse_worker_spec
+from harness.yaml_config import build_config
 
 logger = logging.getLogger(__name__)
 
@@ -68,12 +69,16 @@ class EvaluationError(ValueError):
 
 @dataclass
 class EvaluationConfig:
+    """What ``stateguard evaluate`` runs (YAML keys = field names; configs/eval/*.yaml). Build one in code with
+    :meth:`from_dict` (every value's type is checked, as for a file); the command builds it from its file and flags
+    with :func:`harness.config_cli.parse_config`."""
+
     suite: str = field(metadata={"help": "A suite folder or name (see harness.evaluation.suite.SUITES)."})
     out: str = field(metadata={"help": "Output folder: results.json, report.md, episodes/<variant>.jsonl."})
-    worker: str = field(default="scripted", metadata={"help": "scripted | openai:URL | hf:PATH."})
+    worker: str = field(default="scripted", metadata={"help": f"The worker: {WORKER_GRAMMAR}."})
     managers: list[str] = field(
         default_factory=lambda: ["none", "rule"],
-        metadata={"help": "Manager variants (specs of get_policy), run on the same episodes; baseline first."},
+        metadata={"help": f"Manager variants, run on the same episodes; baseline first. Each: {MANAGER_GRAMMAR}."},
     )
     labels: list[str] | None = field(
         default=None, metadata={"help": "Names of the variants in the results (default: the specs themselves)."}
@@ -92,8 +97,10 @@ class EvaluationConfig:
         },
     )
     cache: str = field(default=str(DEFAULT_CACHE), metadata={"help": "Folder the named suites are built into."})
-    isolation: str = field(default="bwrap", metadata={"help": "Sandbox isolation: bwrap | none."})
-    flow: str | None = field(default=None, metadata={"help": "Review cadence turn | segment (default: by kind)."})
+    isolation: Literal["bwrap", "none"] = field(default="bwrap", metadata={"help": "Sandbox isolation."})
+    flow: Literal["turn", "segment"] | None = field(
+        default=None, metadata={"help": "Review cadence (null: turn for multi-turn tasks, segment for single tasks)."}
+    )
     oracle_relations: bool = field(
         default=False,
         metadata={"help": "Show the manager the task's dependency graph (an oracle; RuntimeConfig.oracle_relations)."},
@@ -111,13 +118,10 @@ class EvaluationConfig:
     report: bool = field(default=True, metadata={"help": "Write report.md with plots."})
 
     def __post_init__(self) -> None:
-        from harness.manager.policies import POLICIES, POLICY_GRAMMAR
-
-        if not self.managers:
-            raise EvaluationError("--manager: give at least one variant, e.g. --manager none,rule.")
-        unknown = [m for m in self.managers if m.partition(":")[0] not in POLICIES]
-        if unknown:
-            raise EvaluationError(f"--manager: unknown variant(s) {unknown}; grammar: {POLICY_GRAMMAR}.")
+        try:  # a -hf model folder is checked when its variant has episodes to run (a resumed one may have none)
+            parse_manager_specs(self.managers, check_paths=False)
+        except ValueError as exc:
+            raise EvaluationError(str(exc)) from None
         if len(set(self.variant_names)) != len(self.managers):
             raise EvaluationError(f"--manager {','.join(self.managers)}: a variant is listed twice; list each once.")
         if self.labels is not None and len(self.labels) != len(self.managers):
@@ -143,13 +147,20 @@ class EvaluationConfig:
         if self.runs < 1:
             raise EvaluationError(f"--runs {self.runs}: run every episode at least once.")
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "") -> EvaluationConfig:
+        """The config of ``data`` (field name -> value) after the checks of a config file: unknown keys, missing
+        required fields and every value's type are named in one ``ValueError`` (``source`` starts the message,
+        e.g. ``pipeline evaluate stage``); then this class's own checks. The one way code builds an evaluation."""
+        return build_config(cls, data, source=source)
+
     def runtime_fields(self) -> dict[str, Any]:
         """The RuntimeConfig fields of every episode: ``flow``, the two oracle switches, then ``runtime``."""
         return {"flow": self.flow, **{name: getattr(self, name) for name in ORACLE_SWITCHES}, **self.runtime}
 
     @property
     def scripted(self) -> bool:
-        return self.worker == "scripted"
+        return parse_worker_spec(self.worker).scripted
 
     @property
     def variant_names(self) -> list[str]:
@@ -229,17 +240,13 @@ def run_episode(
 ) -> EpisodeRecord:
     """One episode of ``spec`` with ``policy`` in a fresh kernel; its record carries ``config["eval"]``."""
     from harness.manager import ManagerRuntime, RuntimeConfig
-    from harness.worker import ScriptedWorker
     from harness.worker.spec import build_worker
 
     tokens_before = (getattr(policy, "prompt_tokens", 0), getattr(policy, "completion_tokens", 0))
     runtime_config = RuntimeConfig(**config.runtime_fields())
     with sandbox.new_kernel(public_dir=task.public_dir) as kernel:
-        if config.scripted:
-            faults = {spec.fault.turn_id: spec.fault} if spec.fault is not None else {}
-            worker = ScriptedWorker.for_task(task, kernel, faults)
-        else:
-            worker = build_worker(config.worker, kernel, task)
+        faults = {spec.fault.turn_id: spec.fault} if config.scripted and spec.fault is not None else {}
+        worker = build_worker(config.worker, kernel, task, faults)
         record = ManagerRuntime(task, kernel, worker, policy, runtime_config).run()
     record.config["eval"] = {
         "key": spec.key,
@@ -297,11 +304,13 @@ def is_heldout(spec: str, suite: Suite) -> bool:
     is imported (``dabench-dev``), or a folder no synthesis run wrote (no ``stats.json``: imported tasks)."""
     if suite.name.startswith("heldout"):
         return True
-    path = Path(spec)
-    if not path.is_dir():
-        named = SUITES.get(spec)
-        return named is not None and named.import_from is not None
-    return not (path / "stats.json").is_file()
+    try:
+        ref = parse_suite_spec(spec)
+    except ValueError:  # a folder gone since the suite was resolved: nothing says it is held out
+        return False
+    if ref.folder is None:
+        return SUITES[str(ref.name)].import_from is not None
+    return not (ref.folder / "stats.json").is_file()
 
 
 def oracle_section(config: Any, suite: Suite, records: Mapping[str, list[EpisodeRecord]]) -> dict[str, Any]:

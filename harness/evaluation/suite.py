@@ -73,7 +73,7 @@ class SuiteError(ValueError):
 
 
 class SuiteUnavailableError(SuiteError):
-    """A named suite whose source is not on this machine (e.g. DABench dev outside ../shared)."""
+    """A named suite whose source is not on this machine (e.g. DABench dev absent from :data:`DABENCH_DEV`)."""
 
 
 @dataclass(frozen=True)
@@ -249,12 +249,16 @@ def resolve_suite(
     ``fault_limit`` N faults of the tasks kept, ranked by ``fault_order`` (:data:`FAULT_ORDERS`) and played in file
     order (every task still has its clean episode)."""
     lookup(FAULT_ORDERS, fault_order, what="fault order")  # a bad name fails before a suite is built
-    path = Path(spec)
-    if path.is_dir():
-        suite = _folder_suite(path, name=path.name)
+    from harness.specs import parse_suite_spec
+
+    try:
+        ref = parse_suite_spec(spec)
+    except ValueError as exc:
+        raise SuiteError(str(exc)) from None
+    if ref.folder is not None:
+        suite = _folder_suite(ref.folder, name=ref.folder.name)
     else:
-        suite_spec = lookup(SUITES, spec, what="suite", fix="Or pass a folder of task folders.")
-        suite = _build_named(spec, suite_spec, Path(cache))
+        suite = _build_named(ref.spec, SUITES[ref.spec], Path(cache))
     if faults is not None:
         suite.faults = read_faults(faults)
         suite.source += f"; faults from {faults}"

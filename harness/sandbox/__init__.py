@@ -26,6 +26,9 @@ host process ──socket──► **zygote** (numpy/pandas imported; inside one
      Checkpoints are forks of the kernel parked on their own channel; ``restore`` double-forks a new kernel from
      one; probes are forks that run one cell and exit. Channels are unix socketpairs handed over with SCM_RIGHTS;
      frames are length-prefixed JSON with size caps; the host gets real pids from SCM_CREDENTIALS.
+Host side: ``sandbox.py`` (:class:`Sandbox`, the zygote), ``client.py`` (:class:`Kernel`, one kernel's handle),
+``channels.py`` (socketpairs, greetings, forks), ``replies.py`` (validating what a kernel reports). Inside the sandbox:
+``runtime/`` (mounted read-only as ``sg_runtime``; ``runtime/kernel.py`` is the kernel process itself).
 Typical costs here (``scripts/bench_sandbox.py``), with a 1,000,000-row DataFrame in the namespace: trivial cell
 ~0.3 ms, new kernel ~50 ms, probe ~6 ms; checkpoint ~4 ms and restore ~7 ms, each measured as the extra time of the
 cell that follows it (a checkpoint's fork is deferred to that cell; a restored kernel's first cell pays its
@@ -118,8 +121,8 @@ to the public dir, the workspace, the Python installation and system libraries, 
 private tmp dir, denies TCP and signals out of the kernel — but that is defence in depth, not isolation.
 """
 
+from .client import Kernel, ReplyTap, SandboxError
 from .config import SandboxConfig
-from .kernel import Kernel, ReplyTap, SandboxError
 from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
 from .sandbox import Sandbox, SandboxUnavailableError
 

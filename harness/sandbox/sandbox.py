@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from .cgroups import CgroupManager
+from .channels import SandboxError, read_hello, request
+from .client import Kernel
 from .config import SandboxConfig
-from .kernel import Kernel, SandboxError, read_hello, request
 from .result import ExecutionResult
 from .runtime.protocol import ProtocolError
 from .runtime.syscalls import landlock_abi

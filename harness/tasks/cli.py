@@ -1,7 +1,7 @@
 """``stateguard tasks``: validate, import, grade, show and list task folders.
 
     stateguard tasks validate PATH [PATH ...]        # exit 0 when every task is valid, 2 otherwise
-    stateguard tasks import dabench --src ../shared/benchmarks/dabench-dev --out runs/tasks/dabench [--ids 0,5]
+    stateguard tasks import dabench --src DABENCH_DEV_DIR --out runs/tasks/dabench [--ids 0,5]
     stateguard tasks import longds --src DIR --out OUT [--task-id ID]
     stateguard tasks import dabstep --src FILE_OR_DIR [--context DIR] --out OUT
     stateguard tasks import mlebench --src COMPETITION_DIR --raw RAW_DIR --out OUT

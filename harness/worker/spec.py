@@ -6,7 +6,9 @@
 - ``hf:PATH``: the same worker over an in-process transformers checkpoint folder.
 
 :func:`parse_worker_spec` checks a spec before any work starts (one ``ValueError`` naming the flag, the spec and the
-fix); :func:`build_worker` makes the worker for one kernel; :func:`task_contract` is a model worker's first prompt.
+fix), and refuses faults to replay with a model worker (``faults=True``); :func:`build_worker` makes the worker for
+one kernel; :func:`task_contract` is a model worker's first prompt. :mod:`harness.specs` re-exports the parser next to
+those of the manager and suite specs.
 """
 
 from __future__ import annotations

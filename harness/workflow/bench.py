@@ -14,10 +14,14 @@ with a ``bench`` section added: per-episode score, validity and cost, totals per
 episode that raised is logged, left out and retried by the next run).
 
 ``--model``: ``http://HOST:PORT/v1`` | ``openai:URL`` | ``hf:PATH`` | ``fake:FILE`` (canned replies; SIMULATED).
-``--config FILE``: a YAML of :class:`~harness.workflow.config.WorkflowConfig` fields (prompts, temperature,
-max_iterations, time_budget_s ...; every value's type is checked). ``--out`` (and ``--cache`` for a named suite) is
-checked writable, and created, before any episode runs. Exit codes: 0 done, 2 bad input, 3 suite unavailable (e.g.
-DABench absent).
+The flags are the fields of :class:`BenchConfig` and of :class:`~harness.workflow.config.WorkflowConfig` (prompts,
+temperature, max_iterations, time_budget_s ...), read by :mod:`harness.config_cli`: the defaults, then ``--config
+FILE`` (a YAML of fields of either class; ``model`` sets both), then the flags (``--max_iterations 2`` or
+``--max-iterations 2``). Every value's type is checked. Kept from before: ``--workflow A,B`` and ``--label A,B`` (one
+comma-separated value for ``workflows`` / ``labels``), ``--max-sandbox`` (``max_sandbox_processes``) and
+``--segment-steps N`` (``runtime: {segment_steps: N}``). ``--out`` (and ``--cache`` for a named suite) is checked
+writable, and created, before any episode runs. Exit codes: 0 done, 2 bad input, 3 suite unavailable (e.g. DABench
+absent).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tqdm import tqdm
 
@@ -46,11 +50,13 @@ class BenchConfig:
     model: str | None = field(default=None, metadata={"help": "The model of every workflow (see the module doc)."})
     manager: str = field(default="none", metadata={"help": "The manager variant supervising every workflow."})
     labels: list[str] | None = field(default=None, metadata={"help": "Variant names (default WORKFLOW+MANAGER)."})
-    workflow_config: dict[str, Any] = field(default_factory=dict, metadata={"help": "WorkflowConfig fields."})
+    workflow_config: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "WorkflowConfig fields (the command sets them from its own flags)."}
+    )
     runtime: dict[str, Any] = field(default_factory=dict, metadata={"help": "RuntimeConfig fields (segment_steps)."})
     limit: int | None = field(default=None, metadata={"help": "Keep only the first N tasks of the suite."})
     cache: str = field(default="runs/eval-suites", metadata={"help": "Folder the named suites are built into."})
-    isolation: str = field(default="bwrap", metadata={"help": "Sandbox isolation: bwrap | none."})
+    isolation: Literal["bwrap", "none"] = field(default="bwrap", metadata={"help": "Sandbox isolation."})
     concurrency: int = field(default=4, metadata={"help": "Tasks at once."})
     max_llm_calls: int = field(default=4, metadata={"help": "LLM calls in flight at once (hf: forced to 1)."})
     max_sandbox_processes: int = field(default=4, metadata={"help": "Sandbox executions at once."})
@@ -73,11 +79,9 @@ class BenchConfig:
         if len(set(self.variant_names)) != len(self.workflows):
             raise ValueError(f"--workflow {','.join(self.workflows)}: a workflow is listed twice; list each once.")
         WorkflowConfig(**{**self.workflow_config, "model": self.model or self.workflow_config.get("model")})
-        from harness.manager.policies import POLICIES, POLICY_GRAMMAR
+        from harness.specs import parse_manager_spec
 
-        if self.manager.partition(":")[0] not in POLICIES:
-            raise ValueError(f"--manager {self.manager}: unknown variant; grammar: {POLICY_GRAMMAR}.")
-        if "-hf:" in self.manager and self.concurrency != 1:
+        if parse_manager_spec(self.manager).in_process and self.concurrency != 1:
             raise ValueError(
                 f"--manager {self.manager} runs an in-process model shared by all episodes; use --concurrency 1."
             )
@@ -121,6 +125,7 @@ async def _run_all(config: BenchConfig, tasks: dict[str, Any], todo: list[tuple[
     from harness.manager import get_policy
     from harness.manager.episode import append_episode
     from harness.sandbox import Sandbox, SandboxConfig
+    from harness.specs import parse_manager_spec
     from harness.workflow.api import arun_agent, make_backend
     from harness.workflow.config import SchedulerConfig, WorkflowConfig
     from harness.workflow.scheduler import Scheduler
@@ -133,7 +138,7 @@ async def _run_all(config: BenchConfig, tasks: dict[str, Any], todo: list[tuple[
         max_llm_calls=1 if in_process else config.max_llm_calls,
         max_sandbox_processes=config.max_sandbox_processes,
     )
-    shared_policy = get_policy(config.manager) if "-hf:" in config.manager else None
+    shared_policy = get_policy(config.manager) if parse_manager_spec(config.manager).in_process else None
     failed: list[dict] = []
     out = Path(config.out)
     with Scheduler(limits) as scheduler, Sandbox(SandboxConfig(isolation=config.isolation)) as sandbox:
@@ -193,6 +198,10 @@ def bench_section(config: BenchConfig, out: Path, failed: list[dict]) -> dict[st
 # ---------------------------------------------------------------- CLI
 
 
+ALIASES = {"workflows": "--workflow", "labels": "--label", "max_sandbox_processes": "--max-sandbox"}
+"""The flags ``stateguard bench run`` had before its config (all still work)."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("bench", help="benchmark agent workflows on a suite (stateguard bench run ...)")
     commands = parser.add_subparsers(dest="bench_command", metavar="COMMAND", required=True)
@@ -202,49 +211,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("--suite", required=True, help="a suite folder or name (e.g. dabench-dev, smoke)")
-    run.add_argument("--workflow", default="react", help="comma-separated: react,direct,pipeline,search")
-    run.add_argument("--model", default=None, help="http://HOST:PORT/v1 | hf:PATH | fake:FILE (or in --config)")
-    run.add_argument("--manager", default="none", help="manager variant: none | rule | windowed:K:URL | llm:URL ...")
-    run.add_argument("--label", default=None, help="comma-separated variant names (default WORKFLOW+MANAGER)")
-    run.add_argument("--out", required=True, help="output folder (results.json, report.md, episodes/, work/)")
-    run.add_argument("--config", type=Path, default=None, help="YAML of WorkflowConfig fields")
-    run.add_argument("--limit", type=int, default=None, help="only the first N tasks")
-    run.add_argument("--cache", default="runs/eval-suites", help="where named suites are built (reused)")
-    run.add_argument("--isolation", choices=["bwrap", "none"], default="bwrap", help="sandbox isolation")
-    run.add_argument("--concurrency", type=int, default=4, help="tasks at once (default 4)")
-    run.add_argument("--max-llm-calls", type=int, default=4, help="LLM calls in flight at once (default 4)")
-    run.add_argument("--max-sandbox", type=int, default=4, help="sandbox executions at once (default 4)")
-    run.add_argument("--segment-steps", type=int, default=None, help="manager review every N executions")
-    run.add_argument("--no-report", action="store_true", help="write results.json only")
+    add_arguments(run)
     run.set_defaults(func=bench_command)
 
 
-def bench_command(args: argparse.Namespace) -> int:
-    from harness.cli import prepare_out_dir
-    from harness.evaluation.suite import SUITES, SuiteUnavailableError
-    from harness.tasks import TaskConfigError
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE``, one flag per field of :class:`BenchConfig` and :class:`WorkflowConfig` (with the aliases
+    of :data:`ALIASES`), and ``--segment-steps``."""
+    from harness.config_cli import add_config_arguments
     from harness.workflow.config import WorkflowConfig
-    from harness.yaml_config import load_yaml_config
+
+    add_config_arguments(
+        parser,
+        BenchConfig,
+        WorkflowConfig,
+        what="bench",
+        example="bench.yaml holding BenchConfig and WorkflowConfig fields (e.g. `max_iterations: 2`)",
+        aliases=ALIASES,
+        skip=("workflow_config",),
+    )
+    parser.add_argument(
+        "--segment-steps", type=int, default=None, help="manager review every N executions (runtime.segment_steps)"
+    )
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    from dataclasses import asdict, replace
+
+    from harness.cli import prepare_out_dir
+    from harness.config_cli import given_flag, parse_config
+    from harness.evaluation.suite import SuiteUnavailableError
+    from harness.specs import parse_suite_spec
+    from harness.tasks import TaskConfigError
+
+    def flag(name: str) -> str:
+        return given_flag(args, name) or (f"{name} (of {args.config})" if args.config else f"--{name}")
 
     try:
-        workflow_config: dict[str, Any] = {}
-        if args.config is not None:
-            example = "workflow.yaml holding WorkflowConfig fields (e.g. `max_iterations: 2`)"
-            loaded = load_yaml_config(WorkflowConfig, args.config, "workflow", example)
-            workflow_config = {k: v for k, v in vars(loaded).items() if k != "model" or v is not None}
-        config = BenchConfig(
-            suite=args.suite, out=args.out, workflows=[w.strip() for w in args.workflow.split(",") if w.strip()],
-            model=args.model or workflow_config.get("model"), manager=args.manager,
-            labels=[x.strip() for x in args.label.split(",")] if args.label else None,
-            workflow_config=workflow_config,
-            runtime={} if args.segment_steps is None else {"segment_steps": args.segment_steps},
-            limit=args.limit, cache=args.cache, isolation=args.isolation, concurrency=args.concurrency,
-            max_llm_calls=args.max_llm_calls, max_sandbox_processes=args.max_sandbox, report=not args.no_report,
-        )  # fmt: skip
-        prepare_out_dir(args.out)
-        if args.suite in SUITES and not Path(args.suite).is_dir():
-            prepare_out_dir(args.cache, "--cache")  # a named suite is built there
+        bench, workflow = parse_config(args)
+        runtime = dict(bench.runtime)
+        if args.segment_steps is not None:
+            runtime["segment_steps"] = args.segment_steps
+        workflow_config = {k: v for k, v in asdict(workflow).items() if k != "model"}
+        config = replace(bench, workflow_config=workflow_config, runtime=runtime)
+        suite = parse_suite_spec(config.suite, flag=given_flag(args, "suite") or "suite=")
+        prepare_out_dir(config.out, flag("out"))
+        if suite.named:
+            prepare_out_dir(config.cache, flag("cache"))  # a named suite is built there
         results = run_bench(config)
     except SuiteUnavailableError as exc:
         print(f"stateguard bench run: suite unavailable: {exc}", file=sys.stderr)
@@ -254,7 +267,7 @@ def bench_command(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     keys = ("task_accuracy", "turn_accuracy", "mean_score", "n_episodes", "simulated")
     summary = {
-        "out": args.out,
+        "out": config.out,
         "variants": {name: {k: v.get(k) for k in keys} for name, v in results["variants"].items()},
         "totals": {name: v["totals"] for name, v in results["bench"]["variants"].items()},
         "failed": len(results["bench"]["failed"]),

@@ -2,9 +2,10 @@
 
 :class:`WorkflowConfig` is what every reference agent (and a custom :class:`~harness.workflow.agents.Workflow`) reads;
 :class:`SchedulerConfig` holds the global limits that apply when many tasks run at once. YAML keys equal field names:
-``stateguard bench run --config FILE`` loads a file of :class:`WorkflowConfig` fields through
-:func:`harness.yaml_config.load_yaml_config` (unknown keys and wrong types are refused, naming the field); the
-scheduler's limits come from the command's flags (``--concurrency``, ``--max-llm-calls``, ``--max-sandbox``).
+``stateguard bench run`` reads :class:`WorkflowConfig` fields, next to those of its
+:class:`~harness.workflow.bench.BenchConfig`, from ``--config FILE`` and from one flag per field
+(:mod:`harness.config_cli`; unknown keys and wrong types are refused, naming the field or the flag); the scheduler's
+limits come from the bench's fields (``--concurrency``, ``--max-llm-calls``, ``--max-sandbox``).
 """
 
 from __future__ import annotations

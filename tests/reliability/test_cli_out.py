@@ -60,7 +60,6 @@ COMMANDS = {
         {"training.pipeline": "run_pipeline"},
         "dir",
     ),
-    "demo": (["demo", "--isolation", ISOLATION], {"harness.sandbox": "Sandbox"}, "dir"),
 }
 
 

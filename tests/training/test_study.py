@@ -1,4 +1,4 @@
-"""The small-model study (issue 11 §2): config checks, the metric math on hand-made episodes, and the miniature study
+"""The small-model study: config checks, the metric math on hand-made episodes, and the miniature study
 end to end (slow: it converts SmolLM2 once, synthesizes, trains every arm a few steps and plays episodes)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DABench importer on the real dev set (skipped when ../shared/benchmarks/dabench-dev is absent)."""
+"""DABench importer on the real dev set (skipped when it is absent from ``task_builders.DABENCH_DIR``)."""
 
 from __future__ import annotations
 

@@ -14,28 +14,33 @@ import hashlib
 import itertools
 import logging
 import math
-import os
-import select
 import shutil
-import signal
-import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .channels import (
+    CONTROL_TIMEOUT_S,
+    Channel,
+    Episode,
+    KernelFatal,
+    SandboxError,
+    new_channel,
+    read_hello,
+    request,
+    spawn_via,
+)
+from .replies import check_change, parse_reply, restarted_result, scan_workspace, workspace_changes
 from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
-from .runtime.protocol import DeadlineExceeded, ProtocolError, recv_msg, send_msg
+from .runtime.protocol import DeadlineExceeded, ProtocolError, send_msg
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from .cgroups import CgroupHandle
     from .sandbox import Sandbox
 
+__all__ = ["Kernel", "ReplyTap", "SandboxError"]
+
 logger = logging.getLogger(__name__)
-_CONTROL_TIMEOUT_S = 15.0
-_KINDS = ("created", "changed", "deleted")
 
 
 class ReplyTap(Protocol):
@@ -59,37 +64,6 @@ class ReplyTap(Protocol):
         """The kernel process's state is being replaced (restore, reset): nothing is owed any more."""
 
 
-class SandboxError(RuntimeError):
-    """A harness-level failure (not a user-code error): bad usage, or the sandbox machinery itself failed."""
-
-
-class KernelFatal(ProtocolError):
-    """The kernel answered but cannot go on (a thread user code left running could not be stopped): it exits after
-    this reply and must be restarted. ``reply``: the reply it sent (the cell's output)."""
-
-    def __init__(self, reason: str, reply: dict[str, Any]) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.reply = reply
-
-
-def _check_fatal(reply: dict[str, Any]) -> None:
-    fatal = reply.get("fatal")
-    if fatal is not None:
-        raise KernelFatal(str(fatal)[:4000], reply)
-
-
-@dataclass
-class _Channel:
-    sock: socket.socket
-    pid: int  # as seen inside the episode
-    host_pid: int | None  # as seen by the host (from SCM_CREDENTIALS)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-
 @dataclass(eq=False)
 class _Checkpoint:
     """A checkpoint process. Several checkpoint ids may share one (see :meth:`Kernel.checkpoint`).
@@ -100,121 +74,13 @@ class _Checkpoint:
 
     ``restorable`` False: an id only (see ``Kernel.checkpoint(restorable=False)``): never forked, never restored."""
 
-    channel: _Channel | None
+    channel: Channel | None
     variables: dict[str, VariableInfo]
     restorable: bool = True
 
     def close(self) -> None:
         if self.channel is not None:
             self.channel.close()
-
-
-@dataclass
-class _Episode:
-    init: _Channel
-    cgroup: CgroupHandle | None
-    oom_seen: int = 0
-    pidfds: dict[int, int] = field(default_factory=dict)  # host pid -> pidfd (immune to pid reuse)
-
-    def watch(self, host_pid: int | None) -> None:
-        if host_pid and host_pid not in self.pidfds:
-            with contextlib.suppress(OSError):
-                self.pidfds[host_pid] = os.pidfd_open(host_pid)
-
-    def prune(self) -> None:
-        """Forget processes that have exited (a pidfd becomes readable when its process exits)."""
-        for pid, fd in list(self.pidfds.items()):
-            if select.select([fd], [], [], 0)[0]:
-                os.close(fd)
-                del self.pidfds[pid]
-
-    def kill_all(self) -> None:
-        for fd in self.pidfds.values():
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-            os.close(fd)
-        self.pidfds.clear()
-
-
-def new_channel() -> tuple[socket.socket, socket.socket]:
-    host, remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    host.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-    return host, remote
-
-
-def request(
-    chan: _Channel | socket.socket, msg: dict[str, Any], *, timeout: float, max_bytes: int, fds: tuple[int, ...] = ()
-) -> dict[str, Any]:
-    sock = chan.sock if isinstance(chan, _Channel) else chan
-    try:
-        send_msg(sock, msg, fds)
-    except OSError as exc:
-        raise ProtocolError(f"cannot send to the peer: {exc}") from exc
-    reply, extra, _ = recv_msg(sock, max_bytes=max_bytes, deadline=time.monotonic() + timeout)
-    for fd in extra:
-        os.close(fd)
-    _check_fatal(reply)
-    return reply
-
-
-def read_hello(sock: socket.socket, role: str, timeout: float) -> _Channel:
-    msg, extra, host_pid = recv_msg(sock, max_bytes=1 << 16, deadline=time.monotonic() + timeout, want_creds=True)
-    for fd in extra:
-        os.close(fd)
-    if msg.get("error"):
-        raise SandboxError(f"{role} failed to start: {str(msg['error'])[:2000]}")
-    pid = msg.get("pid")
-    if msg.get("role") != role or not isinstance(pid, int) or isinstance(pid, bool):
-        raise ProtocolError(f"expected a hello from the {role}, got {str(msg)[:200]}")
-    return _Channel(sock, pid, host_pid)
-
-
-def spawn_via(
-    chan: _Channel, op: str, role: str, *, on_reply: Callable[[dict[str, Any], int | None], None] | None = None
-) -> _Channel:
-    """Ask ``chan``'s process to fork a new process (``op``) and return the new process's channel.
-
-    The new process gets the remote end of a fresh socketpair (passed with SCM_RIGHTS) and greets with its
-    ``role`` and pid. ``on_reply(reply, sender_pid)`` sees the accepted reply before the greeting is read (it may
-    raise ``ProtocolError``). Raises ``ProtocolError`` or ``SandboxError``; the half-made channel is closed on failure.
-    """
-    host, remote = new_channel()
-    try:
-        try:
-            send_msg(chan.sock, {"op": op}, (remote.fileno(),))
-        except OSError as exc:
-            raise ProtocolError(f"cannot send to the peer: {exc}") from exc
-        finally:
-            remote.close()
-        deadline = time.monotonic() + _CONTROL_TIMEOUT_S
-        reply, extra, sender_pid = recv_msg(chan.sock, max_bytes=1 << 16, deadline=deadline, want_creds=True)
-        for fd in extra:
-            os.close(fd)
-        _check_fatal(reply)
-        if not reply.get("ok"):
-            raise ProtocolError(f"{op} refused: {str(reply)[:300]}")
-        if on_reply is not None:
-            on_reply(reply, sender_pid)
-        return read_hello(host, role, _CONTROL_TIMEOUT_S)
-    except (ProtocolError, SandboxError):
-        host.close()
-        raise
-
-
-def _restarted_result(
-    error_type: str, reason: str, deleted: list[VariableChange], op: str, **flags: bool
-) -> ExecutionResult:
-    """The result of a cell whose kernel had to be restarted (``deleted``: the names the restart lost)."""
-    return ExecutionResult(
-        ok=False,
-        error_type=error_type,
-        error_message=reason,
-        restarted=True,
-        restart_reason=reason,
-        variables=deleted,
-        probe=op == "probe",
-        **flags,
-    )
 
 
 class Kernel:
@@ -237,8 +103,8 @@ class Kernel:
         self._owns_workspace = owns_workspace
         self._spec = spec
         self._max_reply = 4 * self.config.max_output_bytes + (8 << 20)
-        self._episode: _Episode | None = None
-        self._k: _Channel | None = None
+        self._episode: Episode | None = None
+        self._k: Channel | None = None
         self._checkpoints: dict[str, _Checkpoint] = {}
         self._cp_counter = itertools.count(1)
         # The namespace's generation: +1 on every cell, probe, digest, restore and restart (whatever runs in the
@@ -383,7 +249,7 @@ class Kernel:
         self._generation += 1
         self._same_as = (self._generation, cp)
 
-    def _restore_via(self, chan: _Channel) -> _Channel:
+    def _restore_via(self, chan: Channel) -> Channel:
         """Ask a checkpoint process for a live kernel. It forks once: the child parks as the snapshot on ``chan``
         (whose pids are updated here from its reply), the checkpoint process becomes the kernel and greets on a new
         channel, which is returned."""
@@ -522,10 +388,10 @@ class Kernel:
                 f"the cell ignored the interrupt and ran past {timeout:g}s + {self.config.grace_s:g}s grace; "
                 "the kernel was killed and restarted"
             )
-            result = _restarted_result("CellTimeout", reason, deleted, op, timed_out=True)
+            result = restarted_result("CellTimeout", reason, deleted, op, timed_out=True)
         except KernelFatal as exc:
             reason, deleted = self._restart(f"{exc.reason}; the kernel was restarted")
-            result = _restarted_result("ThreadNotStopped", reason, deleted, op)
+            result = restarted_result("ThreadNotStopped", reason, deleted, op)
             for key in ("stdout", "stderr"):
                 if isinstance(exc.reply.get(key), str):
                     setattr(result, key, exc.reply[key])
@@ -535,7 +401,7 @@ class Kernel:
             reason, deleted = self._restart(
                 f"kernel {death or 'stopped answering'}{' (episode memory limit)' if oom else ''}: {exc}"
             )
-            result = _restarted_result("KernelDied", reason, deleted, op, memory_exceeded=oom)
+            result = restarted_result("KernelDied", reason, deleted, op, memory_exceeded=oom)
         if result.restarted or not result.duration_s:
             result.duration_s = time.perf_counter() - started
         result.files = self._diff_files()
@@ -553,60 +419,14 @@ class Kernel:
 
     def _parse(self, raw: dict[str, Any], probe: bool) -> ExecutionResult:
         """Validate a reply from the (untrusted) kernel; raise ProtocolError on anything unexpected."""
-
-        def text(key: str, optional: bool = False) -> str | None:
-            value = raw.get(key)
-            if value is None and optional:
-                return None
-            if not isinstance(value, str):
-                raise ProtocolError(f"reply field {key!r} should be a string")
-            return value
-
-        def flag(key: str) -> bool:
-            value = raw.get(key, False)
-            if not isinstance(value, bool):
-                raise ProtocolError(f"reply field {key!r} should be a boolean")
-            return value
-
-        if raw.get("error_type") == "KernelInternalError":
-            raise ProtocolError(f"kernel internal error: {str(raw.get('error_message'))[:500]}")
-        changes = raw.get("changes")
-        results = raw.get("results")
-        duration = raw.get("duration_s")
-        if not isinstance(changes, list) or not isinstance(results, list):
-            raise ProtocolError("reply fields 'changes'/'results' should be lists")
-        if not isinstance(duration, (int, float)) or isinstance(duration, bool):
-            raise ProtocolError("reply field 'duration_s' should be a number")
-        result = ExecutionResult(
-            ok=flag("ok"),
-            stdout=text("stdout") or "",
-            stderr=text("stderr") or "",
-            display=text("display", True),
-            error_type=text("error_type", True),
-            error_message=text("error_message", True),
-            traceback=text("traceback", True),
-            timed_out=flag("timed_out"),
-            memory_exceeded=flag("memory_exceeded"),
-            cpu_exceeded=flag("cpu_exceeded"),
-            output_truncated=flag("output_truncated"),
-            duration_s=float(duration),
-            results=results,
-            probe=probe,
-        )
+        result = parse_reply(raw, probe)
         if not probe:
-            result.variables = [self._apply_change(c) for c in changes]
+            result.variables = [self._apply_change(c) for c in raw["changes"]]
         return result
 
     def _apply_change(self, change: Any) -> VariableChange:
-        if not isinstance(change, dict):
-            raise ProtocolError("a variable change should be an object")
-        name, kind, type_, shape, summary = (change.get(k) for k in ("name", "kind", "type", "shape", "summary"))
-        if not isinstance(name, str) or not name or len(name) > 1000 or kind not in _KINDS:
-            raise ProtocolError(f"bad variable change {str(change)[:200]}")
-        if not isinstance(summary, str) or (type_ is not None and not isinstance(type_, str)):
-            raise ProtocolError(f"bad variable change {str(change)[:200]}")
-        if shape is not None and not (isinstance(shape, list) and all(isinstance(s, int) for s in shape)):
-            raise ProtocolError(f"bad shape in variable change {str(change)[:200]}")
+        """Version one variable change (from the per-name high-water mark) and track the variable."""
+        name, kind, type_, shape, summary = check_change(change)
         version = self._hwm.get(name, 0) + 1
         self._hwm[name] = version
         if kind == "deleted":
@@ -617,48 +437,19 @@ class Kernel:
 
     # ---- files ------------------------------------------------------------------------------------------------------
     def _scan_files(self) -> dict[str, tuple[int, ...]]:
-        root = str(self.workspace)
-        out: dict[str, tuple[int, ...]] = {}
-        stack = [root]
-        limit = self.config.max_tracked_files
-        while stack and len(out) < limit:
-            current = stack.pop()
-            try:
-                entries = list(os.scandir(current))
-            except OSError:
-                continue
-            for entry in entries:
-                try:
-                    st = entry.stat(follow_symlinks=False)  # never follow links made by user code
-                except OSError:
-                    continue
-                rel = os.path.relpath(entry.path, root)
-                out[rel] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino)
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                if len(out) >= limit:
-                    break
-        return out
+        return scan_workspace(str(self.workspace), self.config.max_tracked_files)
 
     def _diff_files(self) -> list[FileChange]:
         new = self._scan_files()
-        old = self._files
-        self._files = new
-        changes = [FileChange(p, "created") for p in new.keys() - old.keys()]
-        changes += [FileChange(p, "deleted") for p in old.keys() - new.keys()]
-        changes += [
-            FileChange(p, "changed")
-            for p in new.keys() & old.keys()
-            if new[p] != old[p] and not (new[p][0] & 0o040000 and new[p][0] == old[p][0])
-        ]
-        return sorted(changes, key=lambda c: c.path)
+        old, self._files = self._files, new
+        return workspace_changes(old, new)
 
     # ---- process management ---------------------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self.closed:
             raise SandboxError(f"kernel {self.kernel_id} is closed; create a new one with sandbox.new_kernel()")
 
-    def _kernel(self) -> _Channel:
+    def _kernel(self) -> Channel:
         if self._k is None:
             self._restart("kernel was not running")
         assert self._k is not None  # for type checkers: _restart always leaves a kernel or raises
@@ -677,7 +468,7 @@ class Kernel:
     def _holds(self, cp: _Checkpoint) -> bool:
         return any(other is cp for other in self._checkpoints.values())
 
-    def _track_host_pid(self, chan: _Channel) -> None:
+    def _track_host_pid(self, chan: Channel) -> None:
         if self._episode is not None:
             self._episode.watch(chan.host_pid)
 
@@ -688,7 +479,7 @@ class Kernel:
         finally:
             remote.close()
         try:
-            init = read_hello(init_sock, "init", _CONTROL_TIMEOUT_S)
+            init = read_hello(init_sock, "init", CONTROL_TIMEOUT_S)
         except ProtocolError as exc:
             init_sock.close()
             raise SandboxError(f"episode init for kernel {self.kernel_id} did not start: {exc}") from exc
@@ -703,7 +494,7 @@ class Kernel:
         )
         if cgroup is not None and init.host_pid:
             cgroup.add(init.host_pid)
-        self._episode = _Episode(init, cgroup)
+        self._episode = Episode(init, cgroup)
         self._episode.watch(init.host_pid)
         self._episode.oom_seen = cgroup.oom_kills() if cgroup else 0
         self._spawn_kernel_process()
@@ -720,7 +511,7 @@ class Kernel:
             return
         keep = self._keep_pids() + ([self._k.pid] if self._k is not None else [])
         msg = {"op": "sweep", "keep": keep, "exiting": list(exiting or [])}
-        request(self._episode.init, msg, timeout=_CONTROL_TIMEOUT_S, max_bytes=1 << 16)
+        request(self._episode.init, msg, timeout=CONTROL_TIMEOUT_S, max_bytes=1 << 16)
         self._episode.prune()
 
     def _death_of_kernel(self) -> str | None:
