@@ -4,7 +4,9 @@
   replays synthesized counterfactual episodes (``replay``, over a :class:`~envs.pool.ReplayPool`), plays a task's
   reference programs (``scripted``) or is a model (``openai:URL``, ``hf:PATH``).
 - :class:`~envs.worker.WorkerEnv` (``stateguard/Worker-v0``): the agent is the ReAct worker.
-- :class:`~envs.batch.ManagerEnvBatch`: N manager envs stepped together, with the token ids a trainer needs.
+
+Both step the runtime's episode directly (:meth:`harness.manager.runtime.ManagerRuntime.start`: ``next_request`` /
+``answer``), in the caller's thread. Misuse raises the typed errors of :mod:`envs.errors`.
 
 Both ids are registered on import with default kwargs that need no pool and no model: the built-in task
 ``retail-sales`` with the scripted worker (``gymnasium.make("stateguard/Manager-v0")``). Pass ``pool=...`` (a
@@ -17,7 +19,7 @@ require("gymnasium")
 
 import gymnasium  # noqa: E402
 
-from envs.bridge import EnvUsageError, EpisodeError, StepAfterDoneError, StepBeforeResetError  # noqa: E402
+from envs.errors import EnvUsageError, EpisodeError, StepAfterDoneError, StepBeforeResetError  # noqa: E402
 from envs.manager import ManagerEnv, ManagerEnvConfig  # noqa: E402
 from envs.pool import PoolEntry, PoolError, ReplayPool  # noqa: E402
 from envs.spaces import MAX_TEXT_CHARS, UnicodeText  # noqa: E402

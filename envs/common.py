@@ -1,4 +1,5 @@
-"""What both environments share: the sandbox they recycle, the isolation default and the episode thread's life.
+"""What both environments share: the sandbox they recycle, the isolation default, the misuse checks and how they
+advance the episode (:func:`advance`: the runtime's :class:`~harness.manager.episode_loop.Episode`, stepped directly).
 
 :class:`SandboxHolder` keeps ONE :class:`~harness.sandbox.Sandbox` per environment (started on the first ``reset``,
 so constructing an environment is cheap) and one live kernel: each ``reset`` recycles the previous episode's kernel
@@ -16,6 +17,8 @@ import shutil
 from pathlib import Path
 from typing import Any, TypeVar
 
+from envs.errors import EpisodeError, StepAfterDoneError, StepBeforeResetError
+from harness.manager.episode_loop import Episode, Request
 from harness.sandbox import Kernel, Sandbox, SandboxConfig
 
 logger = logging.getLogger(__name__)
@@ -35,8 +38,6 @@ def merged_config(cls: type[T], config: T | None, overrides: dict[str, Any], ren
 def check_step(env: str, started: bool, done: bool, action: Any, what: str) -> None:
     """The misuse checks every ``step`` starts with: before ``reset``, after the episode ended, a non-string action
     (``what`` says what the action is)."""
-    from envs.bridge import StepAfterDoneError, StepBeforeResetError
-
     if not started:
         raise StepBeforeResetError(f"{env}.step() was called before reset(); call env.reset() first.")
     if done:
@@ -45,6 +46,18 @@ def check_step(env: str, started: bool, done: bool, action: Any, what: str) -> N
         )
     if not isinstance(action, str):
         raise TypeError(f"the action is {what}, not {type(action).__name__}.")
+
+
+def advance(episode: Episode, action: str | None, where: str) -> Request | None:
+    """Answer ``episode``'s pending request with ``action`` (None: only read the first request) and return the next
+    request (None: the episode ended). An exception raised inside the episode is re-raised as :class:`EpisodeError`
+    that names ``where`` (episode and env step), with the original as its ``__cause__``."""
+    try:
+        if action is not None:
+            episode.answer(action)
+        return episode.next_request()
+    except Exception as exc:
+        raise EpisodeError(f"{where}: the episode raised {type(exc).__name__}: {exc}") from exc
 
 
 def default_isolation(isolation: str | None) -> str:
@@ -58,12 +71,12 @@ def default_isolation(isolation: str | None) -> str:
 
 
 class SandboxHolder:
-    """One sandbox per environment (or one shared by a batch), one live kernel at a time (module docstring)."""
+    """One sandbox per environment (or one shared by several), one live kernel at a time (module docstring)."""
 
     def __init__(self, isolation: str | None, sandbox: Sandbox | None = None):
         self.isolation = default_isolation(isolation) if sandbox is None else sandbox.config.isolation
         self.sandbox = sandbox
-        self.owned = sandbox is None  # a shared sandbox (ManagerEnvBatch) is closed by its owner
+        self.owned = sandbox is None  # a shared sandbox is closed by its owner
         self.kernel: Kernel | None = None
         self.kernels_started = 0
         self.kernels_recycled = 0

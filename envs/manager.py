@@ -1,10 +1,10 @@
 """``ManagerEnv``: a Gymnasium environment in which the agent is the state manager.
 
-The episode is a real :class:`~harness.manager.runtime.ManagerRuntime` run, played in a thread by
-:class:`~envs.bridge.EpisodeThread`: the runtime's policy is a bridge whose ``respond(PolicyInput)`` hands the input
-to the environment and waits for the agent's ``step(action)``. The runtime is not modified; everything it does
-(lifecycle, tools, repairs, checkpoints, the harness fallback, grading, the EpisodeRecord) happens as in
-``stateguard run``.
+The episode is a real :class:`~harness.manager.runtime.ManagerRuntime` episode, stepped directly: ``reset`` starts
+it (``runtime.start()``) and returns its first request, each ``step(action)`` answers the pending
+:class:`~harness.manager.policies.PolicyInput` and runs the episode to the next one (``episode.answer``). Everything
+the runtime does (lifecycle, tools, repairs, checkpoints, the harness fallback, grading, the EpisodeRecord) happens
+as in ``stateguard run``; the agent takes the place of the policy.
 
 Spaces: observation and action are :class:`~envs.spaces.UnicodeText` (any string of at most
 :data:`~envs.spaces.MAX_TEXT_CHARS` characters).
@@ -15,7 +15,7 @@ Spaces: observation and action are :class:`~envs.spaces.UnicodeText` (any string
   public turn, legal actions); within an activation the result of the previous action wrapped in
   ``<tool_response>`` (:func:`~harness.manager.prompts.render_tool_response`). An agent that wants the whole
   conversation (system prompt, earlier actions of the activation) rebuilds it from ``info["policy_input"]`` with
-  ``LLMPolicy.messages`` (:class:`envs.batch.ManagerEnvBatch` does). After the last step the observation is ``""``.
+  ``LLMPolicy.messages`` (:mod:`training.rl.rollout` does). After the last step the observation is ``""``.
 - **Action**: one model response in the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
   optionally after a ``<think>`` block), parsed by the runtime like any policy's response; unparseable or illegal
   responses are recorded and answered with their refusal, never raised.
@@ -36,8 +36,8 @@ variable leads to the recorded repaired branch and anything else to the recorded
 ``openai:URL`` / ``hf:PATH`` (the ReAct worker over a model, built by :func:`harness.worker.spec.build_worker`).
 
 ``reset(seed=None, options={"episode_id": ...})`` plays that episode; without one it draws an episode id with the
-env's ``np_random``. Each reset stops the previous episode's thread and recycles its kernel (same task) or replaces
-it, from the env's one sandbox (:class:`~envs.common.SandboxHolder`); ``close`` shuts everything down.
+env's ``np_random``. Each reset closes the previous episode (``episode.close()``) and recycles its kernel (same task)
+or replaces it, from the env's one sandbox (:class:`~envs.common.SandboxHolder`); ``close`` shuts everything down.
 """
 
 from __future__ import annotations
@@ -50,11 +50,12 @@ from typing import Any
 
 import gymnasium as gym
 
-from envs.bridge import EpisodeError, EpisodeThread
-from envs.common import SandboxHolder, check_step, merged_config
+from envs.common import SandboxHolder, advance, check_step, merged_config
+from envs.errors import EpisodeError
 from envs.pool import ReplayPool
 from envs.spaces import UnicodeText
 from harness.manager.episode import EpisodeRecord
+from harness.manager.episode_loop import Episode
 from harness.manager.llm_policy import LLMPolicy
 from harness.manager.policies import PolicyInput
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
@@ -104,27 +105,33 @@ class ManagerEnvConfig:
 
     def __post_init__(self) -> None:
         if self.worker not in (None, "replay"):
-            parse_worker_spec(self.worker, flag="worker=", also=" | replay, or None")
+            parse_worker_spec(
+                self.worker,
+                flag="worker=",
+                also=" | replay, or None",
+                faults=self.faults is not None,
+                faults_flag=f"faults={self.faults!r}",
+            )
+        elif self.worker == "replay" and self.faults is not None:
+            raise ValueError(
+                f"faults={self.faults!r}: replay takes its faults from the pool; drop faults or use worker='scripted'."
+            )
         if self.max_env_steps < 1:
             raise ValueError(f"max_env_steps={self.max_env_steps}: an episode needs at least one step; use >= 1.")
-        if self.faults is not None and self.worker not in (None, "scripted"):
-            raise ValueError(
-                f"faults={self.faults!r} replays faulty code through the scripted worker, not worker={self.worker!r}; "
-                "drop faults or use worker='scripted' (replay takes its faults from the pool)."
-            )
         if self.fault_line is not None and self.faults is None:
             raise ValueError(f"fault_line={self.fault_line} picks a line of `faults`; pass faults too.")
 
 
-class _BridgePolicy:
-    """The runtime's policy inside the env: every response comes from the agent's ``step`` (via ``ask``)."""
+class _AgentPolicy:
+    """The runtime's policy inside the env: the agent, whose ``step(action)`` answers each request of the episode.
+    Never asked directly (the env steps the episode itself)."""
 
     name = "env"
     active = True
     style = "stateful"
 
-    def __init__(self, ask: Callable[[PolicyInput], str]):
-        self.respond = ask
+    def respond(self, inp: PolicyInput) -> str:
+        raise RuntimeError("ManagerEnv's agent answers through env.step(action); the runtime must not call it.")
 
 
 @dataclass
@@ -186,7 +193,7 @@ class ManagerEnv(gym.Env[str, str]):
             self._task = load_task(_task_path(self.config.task))
             self._faults = self._load_faults() if worker == "scripted" else {}
             self.episode_ids = [self._task.id]
-        self._thread: EpisodeThread | None = None
+        self._run: Episode | None = None
         self._runtime: ManagerRuntime | None = None
         self._episode: _Episode | None = None
         self._done = False
@@ -240,39 +247,38 @@ class ManagerEnv(gym.Env[str, str]):
             episode_id = self.episode_ids[int(self.np_random.integers(len(self.episode_ids)))]
         episode = self._resolve(episode_id)
         kernel = self.sandboxes.new_kernel(episode.task.public_dir)
-        thread = EpisodeThread(name=f"manager-env-{episode.episode_id}")
         runtime = ManagerRuntime(
-            episode.task, kernel, episode.make_worker(kernel), _BridgePolicy(thread.ask), self.runtime_config
+            episode.task, kernel, episode.make_worker(kernel), _AgentPolicy(), self.runtime_config
         )
-        self._thread, self._runtime, self._episode = thread, runtime, episode
+        self._runtime, self._episode, self._run = runtime, episode, runtime.start()
         self._done, self.env_steps = False, 0
-        kind, value = self._receive(lambda: thread.start(runtime.run))
-        if kind != "ask":
+        request = self._advance(None)
+        if request is None:
+            self._done = True
             raise EpisodeError(
                 f"episode {episode.episode_id} of task {episode.task.id} ended before the manager's first activation"
             )
-        return observation_text(value), {**self._base_info(), "policy_input": value}
+        return observation_text(request), {**self._base_info(), "policy_input": request}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        started = self._thread is not None and self._runtime is not None
-        check_step("ManagerEnv", started, self._done, action, "one model response string (wire format)")
-        assert self._runtime is not None
+        check_step("ManagerEnv", self._run is not None, self._done, action, "one model response string (wire format)")
+        assert self._runtime is not None and self._run is not None
         self.env_steps += 1
         history = len(self._runtime.lifecycle.history)
-        thread = self._thread
-        kind, value = self._receive(lambda: thread.answer(action))
-        legal, result = self._last_action(history, kind, value)
+        request = self._advance(action)
+        legal, result = self._last_action(history, request)
         info = {**self._base_info(), "legal": legal, "action_result": result}
-        if kind == "done":
+        if request is None:
             self._done = True  # the kernel stays up: the next reset recycles it
-            reward, terms = self._score(value)
-            info.update(record=value, grade=dict(value.grade or {}), reward_terms=terms)
+            record = self._run.record
+            reward, terms = self._score(record)
+            info.update(record=record, grade=dict(record.grade or {}), reward_terms=terms)
             return "", reward, True, False, info
-        info["policy_input"] = value
+        info["policy_input"] = request
         truncated = self.env_steps >= self.config.max_env_steps
         if truncated:
             self._stop()
-        return observation_text(value), 0.0, False, truncated, info
+        return observation_text(request), 0.0, False, truncated, info
 
     def close(self) -> None:
         self._stop()
@@ -280,34 +286,38 @@ class ManagerEnv(gym.Env[str, str]):
         super().close()
 
     # ---------------------------------------------------------------- helpers
-    def _receive(self, call: Callable[[], tuple[str, Any]]) -> tuple[str, Any]:
+    def _advance(self, action: str | None) -> PolicyInput | None:
+        """Answer the pending request with ``action`` (None: read the first one); the next request, None at the end.
+        An exception inside the episode ends it: the kernel is closed and :class:`EpisodeError` names the episode."""
+        assert self._run is not None and self._episode is not None
+        episode = self._episode
+        where = f"episode {episode.episode_id} of task {episode.task.id}, env step {self.env_steps}"
         try:
-            return call()
-        except EpisodeError as exc:
-            self._done = True
+            return advance(self._run, action, where)
+        except EpisodeError:
+            self._stop()
             self.sandboxes.close_kernel()
-            episode = self._episode
-            where = f"episode {episode.episode_id} of task {episode.task.id}" if episode else "the episode"
-            raise EpisodeError(f"{where}, env step {self.env_steps}: {exc}") from exc.__cause__
+            raise
 
     def _stop(self) -> None:
-        """Stop the running episode (if any); its kernel stays up for the next reset to recycle."""
-        if self._thread is not None:
-            self._thread.stop()
+        """Close the running episode (if any; its checkpoints are released); the kernel stays up for the next reset
+        to recycle."""
+        if self._run is not None:
+            self._run.close()
         self._done = True
 
     def _base_info(self) -> dict[str, Any]:
         assert self._episode is not None
         return {"episode_id": self._episode.episode_id, "task_id": self._episode.task.id, "env_steps": self.env_steps}
 
-    def _last_action(self, history: int, kind: str, value: Any) -> tuple[bool, str | None]:
+    def _last_action(self, history: int, request: PolicyInput | None) -> tuple[bool, str | None]:
         """(legal, result text) of the action just answered: from the next input when the activation goes on,
         else from the recorded activation."""
         assert self._runtime is not None
-        if kind == "ask" and value.previous:
+        if request is not None and request.previous:
             transitions = self._runtime.lifecycle.history
             legal = len(transitions) > history and transitions[history].legal
-            return legal, value.previous[-1][1]
+            return legal, request.previous[-1][1]
         for activation in reversed(self._runtime.record.activations):
             if activation["actor"] == "policy" and activation["actions"]:
                 action = activation["actions"][-1]

@@ -1,10 +1,10 @@
 """``WorkerEnv``: a Gymnasium environment in which the agent is the data-science worker.
 
-The episode is a :class:`~harness.manager.runtime.ManagerRuntime` run with no manager (``none`` policy) and a
-:class:`~harness.worker.react.ReActWorker` whose chat backend is the agent: the backend's ``chat(messages)`` hands
-the conversation to the environment (:class:`~envs.bridge.EpisodeThread`) and returns the agent's ``step(action)``
-as the model's reply. So the ReAct worker's own formatting is what the agent sees and what it must write: nothing
-is duplicated here.
+The episode is a :class:`~harness.manager.runtime.ManagerRuntime` episode with no manager (``none`` policy) and a
+:class:`~harness.worker.react.ReActWorker` without a chat backend, stepped directly: each time the worker's model
+must reply, the episode's request is the worker's conversation (the chat message list), and ``step(action)`` answers
+it with the agent's reply (``episode.answer``). So the ReAct worker's own formatting is what the agent sees and what
+it must write: nothing is duplicated here.
 
 - **Observation**: the newest user message of the worker's conversation: first the task contract
   (:func:`harness.worker.spec.task_contract`: objective, sandbox, data profile, first question, output rules), then the
@@ -23,16 +23,16 @@ Spaces: :class:`~envs.spaces.UnicodeText` for both.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
-from envs.bridge import EpisodeError, EpisodeThread
-from envs.common import SandboxHolder, check_step, merged_config
+from envs.common import SandboxHolder, advance, check_step, merged_config
+from envs.errors import EpisodeError
 from envs.spaces import UnicodeText
-from harness.llm import ChatReply, Message
+from harness.llm import Message
+from harness.manager.episode_loop import Episode
 from harness.manager.policies import NonePolicy
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.run import resolve_task_path
@@ -59,16 +59,6 @@ class WorkerEnvConfig:
             )
 
 
-class _AgentBackend:
-    """The ReAct worker's chat backend inside the env: the reply is the agent's action (via ``ask``)."""
-
-    def __init__(self, ask: Callable[[list[Message]], str]):
-        self.ask = ask
-
-    def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> ChatReply:
-        return ChatReply(text=self.ask(messages))
-
-
 class WorkerEnv(gym.Env[str, str]):
     """The agent is the worker (see the module docstring). Keyword ``overrides`` set :class:`WorkerEnvConfig`
     fields (what ``gymnasium.make`` passes)."""
@@ -91,7 +81,7 @@ class WorkerEnv(gym.Env[str, str]):
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText()
         self.sandboxes = SandboxHolder(self.config.isolation)
-        self._thread: EpisodeThread | None = None
+        self._run: Episode | None = None
         self._done = False
         self.env_steps = 0
 
@@ -101,40 +91,32 @@ class WorkerEnv(gym.Env[str, str]):
         if options:
             raise ValueError(f"reset options {sorted(options)} are not understood; WorkerEnv takes none.")
         kernel = self.sandboxes.new_kernel(self.task.public_dir)
-        thread = EpisodeThread(name=f"worker-env-{self.task.id}")
-        worker = ReActWorker(
-            _AgentBackend(thread.ask),
-            kernel,
-            ReActConfig(max_steps=self.config.max_steps_per_turn),
-            contract=self.contract,
-        )
+        config = ReActConfig(max_steps=self.config.max_steps_per_turn)
+        worker = ReActWorker(None, kernel, config, contract=self.contract)  # its replies: the agent's actions
         runtime = ManagerRuntime(self.task, kernel, worker, NonePolicy(), self.runtime_config)
-        self._thread, self._done, self.env_steps = thread, False, 0
-        kind, messages = self._receive(lambda: thread.start(runtime.run))
-        if kind != "ask":
+        self._run, self._done, self.env_steps = runtime.start(), False, 0
+        messages = self._advance(None)
+        if messages is None:
+            self._done = True
             raise EpisodeError(f"task {self.task.id}: the episode ended before the worker's first step")
         return messages[-1]["content"], self._info(messages)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        check_step(
-            "WorkerEnv",
-            self._thread is not None,
-            self._done,
-            action,
-            "one reply string (thought + cell or Final Answer)",
-        )
+        what = "one reply string (thought + cell or Final Answer)"
+        check_step("WorkerEnv", self._run is not None, self._done, action, what)
+        assert self._run is not None
         self.env_steps += 1
-        thread = self._thread
-        kind, value = self._receive(lambda: thread.answer(action))
-        if kind == "done":
+        messages = self._advance(action)
+        if messages is None:
             self._done = True  # the kernel stays up: the next reset recycles it
-            grade = dict(value.grade or {})
-            info = {**self._info(None), "record": value, "grade": grade}
+            record = self._run.record
+            grade = dict(record.grade or {})
+            info = {**self._info(None), "record": record, "grade": grade}
             return "", float(grade.get("score") or 0.0), True, False, info
         truncated = self.env_steps >= self.config.max_env_steps
         if truncated:
             self._stop()
-        return value[-1]["content"], 0.0, False, truncated, self._info(value)
+        return messages[-1]["content"], 0.0, False, truncated, self._info(messages)
 
     def close(self) -> None:
         self._stop()
@@ -147,15 +129,19 @@ class WorkerEnv(gym.Env[str, str]):
             info["messages"] = [dict(m) for m in messages]
         return info
 
-    def _receive(self, call: Callable[[], tuple[str, Any]]) -> tuple[str, Any]:
+    def _advance(self, action: str | None) -> list[Message] | None:
+        """Answer the worker's pending request with ``action`` (None: read the first one); its next conversation,
+        None at the end. An exception inside the episode ends it: the kernel is closed, :class:`EpisodeError`."""
+        assert self._run is not None
         try:
-            return call()
-        except EpisodeError as exc:
-            self._done = True
+            return advance(self._run, action, f"task {self.task.id}, env step {self.env_steps}")
+        except EpisodeError:
+            self._stop()
             self.sandboxes.close_kernel()
-            raise EpisodeError(f"task {self.task.id}, env step {self.env_steps}: {exc}") from exc.__cause__
+            raise
 
     def _stop(self) -> None:
-        if self._thread is not None:
-            self._thread.stop()
+        """Close the running episode (if any); the kernel stays up for the next reset to recycle."""
+        if self._run is not None:
+            self._run.close()
         self._done = True

@@ -6,7 +6,7 @@ answer exactly as it did there. Likewise an unmanaged faulty run whose fault cha
 the clean unmanaged run. Measured on the default config: 94 % of the gold runs and ~20 % of the faulty runs join;
 their later turns were ~17 % and ~3 % of the synthesis wall time.
 
-:class:`ReplayTap` is the :class:`harness.sandbox.kernel.ReplyTap` that does it:
+:class:`ReplayTap` is the :class:`harness.sandbox.ReplyTap` that does it:
 
 - **recording** (the clean runs): every execute/probe and its raw reply, in order, and before each turn that a
   faulted run could join at, the kernel's :meth:`~harness.sandbox.Kernel.digest` and the position in that list;

@@ -35,7 +35,7 @@ the runtime's own turn flow. The records equal a full replay's except for bookke
 checkpoint ids (a per-kernel counter) and the one ``release`` entry of the previous turn's start checkpoint, which the
 clean run has already released (``tests/synthesis/test_runs.py`` checks the equality). It is about 2x faster than a
 full replay per fault (measured in the report of ``scripts/bench_synthesis.py``). This reads runtime internals
-(``harness.manager.flows._play_turn``, the runtime's bookkeeping attributes, :data:`RUNTIME_FIELDS`, and the kernel's
+(``harness.manager.flows.play_turn``, the runtime's bookkeeping attributes, :data:`RUNTIME_FIELDS`, and the kernel's
 variable-version high-water marks ``Kernel._hwm``, which a restore deliberately keeps monotone; a snapshot puts them
 back so variable versions match a full replay).
 
@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.evaluation.structured import compare_structured
 from harness.manager.episode import EpisodeRecord
-from harness.manager.flows import _play_turn
+from harness.manager.flows import play_turn
 from harness.manager.policies import NonePolicy, Policy
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.sandbox import Kernel
@@ -262,7 +262,7 @@ def _play_from(
                 snapshots[index] = _take(rt, index)
             if tap is not None and marks and index in marks:
                 tap.mark(index)
-            _play_turn(rt, turns[index], last=index == len(turns) - 1)
+            rt.drive(play_turn(rt, turns[index], last=index == len(turns) - 1))
             if tap is not None and join is not None and index == start:
                 tap.follow(join, index + 1)
     finally:

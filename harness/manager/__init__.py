@@ -9,8 +9,11 @@
   ``compile_python``, ``check_execution``, ``run_probe``, ``check_constraint``, ``load_state``);
 - :mod:`harness.manager.hints` — fixed reference-only hint text; :mod:`harness.manager.episode` — the episode record.
 
-- :mod:`harness.manager.runtime` — :class:`ManagerRuntime`, the turn-aligned flow (the harness owns state ids,
-  variable versions, relation normalization, source intervals, checkpoints, the repair schedule);
+- :mod:`harness.manager.runtime` — :class:`ManagerRuntime`: plays an episode (the harness owns state ids,
+  variable versions, relation normalization, source intervals, checkpoints, the repair schedule) as a state machine
+  the caller advances (:mod:`harness.manager.episode_loop`: ``runtime.start()``, ``next_request`` / ``answer``;
+  ``run()`` answers with the policy); :mod:`harness.manager.flows` — the turn-aligned and segment-induced flows;
+  :mod:`harness.manager.controls` — what the control actions do;
 - :mod:`harness.manager.policies` — ``none`` and ``rule`` (:func:`get_policy`), and ``ManagerView``: what of a turn
   the manager sees (the task graph and constraint code only with the ``RuntimeConfig`` oracle switches);
   :mod:`harness.manager.relations` — the relations a turn's words name (``infer_relations``), without the graph.

@@ -20,6 +20,10 @@ REPAIR or FINALIZE_RELATIONS, COMMIT_STATE; activations follow one another at th
 resumes the worker, commits or abandons (at most ``max_turn_end_activations`` per pause; then the worker resumes with
 the draft still open). At the end, activations continue while steps are pending, then the same fallback applies.
 
+Every function here that plays a part of an episode is a generator (:mod:`harness.manager.episode_loop`): it
+yields the requests of the activations it starts (and of a worker whose model replies come from outside) and
+returns when its part is played.
+
 **Windowed** policies (``policy.style == "windowed"``) get no activations: at each turn start (turn flow) or pause
 (segment flow) the harness passes the worker's steps so far and the public turn to ``policy.window_hint(steps, turn)``
 and delivers a non-empty text with the turn prompt (turn flow) or as a note in the worker's conversation (segment
@@ -36,6 +40,7 @@ from harness.tasks import Task, Turn
 from harness.worker.base import SINGLE_TURN_ID
 
 if TYPE_CHECKING:
+    from harness.manager.episode_loop import Steps
     from harness.manager.runtime import ManagerRuntime
 
 FLOW_BY_KIND = {"multi_turn": "turn", "closed_form": "segment", "artifact": "segment"}
@@ -91,27 +96,28 @@ def single_turn(task: Task) -> Turn:
 # ---------------------------------------------------------------- turn-aligned
 
 
-def play_turns(rt: ManagerRuntime) -> None:
+def play_turns(rt: ManagerRuntime) -> Steps:
     for index, turn in enumerate(rt.task.turns):
-        _play_turn(rt, turn, last=index == len(rt.task.turns) - 1)
+        yield from play_turn(rt, turn, last=index == len(rt.task.turns) - 1)
 
 
-def _play_turn(rt: ManagerRuntime, turn: Turn, last: bool) -> None:
+def play_turn(rt: ManagerRuntime, turn: Turn, last: bool) -> Steps:
+    """One turn of the turn-aligned flow (``last``: the task's last turn)."""
     rt.begin_turn(turn)
     hint = ""
     if rt.windowed:
         hint = rt.window_hint(turn)
     elif rt.policy.active:
-        rt.activation("turn_start", turn, last=False)
+        yield from rt.activation("turn_start", turn, last=False)
         if rt.draft is not None:
             hint = rt.state_hint(turn)
     rt.start_worker(turn.turn_id, worker_prompt(turn, ""), hint or None)
-    while (step := rt.worker.step()) is not None:
+    while (step := (yield from rt.worker_step())) is not None:
         rt.log_step(step)
     if not rt.reviews:
         return
     for _ in range(rt.config.max_turn_end_activations):
-        rt.activation("turn_end", turn, last=last)
+        yield from rt.activation("turn_end", turn, last=last)
         if rt.lifecycle.phase is Phase.IDLE:
             return  # committed, abandoned, or no state was opened for this turn
     rt.fallback("turn_end", turn)
@@ -120,21 +126,21 @@ def _play_turn(rt: ManagerRuntime, turn: Turn, last: bool) -> None:
 # ---------------------------------------------------------------- segment-induced
 
 
-def play_segments(rt: ManagerRuntime) -> None:
+def play_segments(rt: ManagerRuntime) -> Steps:
     turn = single_turn(rt.task)
     rt.begin_turn(turn)
     rt.start_worker(turn.turn_id, task_prompt(rt.task), None)
     since_pause = 0
-    while (step := rt.worker.step()) is not None:
+    while (step := (yield from rt.worker_step())) is not None:
         rt.log_step(step)
         since_pause += 1
         if since_pause >= rt.config.segment_steps and not rt.worker.finished:
             since_pause = 0
-            _pause(rt, turn)
-    _review_end(rt, turn)
+            yield from _pause(rt, turn)
+    yield from _review_end(rt, turn)
 
 
-def _pause(rt: ManagerRuntime, turn: Turn) -> None:
+def _pause(rt: ManagerRuntime, turn: Turn) -> Steps:
     if rt.windowed:
         text = rt.window_hint(turn)
         if text:
@@ -143,22 +149,22 @@ def _pause(rt: ManagerRuntime, turn: Turn) -> None:
     if not rt.reviews:
         return
     for _ in range(rt.config.max_turn_end_activations):
-        control = rt.activation("segment_pause", turn, last=False)
+        control = yield from rt.activation("segment_pause", turn, last=False)
         if control is None or control in RESUMING or rt.lifecycle.phase is Phase.IDLE:
             return  # the worker resumes; pending steps (and an open draft) stay
 
 
-def _review_end(rt: ManagerRuntime, turn: Turn) -> None:
+def _review_end(rt: ManagerRuntime, turn: Turn) -> Steps:
     if not rt.reviews:
         return
     for _ in range(rt.config.max_turn_end_activations):
         if rt.lifecycle.phase is Phase.IDLE and rt.pending_steps() == 0:
             return  # everything the worker did is covered by committed or abandoned states
-        control = rt.activation("task_end", turn, last=True)
+        control = yield from rt.activation("task_end", turn, last=True)
         if rt.lifecycle.phase is Phase.IDLE and control in RESUMING:
             return  # the manager declines to review the rest: those steps stay untraced
     rt.fallback("task_end", turn)
 
 
-FLOWS: dict[str, Callable[[ManagerRuntime], None]] = {"turn": play_turns, "segment": play_segments}
-"""Flow name -> the function that plays an episode with it."""
+FLOWS: dict[str, Callable[[ManagerRuntime], Steps]] = {"turn": play_turns, "segment": play_segments}
+"""Flow name -> the generator function that plays an episode with it."""

@@ -1,5 +1,18 @@
 """The manager runtime: plays a task with a worker and a manager policy, and records the episode.
 
+The episode is a state machine the caller advances (:mod:`harness.manager.episode_loop`)::
+
+    episode = runtime.start()
+    while (request := episode.next_request()) is not None:   # a PolicyInput (or a worker's chat messages)
+        episode.answer(respond(request))                     # episode.fail(exc) when respond raised
+    record = episode.record                                  # episode.close() abandons it early
+
+:meth:`ManagerRuntime.run` is that loop with ``policy.respond`` (:meth:`ManagerRuntime.drive`); the environments
+in ``envs`` step it with the agent's actions. Underneath, :meth:`ManagerRuntime.play` is a generator: the flows, the
+activation and REPAIR ``yield`` each request up to the caller and receive its answer. Only an active, reviewing
+policy is asked anything; a worker without a chat backend of its own (a ReAct worker with ``backend=None``) asks
+for its model's replies the same way.
+
 The flows (when the manager is activated, and how the worker is driven) are in :mod:`harness.manager.flows`:
 *turn-aligned* for multi_turn tasks (one state per turn) and *segment-induced* for single tasks (closed_form,
 artifact: pauses every ``segment_steps`` worker steps and at the end). ``RuntimeConfig.flow`` picks one (default:
@@ -11,14 +24,9 @@ This module holds what both flows share:
   control action or the activation's budget is spent. Tool actions run with :mod:`harness.manager.tools` and return
   their result as ``last_action_result``. An unparseable or illegal response, a REPAIR whose hint the harness
   refuses, or a policy that raises is recorded (``legal=False``), its error returned as ``last_action_result`` and
-  counted against the budget, never raised.
-- the control actions: UPDATE_STATE (the harness binds ``used_variables`` to ``VariableRef(name, version, value)``
-  from ``kernel.variables()`` and sets the source interval: the whole turn in the turn flow; the given inclusive
-  interval clipped to the pending steps in the segment flow), REPAIR (light: the hint goes to ``worker.repair``,
-  which runs within the worker's reserved repair budget; heavy, attempt >= 2: the harness first deletes the named
-  variable), FINALIZE_RELATIONS, COMMIT_STATE (the harness assigns ``S1, S2, ...``, normalizes relations and takes a
-  checkpoint), ABANDON_STATE (when the state had been repaired, the harness rolls the kernel back to the last
-  checkpoint: the start of the turn, or the last commit, whichever is later, and tells the worker with a note).
+  counted against the budget, never raised. What each action does (UPDATE_STATE's variable binding and source
+  interval, REPAIR light and heavy, COMMIT_STATE's ids and relation normalization, ABANDON_STATE's rollback) is in
+  :mod:`harness.manager.controls`.
 - the *fallback* when review activations run out: commit a finalized state, abandon any other open one (recorded as
   activations with ``actor="harness"``).
 - checkpoints: one at each turn start (``op: "turn_start"``; the previous turn-start checkpoint is released, ``op:
@@ -51,29 +59,26 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.evaluation.result import GradeResult
-from harness.manager import tools
+from harness.manager import controls, tools
 from harness.manager.actions import ACTION_KIND, Action, make_action
+from harness.manager.controls import normalize_relations
 from harness.manager.episode import EpisodeRecord, execution_summary, prompt_sha256
+from harness.manager.episode_loop import Episode, EpisodeStateError, Steps
 from harness.manager.flows import FLOWS, closed_form_text, resolve_flow, worker_prompt
 from harness.manager.hints import HintError, render_repair_hint, render_state_hint
 from harness.manager.lifecycle import CONTROL_ACTIONS, Lifecycle, Phase
 from harness.manager.policies import CODE_PUBLIC_KEY, ManagerView, Policy, PolicyInput, constraint_code_public
-from harness.manager.records import (
-    AnalyticalState,
-    Constraint,
-    ManagerObservation,
-    Relation,
-    StateSummary,
-    VariableRef,
-)
+from harness.manager.records import AnalyticalState, ManagerObservation, StateSummary
 from harness.manager.wire import parse_response
-from harness.sandbox import Kernel, SandboxError, files
+from harness.sandbox import Kernel, files
 from harness.tasks import Task, Turn, grade_task
-from harness.worker.base import SINGLE_TURN_ID, Worker
+from harness.worker.base import SINGLE_TURN_ID, Worker, step_requests
 from harness.worker.step import WorkerStep
 
 __all__ = [
     "EVENTS",
+    "Episode",
+    "EpisodeStateError",
     "ManagerRuntime",
     "RuntimeConfig",
     "closed_form_text",
@@ -164,16 +169,6 @@ class RuntimeConfig:
             )
 
 
-def normalize_relations(relations: tuple[Relation, ...], committed: set[str], own_id: str) -> tuple[Relation, ...]:
-    """Dedupe, keep only relations to committed states (never to ``own_id``); ``(init,)`` when none remain."""
-    kept = [
-        r
-        for r in dict.fromkeys(relations)
-        if r.type != "init" and r.related_state_id in committed and r.related_state_id != own_id
-    ]
-    return tuple(kept) or (Relation("init", None),)
-
-
 class ManagerRuntime:
     """Plays ``task`` with ``worker`` in ``kernel`` under ``policy``; :meth:`run` returns the :class:`EpisodeRecord`.
 
@@ -211,6 +206,7 @@ class ManagerRuntime:
         self.current_turn: str | None = None
         self.last_prompt = ""
         self.transcript: list[tuple[str, str]] = []
+        self._started = False
         self.record = EpisodeRecord(
             task_id=task.id,
             episode_id=uuid.uuid4().hex[:12],
@@ -229,9 +225,42 @@ class ManagerRuntime:
         )
 
     # ---------------------------------------------------------------- episode
+    def start(self) -> Episode:
+        """The episode as an :class:`Episode` the caller advances (``next_request`` / ``answer``); :meth:`close
+        <Episode.close>` before the end releases the kernel checkpoints it took. A runtime plays one episode."""
+        if self._started:
+            raise RuntimeError(f"this ManagerRuntime already played task {self.task.id}; build a new one per episode.")
+        self._started = True
+        return Episode(self.play(), on_close=lambda: controls.release_checkpoints(self))
+
     def run(self) -> EpisodeRecord:
+        """Play the episode, answering every request with the policy; the record."""
+        return self.drive(self.start())
+
+    def drive(self, episode: Episode | Steps) -> Any:
+        """Answer ``episode``'s requests with the policy until it ends; its result. A policy that raises is handed
+        to the episode (:meth:`Episode.fail`), which records the failure as a refused action and goes on."""
+        if not isinstance(episode, Episode):
+            episode = Episode(episode)
+        while (request := episode.next_request()) is not None:
+            if not isinstance(request, PolicyInput):
+                episode.close()
+                raise TypeError(
+                    f"the episode of task {self.task.id} asks for a chat reply (its worker has no backend of its "
+                    "own); answer its requests yourself: episode = runtime.start(), next_request() / answer()."
+                )
+            try:
+                response = self.policy.respond(request)
+            except Exception as exc:  # a policy failure is the episode's to record
+                episode.fail(exc)
+            else:
+                episode.answer(response)
+        return episode.result
+
+    def play(self) -> Steps:
+        """The episode as a generator of requests (:mod:`harness.manager.episode_loop`); returns the record."""
         t0 = time.perf_counter()
-        FLOWS[self.flow](self)
+        yield from FLOWS[self.flow](self)
         self.record.transitions = [t.to_dict() for t in self.lifecycle.history]
         self.record.states = [s.to_dict() for s in self.committed.values()]
         self.record.final_answers = dict(self.worker.answers)
@@ -299,7 +328,9 @@ class ManagerRuntime:
         self.current_turn = turn.turn_id
         self.boundary = len(self.worker.steps)
         previous = self.turn_checkpoint
-        self.turn_checkpoint = self._checkpoint("turn_start", None, turn.turn_id) if self.reviews else None
+        self.turn_checkpoint = (
+            controls.take_checkpoint(self, "turn_start", None, turn.turn_id) if self.reviews else None
+        )
         if self.turn_checkpoint is not None:
             self.last_checkpoint = self.turn_checkpoint
         if previous is not None and previous in self.kernel.checkpoints and previous != self.last_checkpoint:
@@ -313,6 +344,11 @@ class ManagerRuntime:
         self.last_prompt = prompt if not hint else f"{prompt}\n\n{hint}"
         self.transcript.append(("worker", self.last_prompt))
         self.worker.begin(turn_id, prompt, hint)
+
+    def worker_step(self) -> Steps:
+        """The worker's next step (None once it has finished the question); yields its chat requests when its
+        model's replies come from outside."""
+        return (yield from step_requests(self.worker))
 
     def note(self, text: str) -> None:
         """Add ``text`` to the worker's conversation (read with its next step)."""
@@ -328,7 +364,7 @@ class ManagerRuntime:
         non-empty)."""
         text = self.policy.window_hint(tuple(self.worker.steps), turn)  # type: ignore[attr-defined]
         if text:
-            self._hint("window", turn.turn_id, len(self.worker.steps), text)
+            self.record_hint("window", turn.turn_id, len(self.worker.steps), text)
         return text
 
     def state_hint(self, turn: Turn) -> str:
@@ -351,7 +387,7 @@ class ManagerRuntime:
             states.append(state)
         hint = render_state_hint(states)
         if hint:
-            self._hint("state", turn.turn_id, len(self.worker.steps), hint)
+            self.record_hint("state", turn.turn_id, len(self.worker.steps), hint)
         return hint
 
     def fallback(self, event_type: str, turn: Turn) -> None:
@@ -362,7 +398,7 @@ class ManagerRuntime:
         self.lifecycle.begin_activation()
         self._held = []
         transition = self.lifecycle.apply(action)
-        result = self._control(make_action(action), turn)
+        result = controls.apply_control(self, make_action(action), turn)
         entry = {
             "index": self.lifecycle.activation,
             "event_type": event_type,
@@ -377,8 +413,10 @@ class ManagerRuntime:
         self._release("activation", entry)
 
     # ---------------------------------------------------------------- one activation
-    def activation(self, event_type: str, turn: Turn, last: bool) -> str | None:
-        """One manager activation; returns the legal control action that ended it (None: its budget ran out)."""
+    def activation(self, event_type: str, turn: Turn, last: bool) -> Steps:
+        """One manager activation: yields a :class:`PolicyInput` per action and receives the policy's response (an
+        exception thrown in instead is the policy failing to respond); returns the legal control action that ended
+        it (None: its budget ran out)."""
         self.lifecycle.begin_activation()
         self._held = []
         t0 = time.perf_counter()
@@ -408,7 +446,7 @@ class ManagerRuntime:
             )
             self.transcript.append(("policy", inp.text()))
             try:
-                raw = self.policy.respond(inp)
+                raw = yield inp
             except Exception as exc:  # a policy failure (e.g. an endpoint down) costs one action, never the episode
                 logger.warning("policy %s failed: %s: %s", self.policy.name, type(exc).__name__, exc)
                 raw, policy_error = "", f"the policy failed to respond ({type(exc).__name__}: {exc})"
@@ -422,7 +460,7 @@ class ManagerRuntime:
             else:
                 act = parsed.action
                 action.update(parsed=act.to_dict(), kind=ACTION_KIND[act.name])
-                last_result, legal = self._act(act, turn)
+                last_result, legal = yield from self._act(act, turn)
                 action["legal"] = legal
                 if legal and action["kind"] == "tool":
                     results.append(last_result)
@@ -436,8 +474,8 @@ class ManagerRuntime:
         self._release("activation", entry)
         return control
 
-    def _act(self, act: Action, turn: Turn) -> tuple[str, bool]:
-        """Apply one parsed action; returns (result text, legal)."""
+    def _act(self, act: Action, turn: Turn) -> Steps:
+        """Apply one parsed action; returns (result text, legal). Yields the worker's requests of a REPAIR."""
         if act.name == "REPAIR" and self.lifecycle.why_illegal("REPAIR") is None:
             hint = act.arguments["error_hint"]
             try:
@@ -451,184 +489,18 @@ class ManagerRuntime:
         if not transition.legal:
             return f"illegal: {transition.message}", False
         if ACTION_KIND[act.name] == "tool":
-            return self._tool(act).render(), True
-        return self._control(act, turn, transition.repair_mode), True
-
-    # ---------------------------------------------------------------- tools
-    def _tool(self, act: Action) -> tools.ToolResult:
-        args = act.arguments
-        timeout = self.config.probe_timeout_s
-        if act.name == "check_execution":
-            step = self.worker.steps[args["step_id"]] if 0 <= args["step_id"] < len(self.worker.steps) else None
-            claimed = step.code if step is not None else None
-            return tools.check_execution(args["step_id"], claimed, self.executor_log)
-        if act.name == "run_probe":
-            codes = {c.code for c in self.draft.constraints} if self.draft is not None else set()
-            if args["code"] in codes:  # a stated constraint: checked as one (adds passed, reason, operand values)
-                return tools.check_constraint(self.kernel, args["code"], timeout_s=timeout)
-            return tools.run_probe(self.kernel, args["code"], timeout_s=timeout)
-        if act.name == "load_state":
-            return tools.load_state(args["state_id"], {k: s.to_dict() for k, s in self.committed.items()})
-        return TOOL_FUNCTIONS[act.name](args["code"])
-
-    # ---------------------------------------------------------------- control actions
-    def _control(self, act: Action, turn: Turn, repair_mode: str | None = None) -> str:
-        handler = CONTROL_HANDLERS.get(act.name)
-        return handler(self, act, turn, repair_mode) if handler else f"{act.name}: ok"
-
-    def _open(self, act: Action, turn: Turn, _mode: str | None) -> str:
-        args = act.arguments
-        self.draft = AnalyticalState(
-            id=self._next_id(),
-            issue=args["issue"],
-            constraints=tuple(Constraint(c["text"], c.get("code")) for c in args["constraints"]),
-            relations=tuple(Relation(r["type"], r.get("related_state_id")) for r in args["relations"]),
-        )
-        self.draft_repairs = 0
-        return f"OPEN_STATE: opened {self.draft.id} for turn {turn.turn_id}."
-
-    def _interval(self, act: Action) -> tuple[int, int]:
-        """The draft's inclusive source interval: the whole turn (turn flow), or the manager's interval clipped to
-        the pending steps (segment flow)."""
-        first, last = self.boundary, max(len(self.worker.steps) - 1, self.boundary)
-        if self.flow == "turn":
-            return first, last
-        given = act.arguments["source_interval"]
-        start = min(max(given["start_step"], first), last)
-        return start, min(max(given["end_step"], start), last)
-
-    def _update(self, act: Action, turn: Turn, _mode: str | None) -> str:
-        assert self.draft is not None  # the lifecycle allows UPDATE_STATE only with an open state
-        args = act.arguments
-        live = self.kernel.variables()
-        bound = [
-            VariableRef(n, live[n].version, live[n].summary)
-            for n in dict.fromkeys(args["used_variables"])
-            if n in live
-        ]
-        missing = [n for n in args["used_variables"] if n not in live]
-        start, end = self._interval(act)
-        self.draft = AnalyticalState(
-            id=self.draft.id,
-            issue=args["issue"],
-            constraints=self.draft.constraints,
-            used_variables=tuple(bound),
-            conclusions=tuple(args["conclusions"]),
-            relations=self.draft.relations,
-            source_step_start=start,
-            source_step_end=end,
-        )
-        note = f"; not in the sandbox (dropped): {missing}" if missing else ""
-        return f"UPDATE_STATE: {self.draft.id} bound to steps {start}-{end} and {len(bound)} variable(s){note}."
-
-    def _finalize(self, act: Action, turn: Turn, _mode: str | None) -> str:
-        assert self.draft is not None
-        if act.arguments["mode"] == "revise":
-            relations = tuple(Relation(r["type"], r.get("related_state_id")) for r in act.arguments["relations"])
-            self.draft = AnalyticalState(**{**vars(self.draft), "relations": relations})
-        return f"FINALIZE_RELATIONS: {act.arguments['mode']}."
-
-    def _commit(self, act: Action, turn: Turn, _mode: str | None) -> str:
-        assert self.draft is not None
-        state_id = self._next_id()
-        checkpoint = self._checkpoint("take", state_id, turn.turn_id)
-        relations = normalize_relations(self.draft.relations, set(self.committed), state_id)
-        state = AnalyticalState(
-            **{**vars(self.draft), "id": state_id, "relations": relations, "checkpoint_id": checkpoint}
-        )
-        self.committed[state_id] = state
-        self.turn_states[turn.turn_id] = state_id
-        if checkpoint is not None:
-            self.last_checkpoint = checkpoint
-        self.draft = None
-        end = state.source_step_end
-        self.boundary = end + 1 if self.flow == "segment" and end is not None else len(self.worker.steps)
-        self.emit("commit", state.to_dict())
-        return f"COMMIT_STATE: committed {state_id} (checkpoint {checkpoint})."
-
-    def _abandon(self, act: Action, turn: Turn, _mode: str | None) -> str:
-        state_id = self.draft.id if self.draft is not None else None
-        repaired = self.draft_repairs > 0
-        if repaired and self.last_checkpoint is not None and not self.config.restorable_checkpoints:
-            raise RuntimeError(
-                f"ABANDON_STATE of repaired state {state_id} (turn {turn.turn_id}) needs a rollback, but this runtime "
-                "runs with restorable_checkpoints=False (no snapshots); use restorable_checkpoints=True for a policy "
-                "that may abandon repaired states."
-            )
-        self.draft, self.draft_repairs = None, 0
-        self.boundary = len(self.worker.steps)
-        rolled_back = repaired and self.last_checkpoint is not None
-        if rolled_back:
-            self.kernel.restore(self.last_checkpoint)
-            self.record.checkpoints.append(
-                {"state_id": state_id, "turn_id": turn.turn_id, "checkpoint_id": self.last_checkpoint, "op": "restore"}
-            )
-            self.note(
-                "Note from the supervisor: the session was rolled back to an earlier checkpoint; variables and "
-                "results created since then no longer exist."
-            )
-        self.emit("abandon", {"state_id": state_id, "turn_id": turn.turn_id})
-        if rolled_back:
-            return f"ABANDON_STATE: discarded {state_id}; rolled back to checkpoint {self.last_checkpoint}."
-        return f"ABANDON_STATE: discarded {state_id}."
-
-    def _repair(self, act: Action, turn: Turn, mode: str | None) -> str:
-        hint_args = act.arguments["error_hint"]
-        variable = hint_args["error_variable"]
-        hint = render_repair_hint(variable, hint_args["faulty_reasoning"], act.arguments["analytical_evidence"])
-        removed: list[str] = []
-        if mode == "heavy" and variable.isidentifier() and variable in self.kernel.variables():
-            self.kernel.execute(f"del {variable}")
-            removed.append(variable)
-        self.transcript.append(("worker", hint))
-        self.last_prompt = hint
-        first_step = len(self.worker.steps)
-        self._hint("repair", turn.turn_id, first_step, hint)
-        steps = self.worker.repair(turn.turn_id, hint)
-        for step in steps:
-            self.log_step(step)
-        self.draft_repairs += 1
-        entry = {
-            "state_id": self.draft.id if self.draft else None,
-            "turn_id": turn.turn_id,
-            "attempt": self.lifecycle.repair_attempts,
-            "mode": mode,
-            "variable": variable,
-            "removed": removed,
-            "steps": [s.step_id for s in steps],
-            "worker_reaction": steps[-1].meta.get("repair") if steps else None,
-        }
-        self.record.repairs.append(entry)
-        self.emit("repair", entry)
-        ids = ", ".join(str(s.step_id) for s in steps) or "none"
-        return f"REPAIR ({mode}, attempt {entry['attempt']}): hint delivered; the worker answered with step(s) {ids}."
+            return controls.run_tool(self, act).render(), True
+        if act.name == "REPAIR":
+            return (yield from controls.repair(self, act, turn, transition.repair_mode)), True
+        return controls.apply_control(self, act, turn), True
 
     # ---------------------------------------------------------------- bookkeeping
-    def _next_id(self) -> str:
+    def next_state_id(self) -> str:
+        """The id the next committed state gets (an open draft carries it too)."""
         return f"S{len(self.committed) + 1}"
 
-    def _checkpoint(self, op: str, state_id: str | None, turn_id: str) -> str | None:
-        """Take a kernel checkpoint and record it; at the kernel's limit the oldest one that is not the rollback
-        target is released first. None (logged) when the sandbox cannot take one."""
-        held = self.kernel.checkpoints
-        limit = self.kernel.config.max_checkpoints
-        if limit and len(held) >= limit:
-            oldest = next((c for c in held if c != self.last_checkpoint), None)
-            if oldest is not None:
-                self.kernel.release(oldest)
-                self.record.checkpoints.append(
-                    {"state_id": None, "turn_id": turn_id, "checkpoint_id": oldest, "op": "release"}
-                )
-        try:
-            checkpoint = self.kernel.checkpoint(restorable=self.config.restorable_checkpoints)
-        except SandboxError as exc:
-            logger.warning("no %s checkpoint for turn %s: %s", op, turn_id, exc)
-            return None
-        self.record.checkpoints.append({"state_id": state_id, "turn_id": turn_id, "checkpoint_id": checkpoint,
-                                        "op": op})  # fmt: skip
-        return checkpoint
-
-    def _hint(self, kind: str, turn_id: str, step_id: int, text: str) -> None:
+    def record_hint(self, kind: str, turn_id: str, step_id: int, text: str) -> None:
+        """Record a hint delivered to the worker and emit it."""
         entry = {"kind": kind, "turn_id": turn_id, "step_id": step_id, "text": text}
         self.record.hints.append(entry)
         self.emit("hint", entry)
@@ -638,7 +510,7 @@ class ManagerRuntime:
         pending = n_steps - self.boundary
         return ManagerObservation(
             event_type=event_type,
-            available_state_id=self.draft.id if self.draft is not None else self._next_id(),
+            available_state_id=self.draft.id if self.draft is not None else self.next_state_id(),
             untraced_steps=pending,
             pending_start_step=self.boundary if pending else None,
             pending_end_step=n_steps - 1 if pending else None,
@@ -678,14 +550,3 @@ class ManagerRuntime:
         }
         self.record.worker_steps.append(entry)
         self.emit("worker_step", entry)
-
-
-TOOL_FUNCTIONS = {"inspect_python": tools.inspect_python, "compile_python": tools.compile_python}
-CONTROL_HANDLERS = {
-    "OPEN_STATE": ManagerRuntime._open,
-    "UPDATE_STATE": ManagerRuntime._update,
-    "FINALIZE_RELATIONS": ManagerRuntime._finalize,
-    "COMMIT_STATE": ManagerRuntime._commit,
-    "ABANDON_STATE": ManagerRuntime._abandon,
-    "REPAIR": ManagerRuntime._repair,
-}

@@ -16,6 +16,14 @@ budget** (``repair_steps``: :attr:`ReActConfig.repair_steps <harness.worker.reac
 the ReAct worker, one re-run for the scripted worker), never within the worker's own step budget; manager actions
 never consume worker steps. In the segment flow the worker carries on with its own steps after a repair.
 
+A worker whose model replies come from outside (a :class:`~harness.worker.react.ReActWorker` built without a chat
+backend, as in :class:`envs.WorkerEnv`) also offers ``step_requests()`` and ``repair_requests(turn_id, hint)``:
+generators that yield the chat message list each time the model must reply and receive the reply (text or
+:class:`~harness.llm.ChatReply`), returning what ``step``/``repair`` return. The runtime advances workers through
+:func:`step_requests` and :func:`repair_requests` (which fall back to ``step``/``repair``), so those requests become
+the episode's own (:mod:`harness.manager.episode_loop`); :func:`answered` runs such a generator when every reply is
+available without asking (a worker with its own backend), the blocking ``step``/``repair``.
+
 Every step is a :class:`~harness.worker.step.WorkerStep` with its tokens and time; ``steps`` lists all of them in
 order (``step_id`` is the index), ``answers`` maps a turn id to the worker's current answer. A single-question task
 (closed_form, artifact) is one turn with the id :data:`SINGLE_TURN_ID` (``"main"``); a fault for it uses that id.
@@ -25,7 +33,8 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Generator
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from harness.worker.step import WorkerStep
 
@@ -34,6 +43,12 @@ SINGLE_TURN_ID = "main"
 
 CELL_MARKER = re.compile(r"^#\s*%%.*$", re.MULTILINE)
 """A line starting with ``# %%`` (the Jupytext / VS Code cell marker) separates cells of a scripted program."""
+
+T = TypeVar("T")
+
+Requests = Generator[list[dict[str, Any]], Any, T]
+"""A worker's step or repair as a generator: yields the chat messages its model must reply to, receives the reply,
+returns the step (or the repair's steps)."""
 
 
 def _has_code(cell: str) -> bool:
@@ -102,3 +117,33 @@ class StepwiseWorker(ABC):
         while (step := self.step()) is not None:
             produced.append(step)
         return produced
+
+
+def answered(requests: Requests[T]) -> T:
+    """Run ``requests`` to its end when it asks for nothing (its worker has its own chat backend); its result.
+    A request means the worker's replies come from outside: a ``RuntimeError`` naming the fix."""
+    try:
+        next(requests)
+    except StopIteration as stop:
+        return stop.value
+    requests.close()
+    raise RuntimeError(
+        "the worker has no chat backend: its model replies come from outside. Advance it through the episode "
+        "(ManagerRuntime.start(), next_request() / answer()) or give it a backend."
+    )
+
+
+def step_requests(worker: Worker) -> Requests[WorkerStep | None]:
+    """``worker``'s next step, with the chat requests of a worker that offers ``step_requests()``; else ``step()``."""
+    steps = getattr(worker, "step_requests", None)
+    if steps is None:
+        return worker.step()
+    return (yield from steps())
+
+
+def repair_requests(worker: Worker, turn_id: str, hint: str) -> Requests[list[WorkerStep]]:
+    """``worker``'s repair, with the chat requests of a worker that offers ``repair_requests()``; else ``repair()``."""
+    repair = getattr(worker, "repair_requests", None)
+    if repair is None:
+        return worker.repair(turn_id, hint)
+    return (yield from repair(turn_id, hint))

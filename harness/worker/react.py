@@ -7,6 +7,12 @@ answer. Backends (from :mod:`harness.llm`): any OpenAI-compatible chat endpoint 
 HTTP, no SDK needed) or an in-process transformers model (:class:`HFChatBackend`, needs the ``train`` extra). Every
 step records its tokens and time. Manager-triggered re-analysis (a repair hint) gets a separate, configurable step
 budget so it never eats the worker's own steps.
+
+A step and a repair are generators (:meth:`ReActWorker.step_requests`, :meth:`ReActWorker.repair_requests`): with
+a backend the worker asks it and yields nothing; built with ``backend=None`` it yields the conversation (the chat
+message list) whenever its model must reply and takes the reply sent in (text or :class:`~harness.llm.ChatReply`),
+so a caller (the runtime's episode, :class:`envs.WorkerEnv`) plays the model. ``step`` and ``repair`` are the
+blocking forms (:func:`harness.worker.base.answered`).
 """
 
 from __future__ import annotations
@@ -17,9 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.llm import ChatBackend
+from harness.llm import ChatBackend, ChatReply
 from harness.sandbox import Kernel
-from harness.worker.base import StepwiseWorker
+from harness.worker.base import Requests, StepwiseWorker, answered
 from harness.worker.step import WorkerStep
 
 SYSTEM_PROMPT = """You are a careful data analyst working in a persistent Python session (variables survive \
@@ -92,12 +98,19 @@ class ReActWorker(StepwiseWorker):
     Implements :class:`~harness.worker.base.Worker`: ``run_turn`` (whole turns) or ``begin`` + ``step`` (the
     harness drives it step by step). ``config.max_steps`` bounds the worker's own steps per question;
     ``config.repair_steps`` is the separate budget of each :meth:`repair` (manager-triggered re-analysis).
+    ``backend=None``: the model's replies come from outside, through :meth:`step_requests` and
+    :meth:`repair_requests` (module docstring).
     """
 
     simulated = False
 
     def __init__(
-        self, backend: ChatBackend, kernel: Kernel, config: ReActConfig | None = None, *, contract: str | None = None
+        self,
+        backend: ChatBackend | None,
+        kernel: Kernel,
+        config: ReActConfig | None = None,
+        *,
+        contract: str | None = None,
     ):
         self.backend = backend
         self._contract = contract.strip() if contract else None  # replaces the first question's prompt once
@@ -126,10 +139,14 @@ class ReActWorker(StepwiseWorker):
         self._user(prompt if not hint else f"{prompt}\n\n{hint}")
 
     def step(self) -> WorkerStep | None:
+        return answered(self.step_requests())
+
+    def step_requests(self) -> Requests[WorkerStep | None]:
+        """:meth:`step` as a generator (module docstring)."""
         if self._turn is None or self.finished:
             return None
         self._left -= 1
-        step = self._take_step(self._turn, meta={})
+        step = yield from self._take_step(self._turn, meta={})
         self._done = bool(step.meta["final"])
         return step
 
@@ -139,11 +156,15 @@ class ReActWorker(StepwiseWorker):
     def repair(self, turn_id: str, hint: str) -> list[WorkerStep]:
         """Re-analyse a turn after a repair hint, within the reserved ``repair_steps`` budget (the worker's own
         budget is untouched; a final answer here finishes the question)."""
+        return answered(self.repair_requests(turn_id, hint))
+
+    def repair_requests(self, turn_id: str, hint: str) -> Requests[list[WorkerStep]]:
+        """:meth:`repair` as a generator (module docstring)."""
         self._user(f"{hint}\n\nRe-check your work on this question and answer again.")
         self._structured = False
         produced: list[WorkerStep] = []
         for _ in range(self.config.repair_steps):
-            step = self._take_step(turn_id, meta={"repair": "re-analysis"})
+            step = yield from self._take_step(turn_id, meta={"repair": "re-analysis"})
             produced.append(step)
             if step.meta["final"]:
                 if turn_id == self._turn:
@@ -158,9 +179,17 @@ class ReActWorker(StepwiseWorker):
         else:
             self.messages.append({"role": "user", "content": content})
 
-    def _take_step(self, turn_id: str, meta: dict[str, Any]) -> WorkerStep:
+    def _chat(self) -> Requests[ChatReply]:
+        """The model's reply to the conversation: from the backend, or (no backend) the answer to the yielded
+        message list."""
+        if self.backend is not None:
+            return self.backend.chat(self.messages)
+        reply = yield self.messages
+        return reply if isinstance(reply, ChatReply) else ChatReply(text=reply)
+
+    def _take_step(self, turn_id: str, meta: dict[str, Any]) -> Requests[WorkerStep]:
         t0 = time.perf_counter()
-        reply = self.backend.chat(self.messages)
+        reply = yield from self._chat()
         self.messages.append({"role": "assistant", "content": reply.text})
         parsed = parse_worker_reply(reply.text)
         result = self.kernel.execute(parsed.code) if parsed.code else None

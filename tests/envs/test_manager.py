@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import gymnasium
@@ -114,6 +115,13 @@ def test_info_reports_the_legality_and_result_of_each_action(env, pool):
     assert info["policy_input"].previous == ()
 
 
+def test_the_episode_is_stepped_in_the_callers_thread(env, pool):
+    env.reset(options={"episode_id": pool.ids[0]})
+    threads = threading.active_count()  # an episode thread would be running now, and gone at the end
+    *_, terminated, _, info, _ = play(env, Abstain(), pool.ids[0])
+    assert terminated and threading.active_count() == threads and env._run.state == "finished"
+
+
 def test_misuse_raises_typed_errors_that_name_the_fix(pool):
     env = ManagerEnv(pool=pool, isolation=ISOLATION, max_env_steps=3)
     with pytest.raises(StepBeforeResetError, match=r"call env.reset\(\) first"):
@@ -194,3 +202,16 @@ def test_a_model_worker_is_built_by_harness_run_and_its_failures_surface_in_step
     with pytest.raises(EpisodeError, match="env step 1"):
         env.step(ABSTAIN)  # the worker's first chat call fails: the episode cannot go on
     env.close()
+
+
+@pytest.mark.parametrize(
+    ("worker", "message"),
+    [
+        ("openai:http://127.0.0.1:9/v1", "replays faulty code through the scripted worker"),
+        ("replay", "replay takes its faults from the pool"),
+    ],
+)
+def test_faults_need_the_scripted_worker(worker, message):
+    with pytest.raises(ValueError, match=message):
+        envs.ManagerEnvConfig(worker=worker, faults="faults.jsonl")
+    assert envs.ManagerEnvConfig(worker="scripted", faults="faults.jsonl").faults == "faults.jsonl"

@@ -1,4 +1,4 @@
-"""Actions: the tool list matches DESIGN §3, kinds are derived, and the schema validator reports precise errors."""
+"""Actions: the tool list is the expected one, kinds are derived, and the schema validator reports precise errors."""
 
 from __future__ import annotations
 

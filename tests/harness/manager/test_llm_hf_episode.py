@@ -1,4 +1,4 @@
-"""Done means (issue 3): the tiny in-process Qwen3 (real Qwen3 tokenizer, random weights) drives
+"""The tiny in-process Qwen3 (real Qwen3 tokenizer, random weights) drives
 `stateguard run --manager llm-hf:PATH` through a whole episode. Its actions are mostly illegal; they must be
 recorded and handled, never crash the episode."""
 

@@ -66,6 +66,25 @@ def test_step_budget_and_repair_budget_are_separate(kernel):
     assert len(repair) == 3 and worker.answers["1"] == {"x": 2}
 
 
+def test_without_a_backend_each_model_reply_is_a_request_the_caller_answers(kernel):
+    worker = ReActWorker(None, kernel, ReActConfig(max_steps=2, repair_steps=1))
+    worker.begin("1", "q")
+    requests = worker.step_requests()
+    messages = next(requests)  # the conversation the model must reply to
+    assert [m["role"] for m in messages] == ["system", "user"] and messages[-1]["content"] == "q"
+    with pytest.raises(StopIteration) as done:
+        requests.send("Set x.\n```python\nx = 7\n```")
+    step = done.value.value
+    assert step.code == "x = 7" and step.result.ok and step.prompt_tokens == 0
+    repair = worker.repair_requests("1", "hint")
+    assert "hint" in next(repair)[-1]["content"]
+    with pytest.raises(StopIteration) as done:
+        repair.send(ChatReply('Final Answer: {"x": 7}', prompt_tokens=3))
+    assert [s.meta["repair"] for s in done.value.value] == ["re-analysis"] and worker.answers["1"] == {"x": 7}
+    with pytest.raises(RuntimeError, match="no chat backend"):
+        ReActWorker(None, kernel).run_turn("2", "q")
+
+
 def test_bad_config_is_rejected():
     with pytest.raises(ValueError, match="max_steps=0"):
         ReActConfig(max_steps=0)
