@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from envs.bench import run_benchmark  # noqa: E402
 from envs.pool import ReplayPool  # noqa: E402
 from synthesis.config import SynthesisConfig  # noqa: E402
-from synthesis.pipeline import synthesize  # noqa: E402
+from synthesis.driver import synthesize  # noqa: E402
 
 
 def main() -> int:

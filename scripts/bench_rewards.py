@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.sandbox import Sandbox  # noqa: E402
 from rewards import RewardConfig  # noqa: E402
 from synthesis.config import SynthesisConfig  # noqa: E402
+from synthesis.driver import open_sandbox, synthesize  # noqa: E402
 from synthesis.hack_suite import run_suite, suite_episodes  # noqa: E402
-from synthesis.pipeline import open_sandbox, synthesize  # noqa: E402
 
 
 def main() -> int:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 def smoke_dataset(out: Path) -> Path:
     """A fresh ``configs/synthesis/smoke.yaml`` run into ``out`` (about 10 s); returns ``out``."""
     from synthesis.config import SynthesisConfig
-    from synthesis.pipeline import synthesize
+    from synthesis.driver import synthesize
 
     isolation = "bwrap" if shutil.which("bwrap") else "none"
     config = SynthesisConfig.from_yaml(REPO / "configs" / "synthesis" / "smoke.yaml", isolation=isolation)

@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from synthesis.config import SynthesisConfig  # noqa: E402
-from synthesis.pipeline import summary_table, synthesize  # noqa: E402
+from synthesis.driver import summary_table, synthesize  # noqa: E402
 
 TARGET_TRAJECTORIES, TARGET_S = 3000, 600.0
 TRAJECTORIES_PER_TASK = 40  # rough yield of one default task; used only to scale --trajectories
@@ -87,7 +87,7 @@ def reference(config: SynthesisConfig, n_tasks: int, out: Path) -> dict[str, obj
     """The first ``n_tasks`` tasks' runs with the pipeline's sandbox settings and with the plain ones, alternating
     per task (see the module docstring); wall seconds of ``synthesis.runs.run_task`` in this process."""
     from harness.manager.runtime import RuntimeConfig
-    from synthesis.pipeline import open_sandbox, plan_jobs, prepare_job
+    from synthesis.driver import open_sandbox, plan_jobs, prepare_job
     from synthesis.runs import run_task
 
     jobs = plan_jobs(config)[0][:n_tasks]

@@ -4,7 +4,7 @@ python scripts/evaluate.py --config configs/eval/smoke.yaml --out runs/eval/smok
 python scripts/evaluate.py --suite heldout-seeds --worker scripted --manager none,rule --out runs/eval/heldout
 python scripts/evaluate.py --suite heldout-seeds --managers none rule llm:http://localhost:8000/v1 --out runs/eval/sft
 
-The flags are the fields of ``harness.evaluation.run.EvaluationConfig`` (defaults, then ``--config``, then flags).
+The flags are the fields of ``harness.evaluation.evaluate.EvaluationConfig`` (defaults, then ``--config``, then flags).
 """
 
 from __future__ import annotations

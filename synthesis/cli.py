@@ -4,7 +4,7 @@ The flags are the fields of :class:`~synthesis.config.SynthesisConfig` (:mod:`ha
 the ``--config`` YAML file, then the flags, e.g. ``--workers 4``, ``--seed 7``, ``--domains commerce energy``;
 every value's type is checked and all problems are reported at once), plus ``--out`` (required) and
 ``--no-progress``. Checks that ``--out`` is a writable folder (created when missing), then runs
-:func:`synthesis.pipeline.synthesize` and prints the closing summary table. A killed run, re-run with the same
+:func:`synthesis.driver.synthesize` and prints the closing summary table. A killed run, re-run with the same
 ``--out``, continues from its shards. Bad input prints one line on stderr and exits with code 2.
 """
 
@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from synthesis.pipeline import summary_table, synthesize
+    from synthesis.driver import summary_table, synthesize
 
     try:
         (config,) = parse_config(args)

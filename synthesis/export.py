@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synthesis.audit import TaskSecrets, audit, card_section, task_secrets
-from synthesis.pipeline import EPISODE_BRANCHES, episodes_path
+from synthesis.driver import EPISODE_BRANCHES, episodes_path
 
 if TYPE_CHECKING:
     from synthesis.config import SynthesisConfig

@@ -90,7 +90,7 @@ def test_the_checker_catches_planted_violations(tmp_path: Path) -> None:
             "from harness.jsonl import iter_jsonl\n"  # same layer: fine
             "from . import render\n"  # relative, same package: fine
             "if TYPE_CHECKING:\n"
-            "    from synthesis.pipeline import SHARDS\n"  # line 5
+            "    from synthesis.driver import SHARDS\n"  # line 5
             "def pages():\n"
             "    import training.tokenizer as tok\n"  # line 7: inside a function
             "    return tok\n"
@@ -109,7 +109,7 @@ def test_the_checker_catches_planted_violations(tmp_path: Path) -> None:
         (tmp_path / name).write_text(text)
     assert layer_violations(tmp_path) == [
         f"harness/lazy.py:2: harness may not import envs.pool ({RULE})",
-        f"harness/viewer/cli.py:5: harness may not import synthesis.pipeline ({RULE})",
+        f"harness/viewer/cli.py:5: harness may not import synthesis.driver ({RULE})",
         f"harness/viewer/cli.py:7: harness may not import training.tokenizer ({RULE})",
         f"rewards/faults.py:2: rewards may not import synthesis.export ({RULE})",
         "rewards/sub/deep.py:1: relative import climbs past the top-level package rewards",

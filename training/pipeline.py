@@ -50,7 +50,7 @@ from harness.config_cli import add_config_arguments, given_flag, parse_config
 from harness.yaml_config import load_yaml_config
 
 if TYPE_CHECKING:
-    from harness.evaluation.run import EvaluationConfig
+    from harness.evaluation.evaluate import EvaluationConfig
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ def stage_model(ctx: Context) -> dict[str, Any]:
 
 def stage_synthesize(ctx: Context) -> dict[str, Any]:
     from synthesis.config import SynthesisConfig
-    from synthesis.pipeline import synthesize
+    from synthesis.driver import synthesize
 
     config = SynthesisConfig.from_yaml(ctx.config.path(ctx.config.synthesis))
     result = synthesize(config, ctx.stage_dir("synthesize"), progress=True)
@@ -242,7 +242,7 @@ def evaluation_config(
     config: PipelineConfig, out: Path, managers: list[str], labels: list[str], cache: Path
 ) -> EvaluationConfig:
     """The evaluation the ``evaluate`` stage runs (suite, task and fault selection, runtime) for ``managers``."""
-    from harness.evaluation.run import EvaluationConfig
+    from harness.evaluation.evaluate import EvaluationConfig
 
     fields = {
         "suite": config.eval_suite,
@@ -287,7 +287,7 @@ def evaluation_figures(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def stage_evaluate(ctx: Context) -> dict[str, Any]:
-    from harness.evaluation.run import run_evaluation
+    from harness.evaluation.evaluate import run_evaluation
     from harness.serving import ServeConfig, serve_in_background
 
     out = ctx.stage_dir("evaluate")

@@ -309,7 +309,7 @@ def play_decision_points(
 
 def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) the whole study; writes and returns the results (see :mod:`training.study_report`)."""
-    from harness.evaluation.run import EvaluationConfig, run_evaluation
+    from harness.evaluation.evaluate import EvaluationConfig, run_evaluation
     from training.smollm2 import build_smollm2
     from training.study_report import collect, write_outputs
 

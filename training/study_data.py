@@ -23,8 +23,8 @@ def synthesize_split(study: Study, split: str) -> dict[str, Any]:
     """The ``train`` or ``heldout`` synthesis run (resumable; skipped when its stats.json exists)."""
     from synthesis.config import SynthesisConfig
     from synthesis.domains.catalog import HELDOUT_DOMAINS
+    from synthesis.driver import synthesize
     from synthesis.faults import FAULT_TYPES
-    from synthesis.pipeline import synthesize
 
     out = study.data_dir(split)
     stats = out / "stats.json"

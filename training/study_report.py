@@ -82,7 +82,7 @@ def collect(
     decisions: dict[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The study's results dict (written to ``results.json``)."""
-    from harness.evaluation.run import read_variant, variant_file
+    from harness.evaluation.evaluate import read_variant, variant_file
     from harness.evaluation.suite import resolve_suite
     from harness.tasks import load_task
     from synthesis.faults import BENIGN_TYPES

@@ -7,7 +7,7 @@
     stateguard evaluate --suite dabench-dev --worker openai:http://localhost:8000/v1 --manager none,llm:URL ...
     stateguard evaluate --suite runs/tasks/longds --faults other/faults.jsonl --manager none,rule --out runs/eval/x
 
-The flags are the fields of :class:`~harness.evaluation.run.EvaluationConfig` (:mod:`harness.config_cli`: the
+The flags are the fields of :class:`~harness.evaluation.evaluate.EvaluationConfig` (:mod:`harness.config_cli`: the
 dataclass defaults, then the ``--config`` YAML file, then the flags; ``--field_name`` or ``--field-name``; bools
 also ``--no-field-name``; lists take several values, ``--managers none rule``). Two spellings are kept from before:
 ``--manager none,rule`` (one comma-separated value for ``managers``) and ``--resamples`` (``n_resamples``).
@@ -21,7 +21,8 @@ last line printed is a JSON summary (per variant: task/turn accuracy, DCR, repai
 question, context and constraint texts: ``--oracle-relations`` adds the task's dependency graph and
 ``--executable-constraints`` the constraints' code (oracles a real benchmark does not give: results.json's ``oracles``
 and report.md say so, loudly for a held-out suite). Exit code 0 when the evaluation ran, 2 for bad input (the message
-names the flag or the file and the fix), 3 when the suite is unavailable (e.g. the DABench dev set is not on this machine).
+names the flag or the file and the fix), 3 when the suite is unavailable (e.g. the DABench dev set is not on this
+machine).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import sys
 
 from harness.cli import prepare_out_dir
 from harness.config_cli import add_config_arguments, given_flag, parse_config
-from harness.evaluation.run import EvaluationConfig
+from harness.evaluation.evaluate import EvaluationConfig
 from harness.evaluation.suite import SuiteUnavailableError
 from harness.specs import parse_suite_spec
 
@@ -64,7 +65,7 @@ def out_flag(args: argparse.Namespace, name: str) -> str:
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
-    from harness.evaluation.run import EvaluationError, run_evaluation
+    from harness.evaluation.evaluate import EvaluationError, run_evaluation
     from harness.tasks import TaskConfigError
     from harness.worker.faults import FaultFileError
 

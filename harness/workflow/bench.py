@@ -9,7 +9,7 @@ limits (``--concurrency`` tasks, ``--max-llm-calls``, ``--max-sandbox``) with a 
 appended at once to ``OUT/episodes/<variant>.jsonl`` (the record of ``stateguard run``/``evaluate`` with
 ``config["eval"]`` and ``config["workflow"]``: cost in tokens, LLM calls, executions and seconds), so a killed run
 resumes where it stopped. Then ``OUT/results.json`` and ``OUT/report.md`` are written by the evaluation code
-(:func:`harness.evaluation.run.collect_results` / ``write_results``: the same format as ``stateguard evaluate``),
+(:func:`harness.evaluation.evaluate.collect_results` / ``write_results``: the same format as ``stateguard evaluate``),
 with a ``bench`` section added: per-episode score, validity and cost, totals per variant, and failed episodes (an
 episode that raised is logged, left out and retried by the next run).
 
@@ -93,7 +93,7 @@ class BenchConfig:
 
 def run_bench(config: BenchConfig) -> dict[str, Any]:
     """Run (or resume) the benchmark and write its outputs; returns the results dict."""
-    from harness.evaluation.run import collect_results, read_variant, variant_file, write_results
+    from harness.evaluation.evaluate import collect_results, read_variant, variant_file, write_results
     from harness.evaluation.suite import resolve_suite
     from harness.evaluation.summary import TaskInfo, episode_id
     from harness.tasks import load_task
@@ -121,7 +121,7 @@ def run_bench(config: BenchConfig) -> dict[str, Any]:
 
 
 async def _run_all(config: BenchConfig, tasks: dict[str, Any], todo: list[tuple[str, str, Any]]) -> list[dict]:
-    from harness.evaluation.run import variant_file
+    from harness.evaluation.evaluate import variant_file
     from harness.manager import get_policy
     from harness.manager.episode import append_episode
     from harness.sandbox import Sandbox, SandboxConfig
@@ -180,7 +180,7 @@ async def _run_all(config: BenchConfig, tasks: dict[str, Any], todo: list[tuple[
 
 def bench_section(config: BenchConfig, out: Path, failed: list[dict]) -> dict[str, Any]:
     """Per-episode score, validity and cost of every variant, the totals, and the failed episodes."""
-    from harness.evaluation.run import read_variant, variant_file
+    from harness.evaluation.evaluate import read_variant, variant_file
 
     variants = {}
     for workflow, name in zip(config.workflows, config.variant_names, strict=True):

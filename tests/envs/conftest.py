@@ -12,7 +12,7 @@ ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 @pytest.fixture(scope="session")
 def synth_dir(tmp_path_factory):
     from synthesis.config import SynthesisConfig
-    from synthesis.pipeline import synthesize
+    from synthesis.driver import synthesize
 
     out = tmp_path_factory.mktemp("envs-synth") / "out"
     config = SynthesisConfig(

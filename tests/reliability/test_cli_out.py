@@ -33,12 +33,12 @@ COMMANDS = {
     ),
     "evaluate": (
         ["evaluate", "--suite", str(BUILTIN_TASKS), "--manager", "none", "--isolation", ISOLATION],
-        {"harness.evaluation.run": "run_evaluation"},
+        {"harness.evaluation.evaluate": "run_evaluation"},
         "dir",
     ),
     "synthesize": (
         ["synthesize", "--config", str(ROOT / "configs" / "synthesis" / "smoke.yaml")],
-        {"synthesis.pipeline": "synthesize"},
+        {"synthesis.driver": "synthesize"},
         "dir",
     ),
     "view": (["view", "records.jsonl"], {"harness.viewer.cli": "_episode_pages"}, "file"),

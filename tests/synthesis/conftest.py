@@ -57,7 +57,7 @@ def synthesis_yaml(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def synthesized(tmp_path_factory: pytest.TempPathFactory, synthesis_yaml: Path) -> Path:
     """One tiny synthesized task (6 turns, at most 4 faults): ~5 s."""
     from synthesis.config import SynthesisConfig
-    from synthesis.pipeline import synthesize
+    from synthesis.driver import synthesize
 
     out = tmp_path_factory.mktemp("synth")
     synthesize(SynthesisConfig.from_yaml(synthesis_yaml), out, progress=False)

@@ -191,7 +191,7 @@ def test_d_the_classifier_separates_a_separable_set_and_not_a_non_separable_one(
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     from synthesis.config import SynthesisConfig
-    from synthesis.pipeline import synthesize
+    from synthesis.driver import synthesize
 
     config = SynthesisConfig.from_yaml(
         ROOT / "configs" / "synthesis" / "smoke.yaml",

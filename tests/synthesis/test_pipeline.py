@@ -15,8 +15,8 @@ from harness.manager.episode import read_episodes
 from harness.sandbox import SandboxUnavailableError
 from harness.worker.faults import read_faults
 from synthesis.config import SynthesisConfig
+from synthesis.driver import NothingSynthesizedError, summary_table, synthesize
 from synthesis.labels import synthesized_shards
-from synthesis.pipeline import NothingSynthesizedError, summary_table, synthesize
 
 ROOT = Path(__file__).resolve().parents[2]
 RETAIL = ROOT / "harness" / "builtin_tasks" / "retail-sales"
@@ -144,8 +144,8 @@ def test_the_episode_records_beside_a_shard_export_unparsed_and_a_damaged_file_i
     them inline, the layout before); a records file whose line count disagrees with its shard is an error naming it."""
     import gzip
 
+    from synthesis.driver import EPISODE_BRANCHES, episodes_path
     from synthesis.export import export
-    from synthesis.pipeline import EPISODE_BRANCHES, episodes_path
 
     out, _ = run
     copy = tmp_path / "copy"

@@ -24,7 +24,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, qwen3_tokenizer) ->
 @pytest.fixture(scope="session")
 def sft_smoke_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from synthesis.config import SynthesisConfig
-    from synthesis.pipeline import synthesize
+    from synthesis.driver import synthesize
 
     out = tmp_path_factory.mktemp("sft-synth")
     iso = "bwrap" if shutil.which("bwrap") else "none"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation.run import run_evaluation
+from harness.evaluation.evaluate import run_evaluation
 from harness.evaluation.suite import resolve_suite, task_dependents
 from harness.manager.episode import read_episodes
 from training.pipeline import PipelineConfig, evaluate_row, evaluation_config, evaluation_figures

@@ -195,7 +195,7 @@ def test_sft_script_trains_smollm2(smollm2: Path, sft_short_dataset_dir: Path, t
 @pytest.mark.timeout(900)  # 10 uncached full-prompt calls: ~5 min on one thread, ~2.5 min on two
 def test_llm_hf_manager_plays_an_episode(smollm2: Path, tmp_path: Path) -> None:
     """``--manager llm-hf:DIR`` on the SmolLM2 checkpoint: a whole episode runs, every action is recorded."""
-    from harness.evaluation.run import EvaluationConfig, read_variant, run_evaluation, variant_file
+    from harness.evaluation.evaluate import EvaluationConfig, read_variant, run_evaluation, variant_file
 
     config = EvaluationConfig(
         suite=str(REPO / "harness" / "builtin_tasks" / "retail-sales"),

@@ -11,7 +11,7 @@ import pytest
 
 from harness.evaluation import suite as suite_module
 from harness.evaluation.cli import register
-from harness.evaluation.run import EvaluationConfig, EvaluationError, run_evaluation, variant_file
+from harness.evaluation.evaluate import EvaluationConfig, EvaluationError, run_evaluation, variant_file
 from harness.evaluation.suite import SuiteError, SuiteSpec, resolve_suite
 from harness.evaluation.summary import TaskInfo, compare_variants, summarize_variant
 from harness.manager.episode import EpisodeRecord, read_episodes

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from harness.evaluation.cli import register
+from harness.evaluation.evaluate import EvaluationConfig, EvaluationError, is_heldout, oracle_section
 from harness.evaluation.report import oracle_lines
-from harness.evaluation.run import EvaluationConfig, EvaluationError, is_heldout, oracle_section
 from harness.evaluation.suite import Suite
 from harness.evaluation.summary import TaskInfo, relation_accuracy, summarize_variant, view_summary
 from harness.manager.episode import EpisodeRecord
@@ -145,7 +145,7 @@ def evaluate(capsys, suite, out, *flags):
 
 
 def test_evaluate_flags_reach_the_episodes_and_an_imported_folder_warns(capsys, caplog, longds, tmp_path):
-    with caplog.at_level("WARNING", logger="harness.evaluation.run"):
+    with caplog.at_level("WARNING", logger="harness.evaluation.evaluate"):
         results = evaluate(capsys, longds, tmp_path / "oracles", "--oracle-relations", "--executable-constraints")
     oracles = results["oracles"]
     assert oracles["oracle_relations"] and oracles["executable_constraints"] and oracles["heldout"]

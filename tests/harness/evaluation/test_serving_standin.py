@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from harness.evaluation.run import EvaluationConfig, run_evaluation, variant_file
+from harness.evaluation.evaluate import EvaluationConfig, run_evaluation, variant_file
 from harness.llm import ChatReply
 from harness.manager import parse_response, tool_schemas
 from harness.manager.episode import read_episodes

@@ -15,7 +15,7 @@ ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 def synth_out(tmp_path_factory):
     """One commerce task, six turns, up to four faults: clean, faulty and gold records, the dataset, the shards."""
     from synthesis.config import SynthesisConfig
-    from synthesis.pipeline import synthesize
+    from synthesis.driver import synthesize
 
     out = tmp_path_factory.mktemp("viewer-synth") / "out"
     config = SynthesisConfig(

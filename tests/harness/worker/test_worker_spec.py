@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.evaluation.run import EvaluationConfig, EvaluationError
+from harness.evaluation.evaluate import EvaluationConfig, EvaluationError
 from harness.worker.spec import WorkerSpec, parse_worker_spec
 
 
