@@ -30,6 +30,7 @@ naming the fix.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Episode", "EpisodeStateError", "Request", "Steps"]
@@ -39,6 +40,16 @@ Request = Any
 
 Steps = Generator[Request, Any, Any]
 """A played episode (or part of one): yields requests, receives their answers, returns its result."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer to a manager request that also says who wrote it: ``actor`` is ``"policy"`` (a model) or
+    ``"harness"`` (deterministic bookkeeping of a hierarchical policy). The episode records ``actor`` on the action;
+    a plain string answer records none (every action of the activation is the policy's)."""
+
+    text: str
+    actor: str
 
 
 class EpisodeStateError(RuntimeError):

@@ -63,7 +63,7 @@ from harness.manager import controls, tools
 from harness.manager.actions import ACTION_KIND, Action, make_action
 from harness.manager.controls import normalize_relations
 from harness.manager.episode import EpisodeRecord, execution_summary, prompt_sha256
-from harness.manager.episode_loop import Episode, EpisodeStateError, Steps
+from harness.manager.episode_loop import Episode, EpisodeStateError, Reply, Steps
 from harness.manager.flows import FLOWS, closed_form_text, resolve_flow, worker_prompt
 from harness.manager.hints import HintError, render_repair_hint, render_state_hint
 from harness.manager.lifecycle import CONTROL_ACTIONS, Lifecycle, Phase
@@ -80,6 +80,7 @@ __all__ = [
     "Episode",
     "EpisodeStateError",
     "ManagerRuntime",
+    "Reply",
     "RuntimeConfig",
     "closed_form_text",
     "normalize_relations",
@@ -254,7 +255,8 @@ class ManagerRuntime:
             except Exception as exc:  # a policy failure is the episode's to record
                 episode.fail(exc)
             else:
-                episode.answer(response)
+                actor = getattr(self.policy, "last_actor", None)  # a hierarchical policy says which tier wrote it
+                episode.answer(response if actor is None else Reply(response, actor))
         return episode.result
 
     def play(self) -> Steps:
@@ -445,6 +447,7 @@ class ManagerRuntime:
                 previous=tuple(previous),
             )
             self.transcript.append(("policy", inp.text()))
+            actor = None
             try:
                 raw = yield inp
             except Exception as exc:  # a policy failure (e.g. an endpoint down) costs one action, never the episode
@@ -452,8 +455,12 @@ class ManagerRuntime:
                 raw, policy_error = "", f"the policy failed to respond ({type(exc).__name__}: {exc})"
             else:
                 policy_error = None
+                if isinstance(raw, Reply):
+                    raw, actor = raw.text, raw.actor
             parsed = parse_response(raw, strict=self.config.strict_wire)
             action = {"raw": raw, "parsed": None, "kind": None, "legal": False, "result": None}
+            if actor is not None:
+                action["actor"] = actor
             if policy_error or not parsed.ok or parsed.action is None:
                 self.lifecycle.apply("(unparseable response)")
                 last_result = f"rejected: {policy_error or parsed.error}"

@@ -120,3 +120,34 @@ def test_close_mid_episode_releases_the_checkpoints_it_took(sandbox, task):
             time.sleep(0.05)
         assert descendants() == baseline
         episode.close()  # idempotent
+
+
+class _TierSaying:
+    """The rule policy, saying that its OPEN_STATE responses are the harness's and the rest the policy's."""
+
+    name, active = "rule-tiers", True
+
+    def __init__(self):
+        self.inner = get_policy("rule")
+        self.last_actor = None
+
+    def respond(self, inp: PolicyInput) -> str:
+        response = self.inner.respond(inp)
+        self.last_actor = "harness" if "OPEN_STATE" in response else "policy"
+        return response
+
+
+def test_a_policy_that_names_the_actor_gets_it_recorded_per_action(sandbox, task):
+    def actions(policy):
+        kernel = sandbox.new_kernel(public_dir=task.public_dir)
+        try:
+            record = faulted_runtime(task, kernel, policy).run()
+        finally:
+            kernel.close()
+        return [a for act in record.activations if act["actor"] == "policy" for a in act["actions"]]
+
+    named = actions(_TierSaying())
+    opened = [a for a in named if a["parsed"] and a["parsed"]["name"] == "OPEN_STATE"]
+    assert opened and all(a["actor"] == "harness" for a in opened)
+    assert {a["actor"] for a in named} == {"harness", "policy"}
+    assert all("actor" not in a for a in actions(get_policy("rule")))  # flat records are unchanged
