@@ -1,9 +1,10 @@
 """The manager spec and the suite spec every command and config takes, each parsed in one place.
 
 - **manager** (``--manager``, ``managers:``): ``none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH |
-  llm:URL | llm-hf:PATH | freeform:URL | freeform-hf:PATH`` (:data:`MANAGER_GRAMMAR`; what each one is:
-  :mod:`harness.manager.policies`). :func:`parse_manager_spec` turns one into a :class:`ManagerSpec` (name, ``k``,
-  ``model``) and :func:`parse_manager_specs` a list, with every problem of the list in one message;
+  llm:URL | llm-hf:PATH | freeform:URL | freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH``
+  (:data:`MANAGER_GRAMMAR`; what each one is: :mod:`harness.manager.policies`). :func:`parse_manager_spec` turns one
+  into a :class:`ManagerSpec` (name, ``k``, ``model``, ``tier1``) and :func:`parse_manager_specs` a list, with every
+  problem of the list in one message;
 - **suite** (``--suite``, ``suite:``): a folder (a synthesis output, a folder of task folders, one task folder) or
   the name of a suite of :data:`harness.evaluation.suite.SUITES`. :func:`parse_suite_spec` turns one into a
   :class:`SuiteRef`; an existing folder wins over a name;
@@ -41,7 +42,8 @@ __all__ = [
 @dataclass(frozen=True)
 class ManagerKind:
     """What a manager spec name takes after it: ``k`` (the window size K: ``no``, ``optional``, ``required``) and
-    ``model`` (``none``, ``url``: an OpenAI-compatible API root, ``path``: a local transformers folder)."""
+    ``model`` (``none``, ``url``: an OpenAI-compatible API root, ``path``: a local transformers folder, ``tier1``: the
+    decision model of the hierarchical manager, ``none | llm:URL | llm-hf:PATH``)."""
 
     k: str = "no"
     model: str = "none"
@@ -57,13 +59,14 @@ MANAGER_KINDS: dict[str, ManagerKind] = {
     "llm-hf": ManagerKind(model="path"),
     "freeform": ManagerKind(model="url"),
     "freeform-hf": ManagerKind(model="path"),
+    "hier": ManagerKind(model="tier1"),
 }
 """Manager spec name -> its arguments; the names of :data:`harness.manager.policies.POLICIES` (a test keeps them
 equal)."""
 
 MANAGER_GRAMMAR = (
     "none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL | llm-hf:PATH | freeform:URL | "
-    "freeform-hf:PATH"
+    "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH"
 )
 """The manager specs, as help texts and errors show them."""
 
@@ -71,25 +74,28 @@ MANAGER_GRAMMAR = (
 @dataclass(frozen=True)
 class ManagerSpec:
     """A parsed manager spec: its ``name`` (a key of :data:`MANAGER_KINDS`), ``k`` (the window size, when the
-    spec gives one) and ``model`` (the URL or folder of a model-backed manager). ``str()`` gives the spec back."""
+    spec gives one), ``model`` (the URL or folder of a model-backed manager) and ``tier1`` (the hierarchical
+    manager's decision model: ``none``, ``llm`` or ``llm-hf``). ``str()`` gives the spec back."""
 
     name: str
     k: int | None = None
     model: str | None = None
+    tier1: str | None = None
 
     @property
     def model_backed(self) -> bool:
-        """A chat model answers (llm, freeform, windowed and their -hf forms)."""
+        """A chat model answers (llm, freeform, windowed, hier:llm and their -hf forms)."""
         return self.model is not None
 
     @property
     def in_process(self) -> bool:
         """The model is loaded into this process (the ``-hf`` forms): one instance should serve every episode."""
-        return MANAGER_KINDS[self.name].model == "path"
+        return MANAGER_KINDS[self.name].model == "path" or self.tier1 == "llm-hf"
 
     def __str__(self) -> str:
         k = [str(self.k)] if self.k is not None else []
-        return ":".join([self.name, *k, *([self.model] if self.model is not None else [])])
+        tier1 = [self.tier1] if self.tier1 is not None else []
+        return ":".join([self.name, *k, *tier1, *([self.model] if self.model is not None else [])])
 
 
 def _shown(flag: str, spec: object) -> str:
@@ -127,6 +133,18 @@ def _manager_problem(spec: str, check_paths: bool) -> tuple[ManagerSpec | None, 
             "endpoint) or windowed-hf:K:PATH (a local transformers folder); the model-free reminder of the last K "
             f"steps is window-rule:K; got {got}"
         )
+    tier1: str | None = None
+    if kind.model == "tier1":
+        tier1, _, after = (rest or "").partition(":")
+        if tier1 == "none" and rest == "none":
+            return ManagerSpec(name, tier1="none"), None
+        if tier1 not in ("llm", "llm-hf"):
+            got = "no argument" if rest is None else repr(rest)
+            return None, (
+                "the hierarchical manager takes its decision model: hier:none (the harness alone), hier:llm:URL (an "
+                f"OpenAI-compatible endpoint) or hier:llm-hf:PATH (a local transformers folder); got {got}"
+            )
+        kind, rest = ManagerKind(model="url" if tier1 == "llm" else "path"), after
     if kind.model == "none":
         if rest is not None:
             return None, f"{name} takes no {'further ' if k is not None else ''}argument, got {rest!r}"
@@ -136,12 +154,12 @@ def _manager_problem(spec: str, check_paths: bool) -> tuple[ManagerSpec | None, 
             return None, "URL (the endpoint's API root, such as http://localhost:8000/v1) is missing"
         if not rest.startswith(("http://", "https://")):
             return None, f"URL must be an http(s) API root like http://localhost:8000/v1, got {rest!r}"
-        return ManagerSpec(name, k, rest), None
+        return ManagerSpec(name, k, rest, tier1), None
     if not rest:
         return None, "PATH (a local transformers model folder) is missing"
     if check_paths and not Path(rest).is_dir():
         return None, f"model folder {rest} does not exist; give a local folder with config.json and tokenizer files"
-    return ManagerSpec(name, k, rest), None
+    return ManagerSpec(name, k, rest, tier1), None
 
 
 def parse_manager_spec(spec: str | ManagerSpec, *, flag: str = "--manager", check_paths: bool = True) -> ManagerSpec:

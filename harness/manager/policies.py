@@ -29,6 +29,10 @@ Policies (:data:`POLICIES`, :func:`get_policy`):
   only the public turn and the last K worker steps gives stateless hints or stays silent; no state records, no tools
   (:mod:`harness.manager.windowed`). ``window-rule[:K]`` (default K = 3) repeats the last K steps to the worker with
   no model. The spec ``windowed:K`` without a model is refused, naming these spellings.
+- ``hier:llm:URL`` / ``hier:llm-hf:PATH`` / ``hier:none``: the hierarchical manager (:mod:`harness.manager.hier`):
+  the rule policy's bookkeeping and execution checks without a model (tier 0), and a chat model asked once per state
+  check to confirm it or repair it on quoted evidence (tier 1); ``hier:none`` is tier 0 alone (it confirms where the
+  model would decide).
 """
 
 from __future__ import annotations
@@ -312,6 +316,20 @@ class RulePolicy:
         )
 
 
+def execution_evidence(checks: Iterable[Mapping[str, Any]], state_vars: list[str]) -> tuple[str, str, str] | None:
+    """``(variable, faulty reasoning, evidence)`` when the latest executed step among ``checks`` (``check_execution``
+    results, in step order; calls that were themselves wrong are skipped) failed, else None. The variable is the
+    state's first one (``state_vars``), else ``"step N"``. An earlier failed step that a later one re-ran
+    successfully is no evidence."""
+    executed = [r for r in checks if r.get("ok")]
+    if not executed or executed[-1].get("verdict") != "failed":
+        return None
+    last = executed[-1]
+    variable = state_vars[0] if state_vars else f"step {last['step_id']}"
+    error = f"{last.get('error_type')}: {last.get('error_message')}"
+    return variable, f"the cell of step {last['step_id']} did not run successfully", f"execution failed: {error}"
+
+
 def _evidence(
     plan: list[tuple[str, dict[str, Any]]],
     results: list[dict[str, Any]],
@@ -321,12 +339,10 @@ def _evidence(
     """``(variable, faulty reasoning, evidence)`` for the first concrete error the tool results show, else None.
     ``at_pause``: a constraint that raised ``NameError`` is skipped (its variables do not exist yet)."""
     state_vars = [v["name"] for v in draft["used_variables"]]
-    executed = [r for (name, _), r in zip(plan, results, strict=False) if name == "check_execution" and r.get("ok")]
-    if executed and executed[-1].get("verdict") == "failed":
-        last = executed[-1]
-        variable = state_vars[0] if state_vars else f"step {last['step_id']}"
-        error = f"{last.get('error_type')}: {last.get('error_message')}"
-        return variable, f"the cell of step {last['step_id']} did not run successfully", f"execution failed: {error}"
+    checks = [r for (name, _), r in zip(plan, results, strict=False) if name == "check_execution"]
+    failed = execution_evidence(checks, state_vars)
+    if failed is not None:
+        return failed
     codes = [args["code"] for name, args in plan if name == "run_probe"]
     by_code: dict[str, dict[str, dict[str, Any]]] = {}
     for (name, args), result in zip(plan, results, strict=False):
@@ -437,6 +453,23 @@ def _local_model(freeform: bool) -> Callable[[str | None], Policy]:
     return make
 
 
+def _hier(argument: str | None) -> Policy:
+    from harness.manager.hier import HierPolicy, hier_hf_policy, hier_openai_policy  # hier.py imports this module
+
+    tier1, _, model = (argument or "").partition(":")
+    if tier1 == "none" and argument == "none":
+        return HierPolicy(None, name="hier-none")
+    if tier1 == "llm":
+        return hier_openai_policy(_url(model))
+    if tier1 == "llm-hf":
+        return hier_hf_policy(_folder(model))
+    got = "no argument" if argument is None else repr(argument)
+    raise PolicySpecError(
+        f"the hierarchical manager takes its decision model: hier:none (the harness alone), hier:llm:URL (an "
+        f"OpenAI-compatible endpoint) or hier:llm-hf:PATH (a local transformers folder); got {got}"
+    )
+
+
 POLICIES: dict[str, Callable[[str | None], Policy]] = {
     "none": _no_argument(NonePolicy),
     "rule": _no_argument(RulePolicy),
@@ -447,12 +480,13 @@ POLICIES: dict[str, Callable[[str | None], Policy]] = {
     "llm-hf": _local_model(freeform=False),
     "freeform": _endpoint(freeform=True),
     "freeform-hf": _local_model(freeform=True),
+    "hier": _hier,
 }
 """Manager spec name -> factory of the policy, given the spec's argument (the text after the first ``:``) or None."""
 
 POLICY_GRAMMAR = (
     "none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL | llm-hf:PATH | freeform:URL | "
-    "freeform-hf:PATH"
+    "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH"
 )
 
 

@@ -31,6 +31,8 @@ def test_the_grammar_is_the_policies_grammar():
         ("windowed:3:http://h:8000/v1", ManagerSpec("windowed", 3, "http://h:8000/v1")),
         ("llm:https://h/v1", ManagerSpec("llm", None, "https://h/v1")),
         ("freeform:http://h/v1", ManagerSpec("freeform", None, "http://h/v1")),
+        ("hier:none", ManagerSpec("hier", tier1="none")),
+        ("hier:llm:http://h:8000/v1", ManagerSpec("hier", None, "http://h:8000/v1", "llm")),
     ],
 )
 def test_good_specs_parse_and_print_back(spec, parsed):
@@ -43,6 +45,9 @@ def test_local_models(tmp_path):
     assert parse_manager_spec(f"windowed-hf:2:{tmp_path}") == ManagerSpec("windowed-hf", 2, str(tmp_path))
     assert parse_manager_spec("llm-hf:/no/such", check_paths=False).model == "/no/such"
     assert not parse_manager_spec("llm:http://h/v1").in_process and not parse_manager_spec("rule").model_backed
+    hier = parse_manager_spec(f"hier:llm-hf:{tmp_path}")
+    assert hier.in_process and hier.model_backed and str(hier) == f"hier:llm-hf:{tmp_path}"
+    assert not parse_manager_spec("hier:none").model_backed and not parse_manager_spec("hier:none").in_process
 
 
 @pytest.mark.parametrize(
@@ -57,6 +62,10 @@ def test_local_models(tmp_path):
         ("llm", "URL (the endpoint's API root, such as http://localhost:8000/v1) is missing"),
         ("llm:localhost:8000", "URL must be an http(s) API root"),
         ("llm-hf:/no/such/folder", "model folder /no/such/folder does not exist"),
+        ("hier", "the hierarchical manager takes its decision model: hier:none (the harness alone), hier:llm:URL"),
+        ("hier:none:x", "the hierarchical manager takes its decision model: hier:none (the harness alone)"),
+        ("hier:llm:localhost:8000", "URL must be an http(s) API root"),
+        ("hier:llm-hf:/no/such/folder", "model folder /no/such/folder does not exist"),
     ],
 )
 def test_bad_specs_one_format_and_get_policy_refuses_them_too(spec, reason):

@@ -53,7 +53,18 @@ def respond(inp: PolicyInput):
 
 
 def test_get_policy_lists_valid_names():
-    names = {"none", "rule", "window-rule", "windowed", "windowed-hf", "llm", "llm-hf", "freeform", "freeform-hf"}
+    names = {
+        "none",
+        "rule",
+        "window-rule",
+        "windowed",
+        "windowed-hf",
+        "llm",
+        "llm-hf",
+        "freeform",
+        "freeform-hf",
+        "hier",
+    }
     assert names == set(POLICIES)
     assert get_policy("none").active is False and get_policy("rule").active is True
     with pytest.raises(

@@ -1,0 +1,364 @@
+"""The hierarchical manager ``hier``: the harness does the bookkeeping, a chat model makes one decision per state.
+
+:class:`HierPolicy` answers the same :class:`~harness.manager.policies.PolicyInput` as every policy, one wire-format
+response per action, and says who wrote each one in :attr:`HierPolicy.last_actor`:
+
+**Tier 0** (``last_actor == "harness"``, no model) is the rule policy's bookkeeping, reused through
+:class:`~harness.manager.policies.RulePolicy` itself:
+
+- turn start: OPEN_STATE from the public turn (the question as issue, the constraint texts as
+  :func:`~harness.manager.policies.constraint_view` shows them, relations from
+  :func:`~harness.manager.relations.infer_relations`, or from the task graph with ``view.oracle_relations``);
+- turn end, state open: ``check_execution`` of the pending steps, then UPDATE_STATE with the variables and reported
+  results the sandbox recorded;
+- turn end, state updated (the *check activation*): ``check_execution`` of the state's steps (the last
+  :attr:`HierPolicy.tier0_checks` of them). When the latest executed one failed, REPAIR naming the state's variable
+  and the error (ABANDON_STATE when the repair budget is spent) without asking the model. Otherwise, on the state's
+  first check (no repair yet) tier 1 decides; after a repair tier 0 confirms (the protocol commits a repaired state
+  without a second repair unless its execution still fails), and so does a policy without a model;
+- finalized: COMMIT_STATE.
+- Segment flow (``segment_pause`` / ``task_end``): the rule policy's segment logic (resume until the pending steps
+  form a unit, open, update with the pending interval); its check activation is the one above.
+
+**Tier 1** (``last_actor == "policy"``): a chat backend answers within the check activation, after tier 0's checks,
+with the actions left of the activation's budget (:data:`~harness.manager.policies.MAX_ACTIONS`, tier 0's actions
+count). Its conversation (:mod:`harness.manager.hier_prompts`) holds only its own calls: the entries of
+``PolicyInput.previous`` after tier 0's checks. Its read-only tool calls go to the runtime as the policy's responses
+(the raw reply, verbatim); it ends with FINALIZE_RELATIONS (confirm, or revise with its relations) or REPAIR, the
+flat ``llm`` policy's action names and schemas.
+
+**Robustness.** A tier-1 reply is *rejected*, and tier 0 confirms instead (FINALIZE_RELATIONS, mode confirm), when
+the backend raises, the reply does not parse (with the runtime's default strict wire format), its action is not one
+of tier 1's (:data:`~harness.manager.hier_prompts.TIER1_TOOLS`, :data:`~harness.manager.hier_prompts.DECISIONS`) or
+not legal now, it is a tool call that would leave no action for the decision, the runtime refused its previous call,
+or it is a REPAIR whose hint the harness would refuse or whose evidence quotes no tool result of the activation
+(:func:`quotes_tool_result`). Every rejection is recorded twice: in :attr:`HierPolicy.rejected` (turn, event, state,
+reason, raw reply) and in the ``<think>`` block of the confirming response, which the episode record keeps as that
+action's ``raw`` text: ``tier-1 reply rejected (<reason>); confirmed by the harness. reply: "<raw reply as a JSON
+string, < and > escaped>"``. The policy never raises for anything tier 1 does and never repairs without evidence.
+
+:attr:`HierPolicy.stats` counts tier 1's model calls and the prompt / completion tokens its backend reported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness.llm import ChatBackend, HFChatBackend, Message, OpenAIChatBackend
+from harness.manager.actions import make_action
+from harness.manager.hier_prompts import (
+    DECISIONS,
+    HIER_SYSTEM,
+    TIER1_TOOLS,
+    render_decision,
+    tier1_tool_schemas,
+)
+from harness.manager.hints import HintError, render_repair_hint
+from harness.manager.lifecycle import Lifecycle
+from harness.manager.llm_policy import reply_to_text
+from harness.manager.policies import MAX_ACTIONS, PolicyInput, RulePolicy, execution_evidence, turn_view
+from harness.manager.prompts import render_tool_response
+from harness.manager.wire import THINK_CLOSE, THINK_OPEN, parse_response, render_action
+
+logger = logging.getLogger(__name__)
+
+HARNESS, POLICY = "harness", "policy"
+"""The two values of :attr:`HierPolicy.last_actor`: tier 0 (the harness) or tier 1 (the model) wrote the response."""
+
+TIER1_MIN_ACTIONS = 4
+"""Actions of the check activation kept for tier 1 (up to 3 tool calls and the decision): tier 0 checks at most
+``max_actions - TIER1_MIN_ACTIONS`` steps."""
+
+MIN_QUOTE_CHARS = 12
+"""A REPAIR's evidence quotes a tool result when they share a run of this many normalized characters (or a number)."""
+
+REJECTED_RAW_CHARS = 1_500
+"""Characters of a rejected raw reply quoted in the confirming response's ``<think>`` block (``rejected`` has all)."""
+
+_NUMBER = re.compile(r"(?<![\w.])-?(?:\d+\.\d+|\d{3,})(?![\w]|\.\d)")
+_NOT_ALNUM = re.compile(r"[^0-9a-z]+")
+
+
+# ---------------------------------------------------------------- the evidence rule
+
+
+def _leaves(value: Any, top: bool = True) -> Iterator[str]:
+    """The texts of a decoded tool result: every leaf value and every key below the top level (the tool's own field
+    names, such as ``verdict`` or ``stdout_tail``, are not evidence)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not top:
+                yield str(key)
+            yield from _leaves(item, top=False)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item, top=False)
+    elif value is not None and not isinstance(value, bool):
+        yield str(value)
+
+
+def _normalized(text: str) -> str:
+    """Lower case, every run of characters other than letters and digits as one space."""
+    return _NOT_ALNUM.sub(" ", text.lower()).strip()
+
+
+def _numbers(text: str) -> set[float]:
+    return {float(n) for n in _NUMBER.findall(text)}
+
+
+def quotes_tool_result(evidence: str, results: Iterable[str]) -> bool:
+    """Whether ``evidence`` (a REPAIR's ``analytical_evidence``) quotes one of ``results`` (tool result texts).
+
+    The rule: a result text is decoded (JSON) into its leaf values and nested keys, not its top-level field names
+    (a text that is not JSON is taken whole); then either the evidence and that text share a number written with a
+    decimal point or with at least three digits (compared as numbers: ``51996.97`` matches ``51996.970``), or they
+    share a run of at least :data:`MIN_QUOTE_CHARS` characters once both are normalized (lower case, every run of
+    characters that are not letters or digits as one space: ``KeyError: 'Regio'`` matches the fields
+    ``"KeyError"``, ``"'Regio'"``). A necessary condition for a repair, not a proof that it is right."""
+    wanted = _normalized(evidence)
+    numbers = _numbers(evidence)
+    for text in results:
+        try:
+            value = json.loads(text)
+        except (json.JSONDecodeError, TypeError):
+            value = text
+        joined = " | ".join(_leaves(value)) if isinstance(value, dict | list) else str(value)
+        if numbers & _numbers(joined):
+            return True
+        haystack = _normalized(joined)
+        if any(wanted[i : i + MIN_QUOTE_CHARS] in haystack for i in range(len(wanted) - MIN_QUOTE_CHARS + 1)):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- the policy
+
+
+@dataclass
+class Tier1Stats:
+    """Tier 1's usage over the policy's life: model calls made (``failures`` of them raised), prompt and completion
+    tokens the backend reported, and replies rejected (:attr:`HierPolicy.rejected`)."""
+
+    calls: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    rejected: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Check:
+    """The check activation as tier 0 sees it: its planned ``check_execution`` calls and their results so far."""
+
+    steps: list[int]
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _call(name: str, arguments: dict[str, Any] | None = None) -> str:
+    return render_action(make_action(name, arguments or {}))
+
+
+CONFIRM = {"mode": "confirm", "relations": [], "conflict_evidence": ""}
+
+
+class HierPolicy:
+    """The hierarchical manager described in the module docstring.
+
+    Args:
+        tier1: the chat backend of the decision model; None: tier 0 alone (confirms wherever tier 1 would decide).
+        name: the policy's name in episode records.
+        unit_steps: segment flow: pending steps that form a unit (as :class:`RulePolicy`).
+        max_actions: the activation's action budget (the runtime's ``max_actions``).
+        max_repairs: the state's repair budget (shown to tier 1).
+        strict_wire: parse tier 1's replies as strictly as the runtime does (its ``strict_wire``).
+    """
+
+    active = True
+
+    def __init__(
+        self,
+        tier1: ChatBackend | None,
+        *,
+        name: str = "hier",
+        unit_steps: int = 3,
+        max_actions: int = MAX_ACTIONS,
+        max_repairs: int = Lifecycle().max_repairs,
+        strict_wire: bool = True,
+    ):
+        if max_actions <= TIER1_MIN_ACTIONS:
+            raise ValueError(
+                f"max_actions={max_actions}: tier 0 needs at least one check and tier 1 keeps {TIER1_MIN_ACTIONS} "
+                f"actions of every check activation; use max_actions > {TIER1_MIN_ACTIONS}."
+            )
+        self.tier1, self.name = tier1, name
+        self.tier0 = RulePolicy(unit_steps)
+        self.max_actions, self.max_repairs, self.strict_wire = max_actions, max_repairs, strict_wire
+        self.tier0_checks = max_actions - TIER1_MIN_ACTIONS
+        self.system = HIER_SYSTEM
+        self.tools: list[dict[str, Any]] = tier1_tool_schemas()
+        self.last_actor: str = HARNESS
+        self.stats = Tier1Stats()
+        self.rejected: list[dict[str, Any]] = []
+
+    # ---------------------------------------------------------------- dispatch
+    def respond(self, inp: PolicyInput) -> str:
+        self.last_actor = HARNESS
+        obs = json.loads(inp.observation)
+        legal = set(inp.legal_actions)
+        draft = obs["current_draft"]
+        if draft is not None and "FINALIZE_RELATIONS" in legal and "COMMIT_STATE" not in legal:
+            return self._check(inp, obs, draft, legal)
+        return self.tier0.respond(inp)  # open, resume, update, commit: the rule policy's bookkeeping
+
+    # ---------------------------------------------------------------- the check activation
+    def _plan(self, draft: dict[str, Any]) -> list[int]:
+        start, end = draft["source_step_start"], draft["source_step_end"]
+        return [] if start is None else list(range(start, end + 1))[-self.tier0_checks :]
+
+    def _check(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], legal: set[str]) -> str:
+        steps = self._plan(draft)
+        if len(inp.previous) < len(steps):
+            return _call("check_execution", {"step_id": steps[len(inp.previous)]})
+        results = [_decoded(result) for _, result in inp.previous[: len(steps)]]
+        failed = execution_evidence(results, [v["name"] for v in draft["used_variables"]])
+        if failed is not None:
+            if "REPAIR" not in legal:
+                return _call("ABANDON_STATE")
+            variable, reasoning, evidence = failed
+            evidence = evidence[:400]
+            try:
+                render_repair_hint(variable, reasoning, evidence)
+            except HintError:  # the error message reads as code (an assignment): say it in words
+                evidence = evidence.replace("==", " equals ").replace("=", " is ")
+            hint = {"error_variable": variable, "faulty_reasoning": reasoning}
+            return _call("REPAIR", {"analytical_evidence": evidence, "error_hint": hint})
+        if self.tier1 is None or obs["repair_attempts"] > 0:
+            return _call("FINALIZE_RELATIONS", CONFIRM)
+        return self._tier1(inp, obs, draft, legal, _Check(steps, results))
+
+    # ---------------------------------------------------------------- tier 1
+    def messages(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], check: _Check) -> list[Message]:
+        """Tier 1's conversation for its next reply in this check activation (see :mod:`.hier_prompts`)."""
+        start = draft["source_step_start"]
+        unchecked = None
+        if check.steps and start is not None and check.steps[0] > start:
+            unchecked = (start, check.steps[0] - 1)
+        budget = self.max_actions - len(check.steps)
+        decisions = [d for d in DECISIONS if d in inp.legal_actions]
+        user = render_decision(
+            event_type=obs["event_type"],
+            turn=turn_view(inp),
+            draft=draft,
+            checks=check.results,
+            unchecked=unchecked,
+            index=obs["committed_state_index"],
+            decisions=decisions,
+            repair_attempts=obs["repair_attempts"],
+            max_repairs=self.max_repairs,
+            budget=budget,
+        )
+        messages: list[Message] = [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+        for raw, result in inp.previous[len(check.steps) :]:
+            messages.append({"role": "assistant", "content": raw})
+            messages.append({"role": "user", "content": render_tool_response(result)})
+        return messages
+
+    def _tier1(
+        self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], legal: set[str], check: _Check
+    ) -> str:
+        own = inp.previous[len(check.steps) :]
+        if own and own[-1][1].startswith(("rejected:", "illegal:")):
+            return self._fallback(inp, obs, f"the runtime refused it: {own[-1][1][:300]}", own[-1][0])
+        assert self.tier1 is not None
+        try:
+            messages = self.messages(inp, obs, draft, check)
+            self.stats.calls += 1
+            reply = self.tier1.chat(messages, tools=self.tools)
+        except Exception as exc:  # a failing backend (or prompt) costs the decision, never the episode
+            self.stats.failures += 1
+            logger.warning("%s: tier 1 failed: %s: %s", self.name, type(exc).__name__, exc)
+            return self._fallback(inp, obs, f"the backend raised {type(exc).__name__}: {exc}", "")
+        self.stats.prompt_tokens += reply.prompt_tokens
+        self.stats.completion_tokens += reply.completion_tokens
+        try:
+            text = reply_to_text(reply)
+            problem = self._vet(text, inp, legal)
+        except Exception as exc:  # a reply the vetting cannot read is a rejected reply
+            text, problem = str(getattr(reply, "text", "")), f"unreadable reply ({type(exc).__name__}: {exc})"
+        if problem is not None:
+            return self._fallback(inp, obs, problem, text)
+        self.last_actor = POLICY
+        return text
+
+    def _vet(self, text: str, inp: PolicyInput, legal: set[str]) -> str | None:
+        """Why tier 1's reply ``text`` is rejected, or None when it goes to the runtime as it is."""
+        parsed = parse_response(text, strict=self.strict_wire)
+        if not parsed.ok or parsed.action is None:
+            return f"unparseable: {parsed.error}"
+        action = parsed.action
+        if action.name not in TIER1_TOOLS and action.name not in DECISIONS:
+            allowed = ", ".join((*TIER1_TOOLS, *DECISIONS))
+            return f"{action.name} is not a tier-1 action (allowed: {allowed})"
+        if action.name not in legal:
+            return f"{action.name} is not legal now (legal: {', '.join(inp.legal_actions)})"
+        if action.name in TIER1_TOOLS and self.max_actions - len(inp.previous) <= 1:
+            return f"{action.name} would use the activation's last action, which the decision needs"
+        if action.name == "REPAIR":
+            hint = action.arguments["error_hint"]
+            evidence = action.arguments["analytical_evidence"]
+            try:
+                render_repair_hint(hint["error_variable"], hint["faulty_reasoning"], evidence)
+            except HintError as error:
+                return f"the harness would refuse the repair hint: {error}"
+            if not quotes_tool_result(evidence, inp.tool_results):
+                return "REPAIR without evidence: analytical_evidence quotes no tool result of this activation"
+        return None
+
+    def _fallback(self, inp: PolicyInput, obs: dict[str, Any], reason: str, raw: str) -> str:
+        """Record a rejected tier-1 reply and confirm the state instead (see the module docstring)."""
+        self.last_actor = HARNESS
+        self.stats.rejected += 1
+        turn_id = inp.turn.turn_id if inp.turn is not None else None
+        draft = obs["current_draft"] or {}
+        entry = {"turn_id": turn_id, "event_type": obs["event_type"], "state_id": draft.get("id")}
+        self.rejected.append({**entry, "reason": reason, "raw": raw})
+        logger.info("%s: tier-1 reply rejected at turn %s (%s); confirming", self.name, turn_id, reason)
+        quoted = (
+            json.dumps(raw[:REJECTED_RAW_CHARS], ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+        )
+        note = f"tier-1 reply rejected ({_escaped(reason)}); confirmed by the harness. reply: {quoted}"
+        return f"{THINK_OPEN}{note}{THINK_CLOSE}\n{_call('FINALIZE_RELATIONS', CONFIRM)}"
+
+
+def _escaped(text: str) -> str:
+    """``text`` on one line, without ``<`` and ``>`` (it goes inside a ``<think>`` block)."""
+    return " ".join(text.split()).replace("<", "(").replace(">", ")")
+
+
+def _decoded(result: str) -> dict[str, Any]:
+    try:
+        value = json.loads(result)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+# ---------------------------------------------------------------- construction
+
+
+def hier_openai_policy(url: str) -> HierPolicy:
+    """``hier:llm:URL``: tier 1 is an OpenAI-compatible endpoint; the model is the first one the server lists."""
+    return HierPolicy(OpenAIChatBackend(url), name="hier-llm")
+
+
+def hier_hf_policy(path: str) -> HierPolicy:
+    """``hier:llm-hf:PATH``: tier 1 is an in-process transformers model loaded from a local folder."""
+    return HierPolicy(HFChatBackend(path), name="hier-llm-hf")
