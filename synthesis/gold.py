@@ -34,16 +34,13 @@ from __future__ import annotations
 import ast
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.manager.actions import make_action
+from harness.manager.bookkeeping import call, one_line, open_response, update_response
 from harness.manager.hints import HintError, render_repair_hint
 from harness.manager.policies import PolicyInput
-from harness.manager.relations import infer_relations
-from harness.manager.wire import render_action
 
 if TYPE_CHECKING:
     from harness.llm import ChatBackend
@@ -53,19 +50,11 @@ logger = logging.getLogger(__name__)
 
 EVIDENCE_CHARS = 360
 """Characters of the tool result quoted as ``analytical_evidence`` (the whole hint must stay under 800)."""
-RESULT_CHARS = 300
-"""Characters of a turn's reported result quoted in a conclusion."""
 MAX_TOOL_CALLS = 7
 """Tool calls of one check activation (the runtime allows 8 actions; the decision is the last)."""
 
 
-def _call(name: str, arguments: dict[str, Any] | None = None) -> str:
-    return render_action(make_action(name, arguments or {}))
-
-
-def _one_line(text: str, limit: int) -> str:
-    text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+_call, _one_line = call, one_line
 
 
 class Teacher:
@@ -152,44 +141,13 @@ class GoldPolicy:
     def _text(self, text: str) -> str:
         return self.teacher.paraphrase(text) if self.teacher is not None else text
 
-    # ---------------------------------------------------------------- turn start
+    # ---------------------------------------------------------------- turn start and turn end: bookkeeping
     def _open(self, inp: PolicyInput) -> str:
-        turn = inp.turn
-        if turn is None:
-            return _call("ABSTAIN")
-        relations = infer_relations(turn.question, turn.context or "", inp.turn_states)
-        constraints = [{"text": c.text} for c in turn.constraints]
-        issue = self._text(f"Turn {turn.turn_id}: {_one_line(turn.question, 300)}")
-        return _call("OPEN_STATE", {"issue": issue, "constraints": constraints, "relations": relations})
+        constraints = [] if inp.turn is None else [{"text": c.text} for c in inp.turn.constraints]
+        return open_response(inp, constraints, self._text)
 
-    # ---------------------------------------------------------------- turn end: update
     def _update(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any]) -> str:
-        last = obs["pending_end_step"]
-        if last is not None and not inp.tool_results:
-            return _call("check_execution", {"step_id": last})
-        names: list[str] = []
-        conclusions: list[str] = []
-        if inp.tool_results:
-            result = json.loads(inp.tool_results[-1])
-            if result.get("ok"):
-                names = [v["name"] for v in result.get("variables", []) if v.get("type") is not None]
-                if result.get("results"):
-                    reported = json.dumps(result["results"][-1], ensure_ascii=False, sort_keys=True)
-                    conclusions.append(self._text(f"Step {last} reported {_one_line(reported, RESULT_CHARS)}."))
-                elif result.get("verdict") == "failed":
-                    error = f"{result.get('error_type')}: {result.get('error_message')}"
-                    conclusions.append(self._text(f"Step {last} did not run: {_one_line(error, 200)}."))
-        start = obs["pending_start_step"] or 0
-        interval = {"start_step": start, "end_step": last if last is not None else start}
-        return _call(
-            "UPDATE_STATE",
-            {
-                "issue": draft["issue"],
-                "source_interval": interval,
-                "used_variables": list(dict.fromkeys(names)),
-                "conclusions": conclusions or ["The turn reported no result."],
-            },
-        )
+        return update_response(inp, obs, draft, self._text)
 
     # ---------------------------------------------------------------- turn end: checks and decision
     def _plan(self, inp: PolicyInput, draft: dict[str, Any]) -> list[_Planned]:

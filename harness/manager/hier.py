@@ -3,22 +3,22 @@
 :class:`HierPolicy` answers the same :class:`~harness.manager.policies.PolicyInput` as every policy, one wire-format
 response per action, and says who wrote each one in :attr:`HierPolicy.last_actor`:
 
-**Tier 0** (``last_actor == "harness"``, no model) is the rule policy's bookkeeping, reused through
-:class:`~harness.manager.policies.RulePolicy` itself:
+**Tier 0** (``last_actor == "harness"``, no model) writes the bookkeeping with the gold manager's own code
+(:mod:`harness.manager.bookkeeping`), so a tier-0 episode commits the states the gold manager of synthesis commits:
 
-- turn start: OPEN_STATE from the public turn (the question as issue, the constraint texts as
+- turn start: OPEN_STATE from the public turn (``Turn N: <question>`` as issue, the constraint texts as
   :func:`~harness.manager.policies.constraint_view` shows them, relations from
   :func:`~harness.manager.relations.infer_relations`, or from the task graph with ``view.oracle_relations``);
-- turn end, state open: ``check_execution`` of the pending steps, then UPDATE_STATE with the variables and reported
-  results the sandbox recorded;
-- turn end, state updated (the *check activation*): ``check_execution`` of the state's steps (the last
-  :attr:`HierPolicy.tier0_checks` of them). When the latest executed one failed, REPAIR naming the state's variable
-  and the error (ABANDON_STATE when the repair budget is spent) without asking the model. Otherwise, on the state's
-  first check (no repair yet) tier 1 decides; after a repair tier 0 confirms (the protocol commits a repaired state
-  without a second repair unless its execution still fails), and so does a policy without a model;
+- turn end, state open: ``check_execution`` of the turn's latest step, then UPDATE_STATE with the variables it wrote
+  and its reported result;
+- turn end, state updated (the *check activation*): ``check_execution`` of the state's latest step. When it failed,
+  REPAIR naming the state's variable and the error (ABANDON_STATE when the repair budget is spent) without asking
+  the model. Otherwise tier 1 decides (after a repair too: the repaired state is verified like the first one); a
+  policy without a model confirms;
 - finalized: COMMIT_STATE.
-- Segment flow (``segment_pause`` / ``task_end``): the rule policy's segment logic (resume until the pending steps
-  form a unit, open, update with the pending interval); its check activation is the one above.
+- Segment flow (``segment_pause`` / ``task_end``): the rule policy's segment logic
+  (:class:`~harness.manager.policies.RulePolicy`: resume until the pending steps form a unit, open, update with the
+  pending interval); its check activation is the one above.
 
 **Tier 1** (``last_actor == "policy"``): a chat backend answers within the check activation, after tier 0's checks,
 with the actions left of the activation's budget (:data:`~harness.manager.policies.MAX_ACTIONS`, tier 0's actions
@@ -51,6 +51,7 @@ from typing import Any
 
 from harness.llm import ChatBackend, HFChatBackend, Message, OpenAIChatBackend
 from harness.manager.actions import make_action
+from harness.manager.bookkeeping import open_response, update_response
 from harness.manager.hier_prompts import (
     DECISIONS,
     HIER_SYSTEM,
@@ -61,7 +62,15 @@ from harness.manager.hier_prompts import (
 from harness.manager.hints import HintError, render_repair_hint
 from harness.manager.lifecycle import Lifecycle
 from harness.manager.llm_policy import reply_to_text
-from harness.manager.policies import MAX_ACTIONS, PolicyInput, RulePolicy, execution_evidence, turn_view
+from harness.manager.policies import (
+    MAX_ACTIONS,
+    SEGMENT_EVENTS,
+    PolicyInput,
+    RulePolicy,
+    constraint_view,
+    execution_evidence,
+    turn_view,
+)
 from harness.manager.prompts import render_tool_response
 from harness.manager.wire import THINK_CLOSE, THINK_OPEN, parse_response, render_action
 
@@ -71,8 +80,8 @@ HARNESS, POLICY = "harness", "policy"
 """The two values of :attr:`HierPolicy.last_actor`: tier 0 (the harness) or tier 1 (the model) wrote the response."""
 
 TIER1_MIN_ACTIONS = 4
-"""Actions of the check activation kept for tier 1 (up to 3 tool calls and the decision): tier 0 checks at most
-``max_actions - TIER1_MIN_ACTIONS`` steps."""
+"""Actions of the check activation a budget must leave for tier 1 (tool calls and the decision) after tier 0's
+``check_execution`` of the latest step: ``max_actions`` must be larger."""
 
 MIN_QUOTE_CHARS = 12
 """A REPAIR's evidence quotes a tool result when they share a run of this many normalized characters (or a number)."""
@@ -195,13 +204,13 @@ class HierPolicy:
     ):
         if max_actions <= TIER1_MIN_ACTIONS:
             raise ValueError(
-                f"max_actions={max_actions}: tier 0 needs at least one check and tier 1 keeps {TIER1_MIN_ACTIONS} "
-                f"actions of every check activation; use max_actions > {TIER1_MIN_ACTIONS}."
+                f"max_actions={max_actions}: tier 0 needs one check and tier 1 at least {TIER1_MIN_ACTIONS} actions "
+                f"of every check activation; use max_actions > {TIER1_MIN_ACTIONS}."
             )
         self.tier1, self.name = tier1, name
         self.tier0 = RulePolicy(unit_steps)
         self.max_actions, self.max_repairs, self.strict_wire = max_actions, max_repairs, strict_wire
-        self.tier0_checks = max_actions - TIER1_MIN_ACTIONS
+        self.tier0_checks = 1
         self.system = HIER_SYSTEM
         self.tools: list[dict[str, Any]] = tier1_tool_schemas()
         self.last_actor: str = HARNESS
@@ -216,7 +225,18 @@ class HierPolicy:
         draft = obs["current_draft"]
         if draft is not None and "FINALIZE_RELATIONS" in legal and "COMMIT_STATE" not in legal:
             return self._check(inp, obs, draft, legal)
-        return self.tier0.respond(inp)  # open, resume, update, commit: the rule policy's bookkeeping
+        if obs["event_type"] in SEGMENT_EVENTS or "COMMIT_STATE" in legal:
+            return self.tier0.respond(inp)  # the segment flow, and commits: the rule policy's
+        if "OPEN_STATE" in legal and obs["event_type"] == "turn_start":
+            constraints = [] if inp.turn is None else constraint_view(inp.turn.constraints, inp.view)
+            return open_response(inp, constraints)
+        if draft is None:
+            return _call("ABSTAIN")
+        if obs["event_type"] == "turn_start":
+            return _call("RESUME_WORKER")
+        if "UPDATE_STATE" in legal:
+            return update_response(inp, obs, draft)
+        return _call("ABSTAIN")
 
     # ---------------------------------------------------------------- the check activation
     def _plan(self, draft: dict[str, Any]) -> list[int]:
@@ -240,7 +260,7 @@ class HierPolicy:
                 evidence = evidence.replace("==", " equals ").replace("=", " is ")
             hint = {"error_variable": variable, "faulty_reasoning": reasoning}
             return _call("REPAIR", {"analytical_evidence": evidence, "error_hint": hint})
-        if self.tier1 is None or obs["repair_attempts"] > 0:
+        if self.tier1 is None:
             return _call("FINALIZE_RELATIONS", CONFIRM)
         return self._tier1(inp, obs, draft, legal, _Check(steps, results))
 

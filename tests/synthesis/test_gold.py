@@ -158,3 +158,23 @@ def test_every_response_is_one_parseable_action(sandbox, task, faults):
     play(task, sandbox, policy, fault, "gold")
     assert policy.log and all(isinstance(entry.inp, PolicyInput) for entry in policy.log)
     assert all(parse_response(entry.response).ok for entry in policy.log)
+
+
+def test_the_hierarchical_managers_tier0_commits_the_gold_managers_states(sandbox, task, faults):
+    """Tier 0 of ``hier`` keeps the books with the gold manager's code: on a clean run it commits the same states
+    (with no model call), and it repairs an execution error at the turn the gold manager does. (Whether the scripted
+    worker takes the hint depends on its naming a corrupted variable; the gold names the checked variables, tier 0
+    the state's, and a failed cell's state has none.)"""
+    from harness.manager.hier import HierPolicy
+
+    keys = ("issue", "constraints", "relations", "used_variables", "conclusions", "source_step_start",
+            "source_step_end")  # fmt: skip
+    gold = play(task, sandbox, GoldPolicy(), None, "clean").record
+    hier = play(task, sandbox, HierPolicy(None), None, "clean").record
+    assert len(gold.states) == len(task.turns) == len(hier.states)
+    assert [{k: s[k] for k in keys} for s in hier.states] == [{k: s[k] for k in keys} for s in gold.states]
+    fault = next(f for f in faults if f.fault_type == "execution_error")
+    gold = play(task, sandbox, GoldPolicy(), fault, "gold").record
+    hier = play(task, sandbox, HierPolicy(None), fault, "gold").record
+    assert hier.repairs[0]["turn_id"] == gold.repairs[0]["turn_id"] == fault.turn_id
+    assert hier.repairs[0]["mode"] == gold.repairs[0]["mode"] == "light"

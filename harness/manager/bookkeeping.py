@@ -1,0 +1,89 @@
+"""The manager's bookkeeping at turn start and turn end, as deterministic responses: what the gold manager of
+synthesis writes and what the hierarchical manager's tier 0 writes, from the same code.
+
+- :func:`open_response`: OPEN_STATE at a turn start: the issue ``Turn N: <question>``, the turn's constraints as the
+  caller shows them, the relations the question names in words (:func:`~harness.manager.relations.infer_relations`),
+  or the task graph's when the view shows it.
+- :func:`update_response`: at a turn end with the state open: ``check_execution`` of the turn's latest step, then
+  UPDATE_STATE with the variables that step wrote (as the sandbox reported them) and a conclusion quoting its
+  reported result (or its error), the source interval from the first pending step to the latest.
+
+Both take ``text``, a function applied to every natural-language field (the gold manager's optional paraphraser;
+identity otherwise). Everything they read is in the :class:`~harness.manager.policies.PolicyInput`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from harness.manager.actions import make_action
+from harness.manager.policies import PolicyInput, declared_relations
+from harness.manager.relations import infer_relations
+from harness.manager.wire import render_action
+
+RESULT_CHARS = 300
+"""Characters of a turn's reported result quoted in a conclusion."""
+
+
+def call(name: str, arguments: dict[str, Any] | None = None) -> str:
+    """The wire text of one action."""
+    return render_action(make_action(name, arguments or {}))
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line (whitespace runs collapsed), cut to ``limit`` characters with ``...``."""
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def open_response(inp: PolicyInput, constraints: Iterable[dict[str, str]], text: Callable[[str], str] = _same) -> str:
+    """OPEN_STATE for the turn of ``inp`` with ``constraints`` (ABSTAIN without a turn)."""
+    turn = inp.turn
+    if turn is None:
+        return call("ABSTAIN")
+    if inp.view.oracle_relations:
+        relations = declared_relations(turn.depends_on, turn.relation, inp.turn_states)
+    else:
+        relations = infer_relations(turn.question, turn.context or "", inp.turn_states)
+    issue = text(f"Turn {turn.turn_id}: {one_line(turn.question, 300)}")
+    return call("OPEN_STATE", {"issue": issue, "constraints": list(constraints), "relations": relations})
+
+
+def update_response(
+    inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], text: Callable[[str], str] = _same
+) -> str:
+    """``check_execution`` of the latest pending step (when not yet called in this activation), then UPDATE_STATE
+    from its result."""
+    last = obs["pending_end_step"]
+    if last is not None and not inp.tool_results:
+        return call("check_execution", {"step_id": last})
+    names: list[str] = []
+    conclusions: list[str] = []
+    if inp.tool_results:
+        result = json.loads(inp.tool_results[-1])
+        if result.get("ok"):
+            names = [v["name"] for v in result.get("variables", []) if v.get("type") is not None]
+            if result.get("results"):
+                reported = json.dumps(result["results"][-1], ensure_ascii=False, sort_keys=True)
+                conclusions.append(text(f"Step {last} reported {one_line(reported, RESULT_CHARS)}."))
+            elif result.get("verdict") == "failed":
+                error = f"{result.get('error_type')}: {result.get('error_message')}"
+                conclusions.append(text(f"Step {last} did not run: {one_line(error, 200)}."))
+    start = obs["pending_start_step"] or 0
+    interval = {"start_step": start, "end_step": last if last is not None else start}
+    return call(
+        "UPDATE_STATE",
+        {
+            "issue": draft["issue"],
+            "source_interval": interval,
+            "used_variables": list(dict.fromkeys(names)),
+            "conclusions": conclusions or ["The turn reported no result."],
+        },
+    )
