@@ -37,6 +37,7 @@ Policies (:data:`POLICIES`, :func:`get_policy`):
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -316,16 +317,38 @@ class RulePolicy:
         )
 
 
+def written_names(code: str) -> list[str]:
+    """The names ``code`` binds at top level, in order (assignment targets, augmented and annotated ones); ``[]`` when
+    it does not parse (a cell cut by the display cap, say)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            continue
+        for target in targets:
+            for sub in ast.walk(target) if target is not None else ():
+                if isinstance(sub, ast.Name) and sub.id not in names:
+                    names.append(sub.id)
+    return names
+
+
 def execution_evidence(checks: Iterable[Mapping[str, Any]], state_vars: list[str]) -> tuple[str, str, str] | None:
     """``(variable, faulty reasoning, evidence)`` when the latest executed step among ``checks`` (``check_execution``
     results, in step order; calls that were themselves wrong are skipped) failed, else None. The variable is the
-    state's first one (``state_vars``), else ``"step N"``. An earlier failed step that a later one re-ran
+    state's first one (``state_vars``), else the first name the failed cell assigns (its ``code``), else
+    ``"step N"``. An earlier failed step that a later one re-ran
     successfully is no evidence."""
     executed = [r for r in checks if r.get("ok")]
     if not executed or executed[-1].get("verdict") != "failed":
         return None
     last = executed[-1]
-    variable = state_vars[0] if state_vars else f"step {last['step_id']}"
+    variable = (
+        state_vars[0] if state_vars else (written_names(last.get("code") or "") or [f"step {last['step_id']}"])[0]
+    )
     error = f"{last.get('error_type')}: {last.get('error_message')}"
     return variable, f"the cell of step {last['step_id']} did not run successfully", f"execution failed: {error}"
 

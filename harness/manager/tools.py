@@ -41,6 +41,7 @@ SUMMARY_CAP = 200  # chars of one variable summary
 MAX_LISTED_IDS = 20
 MAX_DIFF_LINES = 20
 MAX_VARIABLES = 30  # variable changes of one step shown by check_execution
+MAX_CODE_CHARS = 2_000  # the executed code shown by check_execution (its head; a marker says how much was cut)
 MAX_PROBE_TIMEOUT_S = 60.0
 
 _BOOL_REPRS = {"True": True, "False": False, "np.True_": True, "np.False_": False}
@@ -227,9 +228,11 @@ def check_execution(step_id: int, claimed_code: str | None, executor_log: Mappin
     """Did the worker's claimed step run, with the claimed code, successfully?
 
     ``claimed_code=None`` skips the code comparison. ``content``: ``step_id``, ``code_matches`` (None when not
-    compared) and a ``diff`` when it does not match, ``ran_ok``, ``error_type``/``error_message``/``timed_out``,
-    ``stdout_tail``, ``results``, ``variables`` and a one-word ``verdict``: ``verified`` (ran ok, code matches),
-    ``code_mismatch`` or ``failed``. An unknown step id gives ``ok=False`` listing the executed ids.
+    compared) and a ``diff`` when it does not match, ``code`` (the code that ran, capped at :data:`MAX_CODE_CHARS`:
+    the manager sees the worker's code as it sees its outputs), ``ran_ok``,
+    ``error_type``/``error_message``/``timed_out``, ``stdout_tail``, ``results``, ``variables`` and a one-word
+    ``verdict``: ``verified`` (ran ok, code matches), ``code_mismatch`` or ``failed``. An unknown step id gives
+    ``ok=False`` listing the executed ids.
     """
     sid = _as_step_id(step_id)
     if sid is None:
@@ -262,6 +265,7 @@ def check_execution(step_id: int, claimed_code: str | None, executor_log: Mappin
     ran_ok = step.ok and not step.timed_out and step.error_type is None
     verdict = "failed" if not ran_ok else "code_mismatch" if content["code_matches"] is False else "verified"
     content.update(
+        code=cap_text(step.code, MAX_CODE_CHARS),
         verdict=verdict,
         ran_ok=ran_ok,
         error_type=step.error_type,

@@ -419,11 +419,13 @@ def test_a_backend_that_raises_is_recorded_as_rejected_actions(sandbox):
 
 def test_nothing_private_reaches_the_model(sandbox, tmp_path):
     marker = "PRIVATE-MARKER-llm-5d1e"
+    ran = "WORKER-CODE-MARKER-llm-7a2c"
     root = tmp_path / "retail"
     shutil.copytree(RETAIL, root)
     reference = json.loads((root / "private" / "reference.json").read_text())
     for turn in reference.values():
-        turn["code"] += f"\n# {marker}"  # the scripted worker runs it; the manager must never see it
+        turn["code"] += f"\n# {ran}"  # the scripted worker runs it: the worker's code, which the manager sees
+        turn["answer_note"] = marker  # private fields it does not run never reach the model
     (root / "private" / "reference.json").write_text(json.dumps(reference))
     (root / "private" / "notes.md").write_text(f"grader notes {marker}\n")
     check = render_action(make_action("check_execution", {"step_id": 0}))
@@ -434,9 +436,10 @@ def test_nothing_private_reaches_the_model(sandbox, tmp_path):
     with sandbox.new_kernel(task.public_dir) as kernel:
         config = RuntimeConfig(max_turn_end_activations=1)
         record = ManagerRuntime(task, kernel, ScriptedWorker(kernel, programs, {}), LLMPolicy(backend), config).run()
-    assert any(marker in (s["code"] or "") for s in record.worker_steps)  # the marker was in play
+    assert any(ran in (s["code"] or "") for s in record.worker_steps)  # the worker ran it
     sent = [m["content"] for messages, _ in backend.requests for m in messages]
     assert len(backend.requests) > 10 and any('"verdict": "verified"' in text for text in sent)  # tool results came
+    assert any(ran in text for text in sent)  # check_execution shows the worker's code
     assert not [text for text in sent if marker in text]
     # (the worker's own printed results do reach the manager through check_execution; with the scripted worker they
     # equal the reference answers, so answers are not scanned for here; tests/harness/manager/test_runtime.py checks

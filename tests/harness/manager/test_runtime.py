@@ -27,6 +27,7 @@ needs_table = pytest.mark.skipif(not TABLE.exists(), reason=f"DABench dev table 
 RETAIL = ROOT / "harness" / "builtin_tasks" / "retail-sales"
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 MARKER = "PRIVATE-MARKER-7f3c9e21"
+WORKER_CODE = "WORKER-CODE-MARKER-2b8e"
 needs_table = pytest.mark.skipif(not TABLE.exists(), reason=f"DABench dev table not found at {TABLE}")
 ORACLES = RuntimeConfig(oracle_relations=True, executable_constraints=True)
 """The task graph and the constraint code in the manager's view: the rule policy relates states by the declared
@@ -54,9 +55,9 @@ def happiness(sandbox, tmp_path_factory):
         for turn_id, code in programs.items():
             result = kernel.execute(code)
             assert result.ok, result.error_message
-            # the marker rides in the private reference code (as a comment) too: the scripted worker runs that code,
-            # but neither the code nor the marker may reach the policy's or the worker's context
-            reference[turn_id] = {"code": f"{code}\n# {MARKER}", "answer": result.results[-1]}
+            # the scripted worker runs the reference code: it is the worker's code, which the manager sees
+            # (check_execution shows it) and the worker's prompts never hold; the private marker is elsewhere
+            reference[turn_id] = {"code": f"{code}\n# {WORKER_CODE}", "answer": result.results[-1]}
     (root / "private" / "reference.json").write_text(json.dumps(reference))
     (root / "private" / "notes.md").write_text(f"grader notes {MARKER}\n")
     return load_task(root)
@@ -162,7 +163,9 @@ def test_nothing_private_reaches_the_policy_or_the_worker(sandbox, happiness):
     hints = [h["text"] for h in record.hints]
     assert not [text for text in sent + observations + hints if MARKER in text]
     reference_steps = [s for s in record.worker_steps if s["code"] and not s["meta"]["faulty"]]
-    assert reference_steps and all(MARKER in s["code"] for s in reference_steps)  # the marker was in play
+    assert reference_steps and all(WORKER_CODE in s["code"] for s in reference_steps)  # the worker ran it
+    assert not [text for channel, text in runtime.transcript if channel == "worker" and WORKER_CODE in text]
+    assert not [text for text in observations + hints if WORKER_CODE in text]
     # the reference answers are private too: no turn's full reference answer object is shown before grading
     for turn_id, ref in happiness.load_answers().items():
         assert not any(json.dumps(ref.answer) in text for text in sent if "Question:" in text), turn_id
