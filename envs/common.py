@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from envs.errors import EpisodeError, StepAfterDoneError, StepBeforeResetError
-from harness.manager.episode_loop import Episode, Request
+from harness.manager.episode_loop import Episode, Reply, Request
 from harness.sandbox import Kernel, Sandbox, SandboxConfig
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def check_step(env: str, started: bool, done: bool, action: Any, what: str) -> N
         raise TypeError(f"the action is {what}, not {type(action).__name__}.")
 
 
-def advance(episode: Episode, action: str | None, where: str) -> Request | None:
+def advance(episode: Episode, action: str | Reply | None, where: str) -> Request | None:
     """Answer ``episode``'s pending request with ``action`` (None: only read the first request) and return the next
     request (None: the episode ended). An exception raised inside the episode is re-raised as :class:`EpisodeError`
     that names ``where`` (episode and env step), with the original as its ``__cause__``."""

@@ -9,16 +9,28 @@ as in ``stateguard run``; the agent takes the place of the policy.
 Spaces: observation and action are :class:`~envs.spaces.UnicodeText` (any string of at most
 :data:`~envs.spaces.MAX_TEXT_CHARS` characters).
 
-- **Observation**: the newest message of the conversation the ``llm`` manager policy would send for the current
-  :class:`~harness.manager.policies.PolicyInput` (:meth:`harness.manager.llm_policy.LLMPolicy.messages`): at the
-  start of an activation the rendered activation (:func:`~harness.manager.prompts.render_activation`: observation,
-  public turn, legal actions); within an activation the result of the previous action wrapped in
-  ``<tool_response>`` (:func:`~harness.manager.prompts.render_tool_response`). An agent that wants the whole
-  conversation (system prompt, earlier actions of the activation) rebuilds it from ``info["policy_input"]`` with
-  ``LLMPolicy.messages`` (:mod:`training.rl.rollout` does). After the last step the observation is ``""``.
+**Formats** (``format``): ``flat`` (default) puts the agent in the place of the flat ``llm`` manager policy: it
+answers every request of the episode. ``hier`` puts it in the place of tier 1 of the hierarchical manager
+(:class:`~harness.manager.hier.HierPolicy`, one per episode, with the runtime's ``max_actions``, ``max_repairs`` and
+``strict_wire``): the env answers every tier-0 request itself (:meth:`~HierPolicy.tier0_respond`, recorded with actor
+``harness``) and stops only at tier-1 requests, the check activation's after tier 0's ``check_execution``
+(:meth:`~HierPolicy.tier1_messages` is not None). The agent's action there is vetted (:meth:`~HierPolicy.vet`): an
+accepted one goes to the runtime as it is (actor ``policy``); a rejected one is replaced by tier 0's confirmation
+(:meth:`~HierPolicy.fallback`, recorded in ``env.hier.rejected`` and in the confirming response's ``<think>``), which
+ends tier 1's part of the activation.
+
+- **Observation**: the newest message of the agent's conversation (``info["messages"]``). ``flat``: the conversation
+  the ``llm`` manager policy would send for the current :class:`~harness.manager.policies.PolicyInput`
+  (:meth:`harness.manager.llm_policy.LLMPolicy.messages`): at the start of an activation the rendered activation
+  (:func:`~harness.manager.prompts.render_activation`: observation, public turn, legal actions); within an activation
+  the result of the previous action wrapped in ``<tool_response>``
+  (:func:`~harness.manager.prompts.render_tool_response`). ``hier``: tier 1's conversation
+  (:meth:`HierPolicy.tier1_messages <harness.manager.hier.HierPolicy.tier1_messages>`): the decision prompt at the
+  first tier-1 request of a check activation, then the ``<tool_response>`` of each tier-1 call. After the last step
+  the observation is ``""``.
 - **Action**: one model response in the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
   optionally after a ``<think>`` block), parsed by the runtime like any policy's response; unparseable or illegal
-  responses are recorded and answered with their refusal, never raised.
+  responses are recorded and answered with their refusal (``hier``: replaced by the confirmation), never raised.
 - **Reward**: ``0.0`` until the episode ends, then ``rewards.score_episode(record, fault_info, reward_config).total``
   (the terms go to ``info["reward_terms"]``). A truncated episode has no record and gets ``0.0``.
 - **terminated**: the runtime finished the task (graded); **truncated**: ``max_env_steps`` agent steps were taken
@@ -26,8 +38,12 @@ Spaces: observation and action are :class:`~envs.spaces.UnicodeText` (any string
   so the task always finishes unless this cap cuts it).
 - **info**: ``episode_id``, ``task_id``, ``env_steps``; ``policy_input`` (the :class:`PolicyInput` the next action
   answers, so scripted policies such as :class:`synthesis.gold.GoldPolicy` can drive the env:
-  ``env.step(policy.respond(info["policy_input"]))``); after a step ``legal`` and ``action_result`` of that action;
-  at the end ``record`` (the :class:`~harness.manager.episode.EpisodeRecord`), ``grade`` and ``reward_terms``.
+  ``env.step(policy.respond(info["policy_input"]))``), ``messages`` and ``tools`` (the agent's whole conversation
+  for it and its function tools: the ``llm`` policy's, or tier 1's in ``hier``) and ``activation`` (the 0-based index
+  of its activation among the episode's policy activations); after a step ``legal`` and ``action_result`` of that
+  action (``hier``: ``rejected``, why :meth:`~HierPolicy.vet` rejected it or None; a rejected action is not
+  ``legal`` and its ``action_result`` is that of the confirmation that replaced it); at the end ``record`` (the
+  :class:`~harness.manager.episode.EpisodeRecord`), ``grade`` and ``reward_terms``.
 
 Workers (``worker``): ``replay`` (default when a :class:`~envs.pool.ReplayPool` is given: a synthesized
 counterfactual episode replayed with the scripted worker carrying its fault, so a REPAIR that names a corrupted
@@ -54,8 +70,10 @@ from envs.common import SandboxHolder, advance, check_step, merged_config
 from envs.errors import EpisodeError
 from envs.pool import ReplayPool
 from envs.spaces import UnicodeText
+from harness.llm import Message
 from harness.manager.episode import EpisodeRecord
-from harness.manager.episode_loop import Episode
+from harness.manager.episode_loop import Episode, Reply
+from harness.manager.hier import HARNESS, POLICY, HierPolicy
 from harness.manager.llm_policy import LLMPolicy
 from harness.manager.policies import PolicyInput
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
@@ -70,6 +88,17 @@ CONVERSATION = LLMPolicy(backend=None)  # type: ignore[arg-type]
 """Only its :meth:`~LLMPolicy.messages` is used: the conversation the ``llm`` policy would send (no backend)."""
 
 
+FORMATS = ("flat", "hier")
+"""The agent's place (``ManagerEnvConfig.format``): the flat ``llm`` policy's, or tier 1's of the ``hier`` manager."""
+
+
+def check_format(format: str) -> str:
+    """``format`` when it is one of :data:`FORMATS`, else a one-line ``ValueError`` naming them."""
+    if format not in FORMATS:
+        raise ValueError(f"format={format!r} is not understood; use one of: {', '.join(FORMATS)}.")
+    return format
+
+
 def observation_text(inp: PolicyInput) -> str:
     """The newest message of the ``llm`` policy's conversation for ``inp`` (see the module docstring)."""
     return CONVERSATION.messages(inp)[-1]["content"]
@@ -77,6 +106,13 @@ def observation_text(inp: PolicyInput) -> str:
 
 @dataclass
 class ManagerEnvConfig:
+    format: str = field(
+        default="flat",
+        metadata={
+            "help": "flat: the agent answers every request (the llm manager's conversation). hier: the hier manager's "
+            "tier 0 answers its requests and the agent is tier 1 (the check activations' decisions)."
+        },
+    )
     worker: str | None = field(
         default=None,
         metadata={
@@ -104,6 +140,7 @@ class ManagerEnvConfig:
     )
 
     def __post_init__(self) -> None:
+        check_format(self.format)
         if self.worker not in (None, "replay"):
             parse_worker_spec(
                 self.worker,
@@ -196,8 +233,11 @@ class ManagerEnv(gym.Env[str, str]):
         self._run: Episode | None = None
         self._runtime: ManagerRuntime | None = None
         self._episode: _Episode | None = None
+        self._request: PolicyInput | None = None
         self._done = False
         self.env_steps = 0
+        self.hier: HierPolicy | None = self._new_hier() if self.config.format == "hier" else None
+        """``hier``: the episode's hierarchical manager (its ``rejected`` lists the agent's rejected actions)."""
 
     # ---------------------------------------------------------------- episodes
     def _load_faults(self) -> dict[str, Any]:
@@ -252,33 +292,46 @@ class ManagerEnv(gym.Env[str, str]):
         )
         self._runtime, self._episode, self._run = runtime, episode, runtime.start()
         self._done, self.env_steps = False, 0
-        request = self._advance(None)
+        if self.hier is not None:
+            self.hier = self._new_hier()
+        request, messages = self._agent_request(self._advance(None))
         if request is None:
             self._done = True
-            raise EpisodeError(
-                f"episode {episode.episode_id} of task {episode.task.id} ended before the manager's first activation"
-            )
-        return observation_text(request), {**self._base_info(), "policy_input": request}
+            where = "tier 1's first request" if self.hier is not None else "the manager's first activation"
+            raise EpisodeError(f"episode {episode.episode_id} of task {episode.task.id} ended before {where}")
+        return messages[-1]["content"], {**self._base_info(), **self._request_info(request, messages)}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         check_step("ManagerEnv", self._run is not None, self._done, action, "one model response string (wire format)")
-        assert self._runtime is not None and self._run is not None
+        assert self._runtime is not None and self._run is not None and self._request is not None
         self.env_steps += 1
         history = len(self._runtime.lifecycle.history)
-        request = self._advance(action)
+        answer: str | Reply = action
+        rejected = None
+        if self.hier is not None:
+            rejected = self.hier.vet(action, self._request)
+            if rejected is None:
+                answer = Reply(action, POLICY)
+            else:
+                answer = Reply(self.hier.fallback(self._request, rejected, action), HARNESS)
+        request = self._advance(answer)
         legal, result = self._last_action(history, request)
-        info = {**self._base_info(), "legal": legal, "action_result": result}
+        info = {**self._base_info(), "legal": legal and rejected is None, "action_result": result}
+        if self.hier is not None:
+            info["rejected"] = rejected
+        request, messages = self._agent_request(request)
         if request is None:
             self._done = True  # the kernel stays up: the next reset recycles it
             record = self._run.record
             reward, terms = self._score(record)
             info.update(record=record, grade=dict(record.grade or {}), reward_terms=terms)
             return "", reward, True, False, info
-        info["policy_input"] = request
+        assert messages is not None
+        info.update(self._request_info(request, messages))
         truncated = self.env_steps >= self.config.max_env_steps
         if truncated:
             self._stop()
-        return observation_text(request), 0.0, False, truncated, info
+        return messages[-1]["content"], 0.0, False, truncated, info
 
     def close(self) -> None:
         self._stop()
@@ -286,7 +339,38 @@ class ManagerEnv(gym.Env[str, str]):
         super().close()
 
     # ---------------------------------------------------------------- helpers
-    def _advance(self, action: str | None) -> PolicyInput | None:
+    def _new_hier(self) -> HierPolicy:
+        """A fresh hierarchical manager for one episode, with the runtime's budgets (its ``ValueError`` names a
+        ``max_actions`` too small for tier 1)."""
+        config = self.runtime_config
+        return HierPolicy(
+            None, name="env-hier", max_actions=config.max_actions, max_repairs=config.max_repairs,
+            strict_wire=config.strict_wire,
+        )  # fmt: skip
+
+    def _agent_request(self, request: PolicyInput | None) -> tuple[PolicyInput | None, list[Message] | None]:
+        """The next request the agent answers, from ``request`` on, and the agent's conversation for it; ``(None,
+        None)`` at the end. ``hier``: tier 0's requests are answered on the way (actor ``harness``)."""
+        self._request = None
+        while request is not None:
+            if self.hier is None:
+                messages: list[Message] | None = CONVERSATION.messages(request)
+            else:
+                messages = self.hier.tier1_messages(request)
+            if messages is not None:
+                self._request = request
+                return request, messages
+            assert self.hier is not None
+            request = self._advance(Reply(self.hier.tier0_respond(request), HARNESS))
+        return None, None
+
+    def _request_info(self, request: PolicyInput, messages: list[Message]) -> dict[str, Any]:
+        assert self._runtime is not None
+        tools = CONVERSATION.tools if self.hier is None else self.hier.tools
+        activation = sum(a["actor"] == "policy" for a in self._runtime.record.activations)
+        return {"policy_input": request, "messages": messages, "tools": tools, "activation": activation}
+
+    def _advance(self, action: str | Reply | None) -> PolicyInput | None:
         """Answer the pending request with ``action`` (None: read the first one); the next request, None at the end.
         An exception inside the episode ends it: the kernel is closed and :class:`EpisodeError` names the episode."""
         assert self._run is not None and self._episode is not None

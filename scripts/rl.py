@@ -6,6 +6,10 @@ from an SFT checkpoint)::
     stateguard synthesize --config configs/synthesis/smoke.yaml --out runs/synth-smoke
     accelerate launch --config_file configs/accelerate/cpu.yaml scripts/rl.py --config configs/rl/tiny-cpu.yaml
 
+The hierarchical format (the model is tier 1 of the ``hier`` manager, ``format: hier``)::
+
+    accelerate launch --config_file configs/accelerate/cpu.yaml scripts/rl.py --config configs/rl/tiny-cpu-hier.yaml
+
 Qwen3-8B on 8x A100 80 GB, vLLM colocated, DeepSpeed ZeRO-3::
 
     accelerate launch --config_file configs/accelerate/zero3.yaml scripts/rl.py --config configs/rl/qwen3-8b.yaml

@@ -38,6 +38,12 @@ action's ``raw`` text: ``tier-1 reply rejected (<reason>); confirmed by the harn
 string, < and > escaped>"``. The policy never raises for anything tier 1 does and never repairs without evidence.
 
 :attr:`HierPolicy.stats` counts tier 1's model calls and the prompt / completion tokens its backend reported.
+
+**Driving tier 1 from outside.** :meth:`~HierPolicy.respond` is the composition of four public steps, so that a driver
+(:class:`envs.ManagerEnv` with ``format="hier"``, RL rollouts) can put an agent in tier 1's place:
+:meth:`~HierPolicy.tier1_messages` (tier 1's conversation when the request is tier 1's, None when tier 0 answers it),
+:meth:`~HierPolicy.tier0_respond` (tier 0's answer), :meth:`~HierPolicy.vet` (why a tier-1 reply is rejected, None when
+it is accepted) and :meth:`~HierPolicy.fallback` (record a rejected reply, confirm instead).
 """
 
 from __future__ import annotations
@@ -219,12 +225,31 @@ class HierPolicy:
 
     # ---------------------------------------------------------------- dispatch
     def respond(self, inp: PolicyInput) -> str:
+        """The response to ``inp``: tier 0's (:meth:`tier0_respond`), or, where tier 1 answers and a backend is set,
+        the backend's reply to :meth:`tier1_messages` when :meth:`vet` accepts it, else :meth:`fallback`."""
+        context = self._tier1_context(inp) if self.tier1 is not None else None
+        if context is None:
+            return self.tier0_respond(inp)
+        return self._ask(inp, *context)
+
+    def tier1_messages(self, inp: PolicyInput) -> list[Message] | None:
+        """Tier 1's conversation when ``inp`` is tier 1's to answer (the check activation after tier 0's checks, no
+        failed execution, the runtime did not refuse tier 1's previous call), whether or not a backend is set; None
+        when tier 0 answers it. An outside driver (:class:`envs.ManagerEnv` with ``format="hier"``) answers it in
+        tier 1's place, through :meth:`vet` and :meth:`fallback`."""
+        context = self._tier1_context(inp)
+        return None if context is None else self.messages(inp, *context)
+
+    def tier0_respond(self, inp: PolicyInput) -> str:
+        """Tier 0's response to ``inp`` (``last_actor`` becomes ``"harness"``): the bookkeeping, the checks, the
+        repair of a failed execution, :meth:`fallback` after a refused tier-1 call, and the confirmation a policy
+        without a model gives where tier 1 would decide."""
         self.last_actor = HARNESS
         obs = json.loads(inp.observation)
         legal = set(inp.legal_actions)
         draft = obs["current_draft"]
-        if draft is not None and "FINALIZE_RELATIONS" in legal and "COMMIT_STATE" not in legal:
-            return self._check(inp, obs, draft, legal)
+        if _is_check(draft, legal):
+            return self._check(inp, draft, legal)
         if obs["event_type"] in SEGMENT_EVENTS or "COMMIT_STATE" in legal:
             return self.tier0.respond(inp)  # the segment flow, and commits: the rule policy's
         if "OPEN_STATE" in legal and obs["event_type"] == "turn_start":
@@ -243,26 +268,49 @@ class HierPolicy:
         start, end = draft["source_step_start"], draft["source_step_end"]
         return [] if start is None else list(range(start, end + 1))[-self.tier0_checks :]
 
-    def _check(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], legal: set[str]) -> str:
+    def _tier0_check(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str]) -> tuple[str | None, _Check]:
+        """Tier 0's response in the check activation (its next check, or the repair of a failed execution), None when
+        tier 1 decides; and the activation's checks so far."""
         steps = self._plan(draft)
         if len(inp.previous) < len(steps):
-            return _call("check_execution", {"step_id": steps[len(inp.previous)]})
+            return _call("check_execution", {"step_id": steps[len(inp.previous)]}), _Check(steps)
         results = [_decoded(result) for _, result in inp.previous[: len(steps)]]
+        check = _Check(steps, results)
         failed = execution_evidence(results, [v["name"] for v in draft["used_variables"]])
-        if failed is not None:
-            if "REPAIR" not in legal:
-                return _call("ABANDON_STATE")
-            variable, reasoning, evidence = failed
-            evidence = evidence[:400]
-            try:
-                render_repair_hint(variable, reasoning, evidence)
-            except HintError:  # the error message reads as code (an assignment): say it in words
-                evidence = evidence.replace("==", " equals ").replace("=", " is ")
-            hint = {"error_variable": variable, "faulty_reasoning": reasoning}
-            return _call("REPAIR", {"analytical_evidence": evidence, "error_hint": hint})
-        if self.tier1 is None:
-            return _call("FINALIZE_RELATIONS", CONFIRM)
-        return self._tier1(inp, obs, draft, legal, _Check(steps, results))
+        if failed is None:
+            return None, check
+        if "REPAIR" not in legal:
+            return _call("ABANDON_STATE"), check
+        variable, reasoning, evidence = failed
+        evidence = evidence[:400]
+        try:
+            render_repair_hint(variable, reasoning, evidence)
+        except HintError:  # the error message reads as code (an assignment): say it in words
+            evidence = evidence.replace("==", " equals ").replace("=", " is ")
+        hint = {"error_variable": variable, "faulty_reasoning": reasoning}
+        return _call("REPAIR", {"analytical_evidence": evidence, "error_hint": hint}), check
+
+    def _check(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str]) -> str:
+        response, check = self._tier0_check(inp, draft, legal)
+        if response is not None:
+            return response
+        own = inp.previous[len(check.steps) :]
+        if own and _refused(own[-1][1]):
+            return self.fallback(inp, f"the runtime refused it: {own[-1][1][:300]}", own[-1][0])
+        return _call("FINALIZE_RELATIONS", CONFIRM)  # where tier 1 decides, tier 0 alone confirms
+
+    def _tier1_context(self, inp: PolicyInput) -> tuple[dict[str, Any], dict[str, Any], _Check] | None:
+        """``(observation, draft, checks)`` when ``inp`` is tier 1's to answer, else None."""
+        obs = json.loads(inp.observation)
+        legal = set(inp.legal_actions)
+        draft = obs["current_draft"]
+        if not _is_check(draft, legal):
+            return None
+        response, check = self._tier0_check(inp, draft, legal)
+        own = inp.previous[len(check.steps) :]
+        if response is not None or (own and _refused(own[-1][1])):
+            return None
+        return obs, draft, check
 
     # ---------------------------------------------------------------- tier 1
     def messages(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], check: _Check) -> list[Message]:
@@ -291,12 +339,8 @@ class HierPolicy:
             messages.append({"role": "user", "content": render_tool_response(result)})
         return messages
 
-    def _tier1(
-        self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], legal: set[str], check: _Check
-    ) -> str:
-        own = inp.previous[len(check.steps) :]
-        if own and own[-1][1].startswith(("rejected:", "illegal:")):
-            return self._fallback(inp, obs, f"the runtime refused it: {own[-1][1][:300]}", own[-1][0])
+    def _ask(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], check: _Check) -> str:
+        """Tier 1's backend answers :meth:`messages`; its reply when :meth:`vet` accepts it, else :meth:`fallback`."""
         assert self.tier1 is not None
         try:
             messages = self.messages(inp, obs, draft, check)
@@ -305,21 +349,29 @@ class HierPolicy:
         except Exception as exc:  # a failing backend (or prompt) costs the decision, never the episode
             self.stats.failures += 1
             logger.warning("%s: tier 1 failed: %s: %s", self.name, type(exc).__name__, exc)
-            return self._fallback(inp, obs, f"the backend raised {type(exc).__name__}: {exc}", "")
+            return self.fallback(inp, f"the backend raised {type(exc).__name__}: {exc}", "")
         self.stats.prompt_tokens += reply.prompt_tokens
         self.stats.completion_tokens += reply.completion_tokens
         try:
             text = reply_to_text(reply)
-            problem = self._vet(text, inp, legal)
+            problem = self._vet(text, inp)
         except Exception as exc:  # a reply the vetting cannot read is a rejected reply
-            text, problem = str(getattr(reply, "text", "")), f"unreadable reply ({type(exc).__name__}: {exc})"
+            text, problem = str(getattr(reply, "text", "")), _unreadable(exc)
         if problem is not None:
-            return self._fallback(inp, obs, problem, text)
+            return self.fallback(inp, problem, text)
         self.last_actor = POLICY
         return text
 
-    def _vet(self, text: str, inp: PolicyInput, legal: set[str]) -> str | None:
-        """Why tier 1's reply ``text`` is rejected, or None when it goes to the runtime as it is."""
+    def vet(self, text: str, inp: PolicyInput) -> str | None:
+        """Why the tier-1 reply ``text`` to ``inp`` is rejected, or None when it goes to the runtime as it is (the
+        rules of the module docstring's *Robustness*). Never raises: a reply the vetting cannot read is rejected."""
+        try:
+            return self._vet(text, inp)
+        except Exception as exc:
+            return _unreadable(exc)
+
+    def _vet(self, text: str, inp: PolicyInput) -> str | None:
+        legal = set(inp.legal_actions)
         parsed = parse_response(text, strict=self.strict_wire)
         if not parsed.ok or parsed.action is None:
             return f"unparseable: {parsed.error}"
@@ -342,10 +394,13 @@ class HierPolicy:
                 return "REPAIR without evidence: analytical_evidence quotes no tool result of this activation"
         return None
 
-    def _fallback(self, inp: PolicyInput, obs: dict[str, Any], reason: str, raw: str) -> str:
-        """Record a rejected tier-1 reply and confirm the state instead (see the module docstring)."""
+    def fallback(self, inp: PolicyInput, reason: str, raw: str) -> str:
+        """Record the rejected tier-1 reply ``raw`` to ``inp`` (in :attr:`rejected`, ``stats.rejected``) and return
+        tier 0's confirming response in its place, ``reason`` and ``raw`` in its ``<think>`` block (see the module
+        docstring); ``last_actor`` becomes ``"harness"``."""
         self.last_actor = HARNESS
         self.stats.rejected += 1
+        obs = json.loads(inp.observation)
         turn_id = inp.turn.turn_id if inp.turn is not None else None
         draft = obs["current_draft"] or {}
         entry = {"turn_id": turn_id, "event_type": obs["event_type"], "state_id": draft.get("id")}
@@ -356,6 +411,20 @@ class HierPolicy:
         )
         note = f"tier-1 reply rejected ({_escaped(reason)}); confirmed by the harness. reply: {quoted}"
         return f"{THINK_OPEN}{note}{THINK_CLOSE}\n{_call('FINALIZE_RELATIONS', CONFIRM)}"
+
+
+def _is_check(draft: dict[str, Any] | None, legal: set[str]) -> bool:
+    """Whether a request is in the check activation: a draft, FINALIZE_RELATIONS legal, COMMIT_STATE not."""
+    return draft is not None and "FINALIZE_RELATIONS" in legal and "COMMIT_STATE" not in legal
+
+
+def _refused(result: str) -> bool:
+    """Whether the runtime refused the action whose result is ``result``."""
+    return result.startswith(("rejected:", "illegal:"))
+
+
+def _unreadable(exc: Exception) -> str:
+    return f"unreadable reply ({type(exc).__name__}: {exc})"
 
 
 def _escaped(text: str) -> str:

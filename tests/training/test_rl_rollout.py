@@ -1,12 +1,15 @@
 """Golden token test of the rollouts (training.rl.rollout): the ids trained on are the ids sampled plus what the env
 inserted, and every context the model samples from is token for token the conversation the served ``llm`` policy
-sends (LLMPolicy.messages rendered with the SFT chat template).
+sends (LLMPolicy.messages rendered with the SFT chat template); in the hier format, tier 1's conversation
+(HierPolicy.messages with the tier-1 tools).
 
 The "model" here is a scripted session that answers with the gold manager's own responses (canonical token ids), so
 every id is known in advance; the env is the real ManagerEnv over the smoke synthesis pool.
 """
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 
@@ -150,6 +153,90 @@ def test_the_bare_view_samples_from_the_study_bare_conversation_token_for_token(
     assert len(rollout.prompt_ids) < len(tokens.encode(EpisodeTokens(qwen3_tokenizer).system_text()))
     with pytest.raises(ValueError, match="prompt_view='short'"):
         EpisodeTokens(qwen3_tokenizer, prompt_view="short")
+
+
+# ---------------------------------------------------------------- the hierarchical format
+
+
+@pytest.fixture(scope="module")
+def hier_env(pool):
+    """The real ManagerEnv over :func:`pool` in the hier format: the model is tier 1."""
+    from envs import ManagerEnv
+
+    env = ManagerEnv(pool=pool, worker="replay", isolation="bwrap" if shutil.which("bwrap") else "none", format="hier")
+    yield env
+    env.close()
+
+
+def test_hier_start_points_are_the_gold_check_activations_with_a_tier1_part(pool):
+    points = start_points(pool, format="hier")
+    flat = set(start_points(pool))
+    assert points and set(points) <= flat
+    for point in points:
+        actions = _gold_activation(pool, point)["actions"]
+        assert actions[0]["parsed"]["name"] == "check_execution" and len(actions) >= 2
+        assert point.gold_control in ("FINALIZE_RELATIONS", "REPAIR")
+    assert {p.gold_control for p in points} == {"FINALIZE_RELATIONS", "REPAIR"}
+    with pytest.raises(ValueError, match="format='tree' is not understood"):
+        start_points(pool, format="tree")
+
+
+def test_a_hier_rollout_samples_from_the_tier1_conversation_token_for_token(pool, qwen3_tokenizer, hier_env):
+    """The model plays tier 1 of a check activation whose gold decision is REPAIR (its probes, then the repair): each
+    context is HierPolicy's tier-1 conversation rendered with the SFT template and the tier-1 tools; the env inserted
+    the <tool_response> of each call; tier 0 and the gold played everything else, as recorded."""
+    from harness.manager.hier import HierPolicy
+    from harness.manager.hier_prompts import tier1_tool_schemas
+
+    tokens = EpisodeTokens(qwen3_tokenizer, format="hier")
+    start = next(p for p in start_points(pool, format="hier") if p.gold_control == "REPAIR")
+    gold = _gold_activation(pool, start)
+    raws = [a["raw"] for a in gold["actions"][1:]]  # the first is tier 0's check_execution
+    sampled = [tokens.encode(raw) + [tokens.eos_id] for raw in raws]
+    session = ScriptedSession(sampled)
+    player = EpisodePlayer(hier_env, tokens, RolloutLimits(max_new_tokens=4096, max_completion_length=100_000))
+    rollout = player.play(start, lambda: session)
+
+    played = [a for a in player.record.activations if a["actor"] == "policy"]
+    assert [a["raw"] for a in played[start.activation]["actions"]] == [a["raw"] for a in gold["actions"]]
+    assert [a["actor"] for a in played[start.activation]["actions"]] == ["harness"] + ["policy"] * len(raws)
+    entry = pool.entry(start.episode_id)
+    assert player.record.final_answers == pool.record(entry, "gold").final_answers  # the gold played the rest
+
+    def render(messages, generation_prompt):
+        text = qwen3_tokenizer.apply_chat_template(
+            messages, tools=tier1_tool_schemas(), tokenize=False, add_generation_prompt=generation_prompt
+        )
+        return tokens.encode(text)
+
+    hier = HierPolicy(None)
+    conversations = [hier.tier1_messages(inp) for inp in player.inputs]
+    assert conversations == player.conversations
+    assert [len(m) for m in conversations] == [2 + 2 * k for k in range(len(raws))]
+    assert len(session.contexts) == len(raws) >= 2
+    for context, messages in zip(session.contexts, conversations, strict=True):
+        assert context == render(messages, generation_prompt=True)
+    final = [*conversations[-1], {"role": "assistant", "content": raws[-1]}]
+    assert rollout.prompt_ids + rollout.completion_ids == render(final, generation_prompt=False)
+    model_ids = [t for t, m in zip(rollout.completion_ids, rollout.env_mask, strict=True) if m]
+    assert model_ids == [t for ids in sampled for t in ids]
+    assert [n for model, n in _runs(rollout.env_mask) if model] == [len(ids) for ids in sampled]
+    assert rollout.completion_ids[-1:] == tokens.end(closed=True) and rollout.env_mask[-1] == 0
+    assert [a["name"] for a in rollout.actions] == [a["parsed"]["name"] for a in gold["actions"][1:]]
+    repair = rollout.actions[-1]
+    assert (
+        repair["name"] == "REPAIR" and repair["legal"] and repair["error_variable"] in pool.fault_info(entry).variables
+    )
+
+
+def test_rl_arguments_take_the_format_and_check_it():
+    from training.rl.trainer import RLArguments
+
+    assert RLArguments().format == "flat" and RLArguments(format="hier").format == "hier"
+    with pytest.raises(ValueError, match=r"^format='tree' is not understood; use one of: flat, hier\.$"):
+        RLArguments(format="tree")
+    with pytest.raises(ValueError, match="format='hier' with max_actions=4: .* use max_actions > 4"):
+        RLArguments(format="hier", max_actions=4)
 
 
 def test_episode_tokens_refuse_a_template_that_is_not_prefix_preserving(qwen3_tokenizer):

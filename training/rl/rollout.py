@@ -17,6 +17,18 @@ played by the model in the real :class:`envs.ManagerEnv`:
 A :class:`StartPoint` is ``(episode id, activation index)``; :func:`start_points` lists them from the pool's recorded
 gold episodes.
 
+**The hierarchical format** (``format="hier"``, :class:`envs.ManagerEnv`'s ``hier``): the model is tier 1 of the
+:class:`~harness.manager.hier.HierPolicy`. The env answers every tier-0 request itself and stops only at tier-1
+requests, so a rollout's conversation is tier 1's (:meth:`HierPolicy.messages
+<harness.manager.hier.HierPolicy.messages>`): the tier-1 system prompt with the tier-1 tools, the decision prompt as
+the first user turn, then tier 1's calls and their ``<tool_response>``. The start points are the gold's check
+activations that have a tier-1 part (:func:`has_tier1_part`: response 0 is the ``check_execution`` of the latest step
+and it did not fail, a decision ends the activation; a failed execution is repaired by tier 0, no start point); the
+reference manager (the gold) answers the tier-1 requests of every other check activation, so its decisions there are
+the gold's. A model response the env rejects (:meth:`HierPolicy.vet <harness.manager.hier.HierPolicy.vet>`:
+unparseable, not a tier-1 action, illegal, a REPAIR without evidence, ...) is replaced by tier 0's confirmation, which
+ends the activation; it counts as not legal in :attr:`Rollout.actions`.
+
 **Token layout.** :class:`EpisodeTokens` holds the chat-template pieces (``harness/chat_template.jinja``, the SFT
 template): ``prompt(text)`` is the system turn with the tools, the activation as the first user turn and the assistant
 header; after a model response the env inserts ``suffix(result_text, closed)``: ``"\\n"`` after the model's own
@@ -32,24 +44,27 @@ everywhere else, ``tests/training/test_rl_rollout.py``):
 - sampled ids that are not the tokenizer's canonical encoding of their own text (the text is equal, the ids are not);
   the trainer keeps the sampled ids, inference re-encodes the text;
 - a blank response (only whitespace before ``<|im_end|>``): the ``llm`` policy drops it from the conversation it
-  replays, the rollout keeps its tokens (so the loss can push them down) and the env's refusal after it;
+  replays, the rollout keeps its tokens (so the loss can push them down) and the env's refusal after it (``hier``:
+  the env rejects it and tier 0's confirmation ends the activation);
 - a ``<think>`` block that is not in the template's canonical form (``<think>\\n...\\n</think>\\n\\n``): the template
   would normalise its whitespace when replaying it.
 
 Responses after the rollout's token budget is spent are sent to the env as ``""`` (no tokens): the runtime refuses
-them like a failed backend call and the ``llm`` policy leaves them out of the conversation, as here.
+them like a failed backend call and the ``llm`` policy leaves them out of the conversation, as here (``hier``: the env
+rejects the first one and tier 0 confirms).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from envs.manager import CONVERSATION, observation_text
+from envs.manager import CONVERSATION, check_format
+from harness.manager.hier_prompts import DECISIONS, HIER_SYSTEM, tier1_tool_schemas
 from harness.manager.lifecycle import CONTROL_ACTIONS
-from harness.manager.policies import PolicyInput
-from harness.manager.prompts import render_activation
+from harness.manager.policies import PolicyInput, execution_evidence
 from harness.manager.wire import parse_response
 from training.prompt_view import check_prompt_view
 
@@ -76,14 +91,18 @@ class EpisodeTokens:
         tools: list[dict[str, Any]] | None = None,
         *,
         prompt_view: str = "full",
+        format: str = "flat",
     ):
         """``prompt_view``: ``full`` (the served ``llm`` policy's conversation: system prompt and tools block first) or
         ``bare`` (neither: the activation is the first turn; the view ``training.study`` trains and serves small
-        models with)."""
+        models with). ``format``: whose system prompt and tools (when ``system`` / ``tools`` are not given): ``flat``
+        the ``llm`` policy's, ``hier`` tier 1's (:data:`~harness.manager.hier_prompts.HIER_SYSTEM`,
+        :func:`~harness.manager.hier_prompts.tier1_tool_schemas`)."""
         self.tokenizer = tokenizer
         self.bare = check_prompt_view(prompt_view) == "bare"
-        self.system = CONVERSATION.system if system is None else system
-        self.tools = CONVERSATION.tools if tools is None else tools
+        hier = check_format(format) == "hier"
+        self.system = (HIER_SYSTEM if hier else CONVERSATION.system) if system is None else system
+        self.tools = (tier1_tool_schemas() if hier else CONVERSATION.tools) if tools is None else tools
         self.eos_id = int(tokenizer.convert_tokens_to_ids(IM_END))
         user = {"role": "user", "content": _USER_PROBE}
         opened = self._render([user], generation_prompt=True)
@@ -197,9 +216,13 @@ class StartPoint:
     gold_control: str | None = None  # the control action that ended it in the gold episode (None: budget ran out)
 
 
-def start_points(pool: ReplayPool, event_types: tuple[str, ...] | None = None) -> list[StartPoint]:
+def start_points(
+    pool: ReplayPool, event_types: tuple[str, ...] | None = None, format: str = "flat"
+) -> list[StartPoint]:
     """Every policy activation of the pool's recorded gold episodes (clean entries: the clean run), in index order;
-    ``event_types`` keeps only activations of those events (e.g. ``("turn_end",)``)."""
+    ``event_types`` keeps only activations of those events (e.g. ``("turn_end",)``); ``format="hier"`` only the
+    check activations with a tier-1 part (:func:`has_tier1_part`)."""
+    hier = check_format(format) == "hier"
     points = []
     for entry in pool.entries.values():
         record = pool.record(entry, "gold" if "gold" in entry.episodes else "clean")
@@ -207,10 +230,34 @@ def start_points(pool: ReplayPool, event_types: tuple[str, ...] | None = None) -
         for index, activation in enumerate(activations):
             if event_types is not None and activation["event_type"] not in event_types:
                 continue
+            if hier and not has_tier1_part(activation):
+                continue
             points.append(StartPoint(entry.id, index, _control(activation["actions"])))
     if not points:
-        raise ValueError(f"the pool at {pool.root} has no policy activation of event types {event_types}")
+        raise ValueError(
+            f"the pool at {pool.root} has no {'check activation with a tier-1 part' if hier else 'policy activation'} "
+            f"of event types {event_types}"
+        )
     return points
+
+
+def has_tier1_part(activation: dict[str, Any]) -> bool:
+    """Whether a recorded gold activation is a check activation in which the ``hier`` manager asks tier 1: its first
+    response is a legal ``check_execution`` whose step did not fail (a failed one is tier 0's to repair), and a
+    decision (:data:`~harness.manager.hier_prompts.DECISIONS`) ends it after at least that check."""
+    actions = activation["actions"]
+    first = actions[0] if actions else None
+    if first is None or not first.get("legal") or (first.get("parsed") or {}).get("name") != "check_execution":
+        return False
+    if len(actions) < 2 or _control(actions) not in DECISIONS:
+        return False
+    try:
+        result = json.loads(first["result"])
+    except (TypeError, json.JSONDecodeError):
+        return False
+    draft = (activation.get("observation") or {}).get("current_draft") or {}
+    names = [v["name"] for v in draft.get("used_variables", [])]
+    return isinstance(result, dict) and execution_evidence([result], names) is None
 
 
 def _control(actions: list[dict[str, Any]]) -> str | None:
@@ -235,48 +282,53 @@ class RolloutLimits:
 
 
 class EpisodePlayer:
-    """Plays rollouts on one :class:`~envs.manager.ManagerEnv` (one sandbox; a group's resets recycle its kernel)."""
+    """Plays rollouts on one :class:`~envs.manager.ManagerEnv` (one sandbox; a group's resets recycle its kernel), in
+    the env's format (``flat`` or ``hier``, see the module docstring)."""
 
     def __init__(self, env: ManagerEnv, tokens: EpisodeTokens, limits: RolloutLimits):
         if env.pool is None:
             raise ValueError("EpisodePlayer replays pool episodes; build the ManagerEnv with pool=...")
         self.env, self.tokens, self.limits = env, tokens, limits
-        self.inputs: list[PolicyInput] = []  # the last rollout's inputs the model answered (the llm policy's view)
+        self.inputs: list[PolicyInput] = []  # the last rollout's inputs the model answered
+        self.conversations: list[list[dict[str, str]]] = []  # the model's conversation at each of them (env info)
         self.record: Any = None  # the last rollout's EpisodeRecord (None when the episode was truncated)
 
     def play(self, start: StartPoint, new_session: Callable[[], Session]) -> Rollout:
         """One rollout from ``start`` (see the module docstring)."""
         assert self.env.pool is not None
         reference = self.env.pool.entry(start.episode_id).gold_policy()
-        _, info = self.env.reset(options={"episode_id": start.episode_id})
+        obs, info = self.env.reset(options={"episode_id": start.episode_id})
         rollout = Rollout(start.episode_id, activation=start.activation)
-        self.inputs, self.record = [], None
-        activation, session, closed = -1, None, None  # closed: how the last model response ended (None: no tokens)
+        self.inputs, self.conversations, self.record = [], [], None
+        session, closed = None, None  # closed: how the last model response ended (None: no tokens)
         while True:
             inp: PolicyInput = info["policy_input"]
-            activation += int(not inp.previous)
+            activation: int = info["activation"]
             if activation != start.activation:
                 if session is not None and closed is not None:  # the model's activation just ended
                     rollout.extend(self.tokens.end(closed), model=False)
                     closed = None
                 action = reference.respond(inp)
             else:
-                if session is None:
+                if session is None:  # obs: the activation (flat) or the decision prompt (hier)
                     session = new_session()
-                    rollout.prompt_ids = self.tokens.prompt(render_activation(inp))
-                elif closed is not None:
-                    rollout.extend(self.tokens.suffix(observation_text(inp), closed), model=False)
+                    rollout.prompt_ids = self.tokens.prompt(obs)
+                elif closed is not None:  # obs: the <tool_response> of the model's previous call
+                    rollout.extend(self.tokens.suffix(obs, closed), model=False)
                 self.inputs.append(inp)
+                self.conversations.append(info["messages"])
                 action, closed = self._respond(rollout, session)
-            _, reward, terminated, truncated, info = self.env.step(action)
+            obs, reward, terminated, truncated, info = self.env.step(action)
             if activation == start.activation:
                 rollout.actions.append(action_stats(action, info.get("legal", False)))
             if terminated or truncated:
                 break
         if session is None:
+            what = "a tier-1 request in" if self.env.hier is not None else ""
             raise RuntimeError(
-                f"episode {start.episode_id} ended after {activation + 1} policy activations, before start activation "
-                f"{start.activation}; the pool's gold record and its replay disagree (re-synthesize the pool)"
+                f"episode {start.episode_id} ended after {activation + 1} policy activations without {what} start "
+                f"activation {start.activation}; the pool's gold record and its replay disagree (re-synthesize the "
+                "pool)"
             )
         if closed is not None:
             rollout.extend(self.tokens.end(closed), model=False)

@@ -4,12 +4,13 @@
 :class:`RLArguments` and TRL's ``GRPOConfig`` and calls it.
 
 - Trainer: TRL's ``GRPOTrainer`` with ``loss_type: dapo`` (token-level loss), ``epsilon: 0.2`` / ``epsilon_high: 0.28``
-  (clip-higher), ``beta: 0`` (no KL, no reference model), with a ``rollout_func`` (:class:`ManagerRollouts`) that
-  plays rollouts in :class:`envs.ManagerEnv` (:mod:`training.rl.rollout`: one activation per rollout, the exact
-  conversation the served ``llm`` policy sends; environment ids masked with ``env_mask``). ``DapoTrainer`` adds the
-  rollout state to checkpoints and two savings that leave the loss unchanged (both tested against TRL): rows with
-  zero advantage (uniform groups that filled a batch) are not forwarded, and off CUDA only the completion positions
-  are scored (TRL's fused head scores every prompt position there: ~100x the work for a 3.7k-token prompt).
+  (clip-higher), ``beta: 0`` (no KL, no reference model), with a ``rollout_func`` (:class:`ManagerRollouts`) that plays
+  rollouts in :class:`envs.ManagerEnv` (:mod:`training.rl.rollout`: one activation per rollout, the exact conversation
+  the served ``llm`` policy sends, or with ``format: hier`` tier 1's of the ``hier`` manager; environment ids masked
+  with ``env_mask``). ``DapoTrainer`` adds the rollout state to checkpoints and two savings that leave the loss
+  unchanged (both tested against TRL): rows with zero advantage (uniform groups that filled a batch) are not forwarded,
+  and off CUDA only the completion positions are scored (TRL's fused head scores every prompt position there: ~100x the
+  work for a 3.7k-token prompt).
 - Dynamic sampling (:mod:`training.rl.sampling`): the ``prompt`` rows TRL feeds are placeholders (one per group);
   :class:`ManagerRollouts` draws the start points itself from the replay pool, drops uniform groups and refills
   within ``max_rounds`` rounds, then trains on what it gathered.
@@ -46,7 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envs.manager import check_format
 from harness.import_utils import require
+from harness.manager.hier import TIER1_MIN_ACTIONS
 from harness.tokenizer import load_tokenizer
 from training.dapo import overlong_penalty
 from training.prompt_view import check_prompt_view
@@ -93,6 +96,14 @@ class RLArguments:
         default=8, metadata={"help": "Model responses per rollout; later ones are sent as empty (no tokens)."}
     )
     max_actions: int = field(default=8, metadata={"help": "The manager runtime's actions per activation."})
+    format: str = field(
+        default="flat",
+        metadata={
+            "help": "flat: the model is the llm manager (every activation can be a start point). hier: the model is "
+            "tier 1 of the hier manager (start points: the gold's check activations with a tier-1 part; tier 0 and "
+            "the gold play the rest)."
+        },
+    )
     prompt_view: str = field(
         default="full",
         metadata={
@@ -133,6 +144,11 @@ class RLArguments:
         if self.oversample < 1:
             raise ValueError(f"oversample={self.oversample} must be >= 1")
         check_prompt_view(self.prompt_view)
+        if check_format(self.format) == "hier" and self.max_actions <= TIER1_MIN_ACTIONS:
+            raise ValueError(
+                f"format='hier' with max_actions={self.max_actions}: tier 0 needs one check and tier 1 at least "
+                f"{TIER1_MIN_ACTIONS} actions of a check activation; use max_actions > {TIER1_MIN_ACTIONS}."
+            )
         if self.max_start_points is not None and self.max_start_points < 1:
             raise ValueError(f"max_start_points={self.max_start_points} must be >= 1; leave it unset to use all")
 
@@ -189,15 +205,15 @@ class ManagerRollouts:
 
         self.args, self.config = rl_args, config
         self.pool = ReplayPool(rl_args.pool)
-        self.tokens = EpisodeTokens(tokenizer, prompt_view=rl_args.prompt_view)
+        self.tokens = EpisodeTokens(tokenizer, prompt_view=rl_args.prompt_view, format=rl_args.format)
         self.env = ManagerEnv(
             pool=self.pool, worker="replay", isolation=rl_args.isolation, reward_config=reward_config,
-            runtime_config=RuntimeConfig(max_actions=rl_args.max_actions),
+            runtime_config=RuntimeConfig(max_actions=rl_args.max_actions), format=rl_args.format,
         )  # fmt: skip
         limits = RolloutLimits(rl_args.max_new_tokens, config.max_completion_length, rl_args.max_responses)
         self.player = EpisodePlayer(self.env, self.tokens, limits)
         types = tuple(rl_args.event_types) if rl_args.event_types else None
-        points = start_points(self.pool, types)[: rl_args.max_start_points]
+        points = start_points(self.pool, types, rl_args.format)[: rl_args.max_start_points]
         self.sampler = DynamicSampler(
             StartPointSampler(points, seed), self.play_group, config.num_generations,
             rl_args.max_rounds, rl_args.oversample, rl_args.reward_atol,
@@ -492,7 +508,7 @@ def write_model_card(
     settings.update(
         {
             name: getattr(rl_args, name)
-            for name in ("overlong_buffer", "overlong_factor", "max_rounds", "max_new_tokens")
+            for name in ("format", "overlong_buffer", "overlong_factor", "max_rounds", "max_new_tokens")
         }
     )
     lines = [

@@ -270,3 +270,65 @@ def test_segment_flow_follows_the_rule_policy_and_asks_tier1_once_per_state(sand
     assert [{k: s[k] for k in STATE_KEYS} for s in hier.states] == [{k: s[k] for k in STATE_KEYS} for s in rule.states]
     assert len(backend.turns) == len(hier.states)
     assert "segment_pause" in backend.requests[0][1]["content"] and "task_end" in backend.requests[1][1]["content"]
+
+
+# ---------------------------------------------------------------- the public steps an outside driver uses
+
+
+def test_the_public_steps_compose_to_respond(sandbox, task):
+    """tier1_messages / tier0_respond / vet / fallback, driven by hand with a scripted tier 1, play the episode that
+    respond plays with the same replies through a backend (what envs.ManagerEnv's hier format does)."""
+    code = task.load_answers()["1"].code.replace(
+        "sales['quantity'] * sales['unit_price']", "sales['quantity'] + sales['unit_price']"
+    )
+    composed, _ = play(sandbox, task, HierPolicy(StubBackend(probe_then_repair)), "1", code)
+
+    from harness.manager.episode_loop import Reply
+
+    policy = HierPolicy(None)
+    programs = {t: ref.code for t, ref in task.load_answers().items()}
+    asked = []
+    with sandbox.new_kernel(task.public_dir) as kernel:
+        worker = ScriptedWorker(kernel, programs, {"1": Fault(task.id, "1", "test", code)})
+        episode = ManagerRuntime(task, kernel, worker, ActorSpy(policy)).start()
+        while (inp := episode.next_request()) is not None:
+            messages = policy.tier1_messages(inp)
+            if messages is None:
+                episode.answer(Reply(policy.tier0_respond(inp), HARNESS))
+                continue
+            turn_id = re.search(r'"turn_id": "(\w+)"', messages[1]["content"]).group(1)
+            asked.append(turn_id)
+            text = probe_then_repair(turn_id, messages)
+            assert policy.vet(text, inp) is None
+            episode.answer(Reply(text, POLICY))
+        record = episode.record
+    assert asked == ["1", "1", "1", "2", "3", "4", "5"]
+    assert [[(a["raw"], a.get("actor")) for a in act["actions"]] for act in record.activations] == [
+        [(a["raw"], a.get("actor")) for a in act["actions"]] for act in composed.activations
+    ]
+    assert record.final_answers == composed.final_answers and policy.rejected == []
+
+
+def test_vet_and_fallback_at_the_first_tier1_request(sandbox, task):
+    policy = HierPolicy(None)
+    programs = {t: ref.code for t, ref in task.load_answers().items()}
+    with sandbox.new_kernel(task.public_dir) as kernel:
+        episode = ManagerRuntime(task, kernel, ScriptedWorker(kernel, programs, {}), policy).start()
+        while policy.tier1_messages(inp := episode.next_request()) is None:
+            episode.answer(policy.tier0_respond(inp))
+        episode.close()
+    assert [m["role"] for m in policy.tier1_messages(inp)] == ["system", "user"] and inp.turn.turn_id == "1"
+    assert policy.tier0_respond(inp) == CONFIRM and policy.last_actor == HARNESS  # tier 0 alone confirms
+    assert policy.vet(CONFIRM, inp) is None
+    assert policy.vet("garbage", inp).startswith("unparseable")
+    assert "not a tier-1 action" in policy.vet(call("COMMIT_STATE"), inp)
+    hint = {"error_variable": "sales", "faulty_reasoning": "the totals look too high"}
+    assert policy.vet(call("REPAIR", analytical_evidence="I doubt it", error_hint=hint), inp).startswith(
+        "REPAIR without evidence"
+    )
+    text = policy.fallback(inp, "a <bad> reply", "raw <reply>")
+    assert parse_response(text).action.name == "FINALIZE_RELATIONS" and policy.last_actor == HARNESS
+    assert "(bad)" in parse_response(text).thought and policy.stats.rejected == 1
+    assert policy.rejected == [
+        {"turn_id": "1", "event_type": "turn_end", "state_id": "S1", "reason": "a <bad> reply", "raw": "raw <reply>"}
+    ]
