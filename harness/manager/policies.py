@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -318,12 +319,14 @@ class RulePolicy:
 
 
 def written_names(code: str) -> list[str]:
-    """The names ``code`` binds at top level, in order (assignment targets, augmented and annotated ones); ``[]`` when
-    it does not parse (a cell cut by the display cap, say)."""
+    """The names ``code`` binds at top level, in order (assignment targets, augmented and annotated ones). Code that
+    does not parse (a syntax error, a cell cut by the display cap) is read line by line: ``name = ...``,
+    ``name[...] = ...`` and ``name += ...`` at the start of a line."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
-        return []
+        found = re.findall(r"^([A-Za-z_]\w*)\s*(?:\[[^\]\n]*\])?\s*(?:[-+*/%]|//)?=(?!=)", code, re.MULTILINE)
+        return list(dict.fromkeys(found))
     names: list[str] = []
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]

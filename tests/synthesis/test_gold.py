@@ -162,9 +162,8 @@ def test_every_response_is_one_parseable_action(sandbox, task, faults):
 
 def test_the_hierarchical_managers_tier0_commits_the_gold_managers_states(sandbox, task, faults):
     """Tier 0 of ``hier`` keeps the books with the gold manager's code: on a clean run it commits the same states
-    (with no model call), and it repairs an execution error at the turn the gold manager does. (Whether the scripted
-    worker takes the hint depends on its naming a corrupted variable; the gold names the checked variables, tier 0
-    the state's, and a failed cell's state has none.)"""
+    (with no model call), and it repairs an execution error as the gold manager does: the hint names the variable
+    the failed cell assigns (check_execution shows the code), and the scripted worker takes it."""
     from harness.manager.hier import HierPolicy
 
     keys = ("issue", "constraints", "relations", "used_variables", "conclusions", "source_step_start",
@@ -176,5 +175,8 @@ def test_the_hierarchical_managers_tier0_commits_the_gold_managers_states(sandbo
     fault = next(f for f in faults if f.fault_type == "execution_error")
     gold = play(task, sandbox, GoldPolicy(), fault, "gold").record
     hier = play(task, sandbox, HierPolicy(None), fault, "gold").record
-    assert hier.repairs[0]["turn_id"] == gold.repairs[0]["turn_id"] == fault.turn_id
-    assert hier.repairs[0]["mode"] == gold.repairs[0]["mode"] == "light"
+    reaction = ("turn_id", "mode", "worker_reaction")
+    assert [tuple(r[k] for k in reaction) for r in hier.repairs] == [
+        tuple(r[k] for k in reaction) for r in gold.repairs
+    ]
+    assert [tuple(r[k] for k in reaction) for r in hier.repairs] == [(fault.turn_id, "light", "localized")]

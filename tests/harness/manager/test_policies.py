@@ -185,3 +185,12 @@ def test_commit_when_finalized_and_resume_at_turn_start():
     assert respond(PolicyInput(obs(draft=DRAFT), (), legal(Phase.FINALIZED), TURN)).name == "COMMIT_STATE"
     draft = AnalyticalState("S3", "q3")
     assert respond(PolicyInput(obs("turn_start", draft, None), (), legal(Phase.OPEN), TURN)).name == "RESUME_WORKER"
+
+
+def test_written_names_reads_assignments_even_from_code_that_does_not_parse():
+    from harness.manager.policies import written_names
+
+    assert written_names("a = 1\nb, c = 2, 3\nd += 1\nx == 2\ne: int = 4") == ["a", "b", "c", "d", "e"]
+    broken = "import pandas as pd\nsales = pd.read_csv('x'\nsales['revenue'] = 1\nresult = {'n': 1}\nresult == 2"
+    assert written_names(broken) == ["sales", "result"]
+    assert written_names("print(1)") == []
