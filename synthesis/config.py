@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.yaml_config import load_yaml_config
-from synthesis.samples import KINDS, LABELS
+from synthesis.samples import FORMATS, KINDS, LABELS
 
 
 def _domain_names() -> list[str]:
@@ -66,6 +66,13 @@ class SynthesisConfig:
     kinds: list[str] = field(
         default_factory=lambda: ["atomic", "full"], metadata={"help": f"Sample kinds to build: {list(KINDS)}."}
     )
+    formats: list[str] = field(
+        default_factory=lambda: list(FORMATS),
+        metadata={
+            "help": f"Sample formats to build, any of {list(FORMATS)}: flat (the `llm` manager's conversations, "
+            "every kind) and hier (tier 1's decision conversations of the `hier` manager, atomic only)."
+        },
+    )
     faulted_atomic_labels: list[str] = field(
         default_factory=lambda: ["repair", "post_repair", "benign", "undetectable"],
         metadata={
@@ -121,6 +128,9 @@ class SynthesisConfig:
         bad_kinds = [k for k in self.kinds if k not in KINDS]
         if bad_kinds or not self.kinds:
             raise ValueError(f"kinds={self.kinds}: use a non-empty subset of {list(KINDS)}.")
+        bad_formats = [f for f in self.formats if f not in FORMATS]
+        if bad_formats or not self.formats:
+            raise ValueError(f"formats={self.formats}: use a non-empty subset of {list(FORMATS)}.")
         bad_labels = [label for label in self.faulted_atomic_labels if label not in LABELS]
         if bad_labels:
             raise ValueError(f"faulted_atomic_labels: unknown label(s) {bad_labels}; valid labels: {list(LABELS)}.")

@@ -247,7 +247,9 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
     base = {"task_id": task.id, "domain": spec.domain, "relations": [t.relation for t in task.turns]}
     samples: list[dict[str, Any]] = []
     meta = {"task_id": task.id, "domain": spec.domain, "fault_type": "none", "fault_id": "", "source": job.source}
-    samples += build_samples(runs.clean.log, meta, fault_turn=None, benign=False, kinds=config.kinds)
+    hier_drops: Counter[str] = Counter()  # gold activations that are not hier ones (synthesis.samples.hier_part)
+    formats = {"formats": config.formats, "drops": hier_drops}
+    samples += build_samples(runs.clean.log, meta, fault_turn=None, benign=False, kinds=config.kinds, **formats)
     outcomes = []
     records: dict[str, list[EpisodeRecord]] = {"clean": [runs.clean.record], "faulty": [], "gold": []}
     for outcome in runs.outcomes:
@@ -280,8 +282,10 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
             undetectable=outcome.detectable is False,
             kinds=config.kinds,
             atomic_labels=config.faulted_atomic_labels,
+            **formats,
         )
     kept, dropped = filter_samples(samples, _WORKER["count"], config.max_tokens)
+    dropped.update(hier_drops)
     lines = "".join(f"{record.to_json()}\n" for branch in EPISODE_BRANCHES for record in records[branch])
     episode_ids = {branch: [record.episode_id for record in group] for branch, group in records.items()}
     _write_atomic(episodes_path(out, job.task_id), lines.encode())
@@ -477,6 +481,7 @@ def summary_table(result: SynthesisResult) -> str:
     block("kept trajectories by domain", stats["trajectories_by_domain"])
     block("samples by label", stats["samples"]["by_label"])
     block("samples by kind", stats["samples"]["by_kind"])
+    block("samples by format", stats["samples"]["by_format"])
     block("samples dropped", stats["samples"]["dropped"] or {"(none)": 0})
     if stats["errors"] or result.skipped:
         lines.append(f"skipped inputs and failed tasks: {len(result.skipped) + len(stats['errors'])}")

@@ -6,14 +6,17 @@ Written under ``OUT/``:
   BY TASK (a task's samples all land in one split): tasks are ordered by ``sha256(seed|task_id)`` and the first
   ``validation_fraction`` of them (at least one when the fraction is > 0 and there are two or more tasks) form
   ``validation``. Columns: ``messages`` (``[{role, content}]``), ``tools`` (the function schemas, stored with the
-  ``datasets.Json`` feature so each row reads back as exactly :func:`harness.manager.actions.tool_schemas` — a plain
-  struct column would merge the schemas' keys and add nulls), ``kind``, ``label``, ``control`` (the control action
-  that ends the sample: OPEN_STATE ... REPAIR), ``turn_id``, ``task_id``, ``domain``, ``fault_type``, ``fault_id``,
+  ``datasets.Json`` feature so each row reads back as exactly its format's list — :func:`harness.manager.actions.
+  tool_schemas` or :func:`harness.manager.hier_prompts.tier1_tool_schemas` — a plain struct column would merge the
+  schemas' keys and add nulls), ``kind``, ``label``, ``control`` (the control action that ends the sample:
+  OPEN_STATE ... REPAIR), ``format`` (``flat`` or ``hier``, :data:`synthesis.samples.FORMATS`; a shard written before
+  the formats holds flat samples only), ``turn_id``, ``task_id``, ``domain``, ``fault_type``, ``fault_id``,
   ``source``, ``n_tokens`` (Qwen3 chat-template tokens; 0 when not counted) and ``content_hash``. Samples are
   deduplicated across tasks by ``content_hash`` (first in task order wins).
-- ``README.md`` (dataset card: counts by domain, fault type, relation, kind, label, control action; the leakage audit
-  as a table; the token-length histogram as text and as ``token_lengths.png``), ``stats.json`` (its ``audit`` key:
-  :func:`synthesis.audit.audit` over the exported samples, with the task folders, faults and episode records);
+- ``README.md`` (dataset card: counts by domain, fault type, relation, kind, format, label, control action; the
+  leakage audit as a table; the token-length histogram as text and as ``token_lengths.png``), ``stats.json`` (its
+  ``audit`` key: :func:`synthesis.audit.audit` over the exported samples of every format, with the task folders,
+  faults and episode records);
 - ``episodes/clean.jsonl``, ``episodes/faulty.jsonl`` (the unmanaged faulted continuation), ``episodes/gold.jsonl``
   (the gold-repaired branch): EpisodeRecords linked by ``task_id`` and ``config.fault_id``; ``tasks/<task_id>/``
   holds the task folders they replay on;
@@ -50,6 +53,7 @@ COLUMNS = (
     "kind",
     "label",
     "control",
+    "format",
     "turn_id",
     "task_id",
     "domain",
@@ -162,6 +166,7 @@ def export(
                 continue
             seen.add(sample["content_hash"])
             split = "validation" if shard["task_id"] in validation else "train"
+            sample.setdefault("format", "flat")  # a shard written before the formats
             rows[split].append({k: sample[k] for k in ("messages", "tools", "n_tokens", *COLUMNS)})
     dataset = DatasetDict({name: _dataset(split_rows) for name, split_rows in rows.items()})
     # One shard per empty split: by default datasets writes none for it, and load_from_disk then fails (datasets 5.2)
@@ -211,6 +216,7 @@ def export(
             "train": len(rows["train"]),
             "validation": len(rows["validation"]),
             "by_kind": _count([r["kind"] for r in samples]),
+            "by_format": _count([r["format"] for r in samples]),
             "by_label": _count([r["label"] for r in samples]),
             "by_control": _count([r["control"] for r in samples]),
             "by_domain": _count([r["domain"] for r in samples]),
@@ -346,6 +352,7 @@ def _card(stats: dict[str, Any], samples: list[dict[str, Any]]) -> str:
         _table("Kept faults by turn relation", stats["faults"]["kept_by_relation"]),
         _table("Turn relations in the tasks", stats["turn_relations"]),
         _table("Samples by kind", s["by_kind"]),
+        _table("Samples by format (flat: the `llm` manager; hier: tier 1 of the `hier` manager)", s["by_format"]),
         _table("Samples by label", s["by_label"]),
         _table("Samples by control action (the action that ends the sample)", s["by_control"]),
         _table("Samples by domain", s["by_domain"]),

@@ -242,5 +242,10 @@ def _violation(result: dict[str, Any]) -> str | None:
             result.get("error_message")
         )
     if result.get("succeeded") is False and result.get("error_type") == "AssertionError":
-        return f"run_probe failed: {result.get('error_message')}"
+        message = result.get("error_message")
+        return (
+            f"run_probe failed: {message}"
+            if message
+            else "run_probe failed: AssertionError (an assert without a message)"
+        )
     return None

@@ -1,11 +1,25 @@
-"""SFT samples from gold-managed runs, in TRL's conversational format.
+"""SFT samples from gold-managed runs, in TRL's conversational format, for the flat and the hierarchical manager.
 
-The text is exactly what the ``llm`` policy sends at inference: for every activation the runtime's last
-:class:`~harness.manager.policies.PolicyInput` to the gold policy goes through
-:meth:`harness.manager.llm_policy.LLMPolicy.messages` (system, the activation's user message, then each earlier
-response and its ``<tool_response>``), followed by ``{"role": "assistant", "content": <the gold response>}``.
+Formats (the ``format`` column, :data:`FORMATS`):
 
-Kinds:
+- ``flat``: exactly what the ``llm`` policy sends at inference: for every activation the runtime's last
+  :class:`~harness.manager.policies.PolicyInput` to the gold policy goes through
+  :meth:`harness.manager.llm_policy.LLMPolicy.messages` (system, the activation's user message, then each earlier
+  response and its ``<tool_response>``), followed by ``{"role": "assistant", "content": <the gold response>}``; the
+  tools are :func:`~harness.manager.actions.tool_schemas`.
+- ``hier``: exactly what tier 1 of the ``hier`` policy (:class:`~harness.manager.hier.HierPolicy`) is sent at
+  inference. A gold run is a hierarchical run with the actors attributed: every input of a gold activation goes
+  through the steps of :meth:`HierPolicy.respond <harness.manager.hier.HierPolicy.respond>` with the gold's response
+  as tier 1's reply, so the policy's own rules say which responses are tier 0's (open, update and commit; in the
+  check activation its ``check_execution`` of the latest step and the repair of a failed execution) and which are
+  tier 1's (:func:`hier_part`). An activation with a tier-1 part gives one ``atomic`` sample: tier 1's
+  conversation for the activation's last response (system :data:`~harness.manager.hier_prompts.HIER_SYSTEM`, the
+  decision prompt, tier 1's earlier calls with their results), followed by the gold's decision; the tools are
+  :func:`~harness.manager.hier_prompts.tier1_tool_schemas`. An activation where a gold response before tier 1's part
+  is not tier 0's, or where tier 1 would reject a gold response, gives none and is counted (:func:`build_samples`
+  ``drops``).
+
+Kinds (the flat format; a hier sample is always ``atomic``):
 
 - ``atomic``: one activation (observation -> tool calls -> one control action);
 - ``full``: a whole episode: one system message, then each activation's user message and exchanges in order.
@@ -17,9 +31,10 @@ the episode's: ``repair`` when it holds a repair, ``benign`` for a benign fault,
 one, else ``clean``.
 
 Filtering (:func:`filter_samples`): every sample's action sequence is replayed on a
-:class:`~harness.manager.lifecycle.Lifecycle` from the phase its first activation started in (illegal -> dropped),
-duplicates by a normalized content hash are dropped, and samples whose chat-template rendering (with the tools) is
-longer than the context budget in Qwen3 tokens are dropped. Every drop is counted by reason.
+:class:`~harness.manager.lifecycle.Lifecycle` from the phase its first activation started in (illegal -> dropped; a
+hier sample replays its whole check activation: tier 0's checks, then tier 1's actions), duplicates by a normalized
+content hash are dropped, and samples whose chat-template rendering (with the sample's own tools) is longer than the
+context budget in Qwen3 tokens are dropped. Every drop is counted by reason.
 """
 
 from __future__ import annotations
@@ -33,8 +48,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.llm import ChatReply
+from harness.llm import ChatReply, Message
 from harness.manager.actions import tool_schemas
+from harness.manager.hier import HierPolicy
+from harness.manager.hier_prompts import tier1_tool_schemas
 from harness.manager.lifecycle import CONTROL_ACTIONS, Lifecycle, Phase
 from harness.manager.llm_policy import LLMPolicy
 from harness.manager.wire import parse_response
@@ -42,6 +59,8 @@ from synthesis.gold import LoggedResponse
 
 KINDS = ("atomic", "full")
 LABELS = ("clean", "repair", "post_repair", "benign", "undetectable")
+FORMATS = ("flat", "hier")
+"""Sample formats: the flat ``llm`` manager's conversations, or tier 1's of the ``hier`` manager."""
 
 
 class _NoModel:
@@ -144,20 +163,59 @@ def legal_sequence(activations: Sequence[Activation]) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=1)
-def _tools() -> list[dict[str, Any]]:
-    return tool_schemas()
+@functools.lru_cache(maxsize=2)
+def _tools(format: str = "flat") -> list[dict[str, Any]]:
+    return tier1_tool_schemas() if format == "hier" else tool_schemas()
 
 
 def _sample(
-    messages: list[dict[str, str]], kind: str, label: str, last: Activation, turn_id: str, meta: dict[str, Any]
+    messages: list[dict[str, str]],
+    kind: str,
+    label: str,
+    last: Activation,
+    turn_id: str,
+    meta: dict[str, Any],
+    format: str = "flat",
 ) -> dict:
     """One sample ending with the ``last`` activation (its ``control`` action is a column: what an SFT subset can be
-    stratified by); its ``tools`` list is shared by every sample (built once; nothing modifies it)."""
+    stratified by); its ``tools`` list is shared by every sample of its format (built once; nothing modifies it)."""
     return {
-        "messages": messages, "tools": _tools(), "kind": kind, "label": label, "control": last.control,
-        "turn_id": turn_id, **meta,
+        "messages": messages, "tools": _tools(format), "kind": kind, "label": label, "control": last.control,
+        "turn_id": turn_id, "format": format, **meta,
     }  # fmt: skip
+
+
+# ---------------------------------------------------------------- the hier format
+_HIER = HierPolicy(None)
+"""The ``hier`` policy's own rules and message builder (default settings); it has no model and is never asked to
+call one."""
+
+
+def hier_part(activation: Activation) -> tuple[int, list[list[Message]]] | str | None:
+    """Tier 1's part of a gold activation, by the steps of :meth:`HierPolicy.respond
+    <harness.manager.hier.HierPolicy.respond>` with the gold's responses as tier 1's replies: the index of its first
+    response and, per tier-1 response, tier 1's conversation (:meth:`~harness.manager.hier.HierPolicy.tier1_messages`,
+    byte for byte what the policy sends at inference). None when tier 0 answers the whole activation (open, update,
+    commit, the repair of a failed execution); a string (why) when the gold's activation is not a hier one: a
+    response before tier 1's part that is not tier 0's (:meth:`~harness.manager.hier.HierPolicy.tier0_respond`), or
+    a gold response tier 1 could not give (its turn is tier 0's, or :meth:`~harness.manager.hier.HierPolicy.vet`
+    rejects it)."""
+    entries = activation.entries
+    conversations = [_HIER.tier1_messages(entry.inp) for entry in entries]
+    asked = [k for k, conversation in enumerate(conversations) if conversation is not None]
+    if not asked:
+        return None
+    start = asked[0]
+    try:
+        if any(_HIER.tier0_respond(entry.inp) != entry.response for entry in entries[:start]):
+            return "hier: a gold response before tier 1's part is not tier 0's"
+        for entry, conversation in zip(entries[start:], conversations[start:], strict=True):
+            why = "tier 0 answers it" if conversation is None else _HIER.vet(entry.response, entry.inp)
+            if why is not None:
+                return f"hier: tier 1 would not take the gold response ({why.split(':')[0][:80]})"
+    finally:
+        _HIER.rejected.clear()  # tier 0's record of rejected replies: nothing to keep here
+    return start, conversations[start:]  # type: ignore[return-value]
 
 
 def build_samples(
@@ -169,15 +227,22 @@ def build_samples(
     kinds: Iterable[str],
     atomic_labels: Iterable[str] = LABELS,
     undetectable: bool = False,
+    formats: Iterable[str] = ("flat",),
+    drops: Counter[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Samples of one gold run. ``meta``: the metadata columns (task_id, domain, fault_type, fault_id, ...).
 
-    ``kinds``: which of :data:`KINDS` to build; ``atomic_labels``: the labels of the activations kept as atomic
-    samples (e.g. leave ``clean`` out of the faulted runs: their clean activations repeat the clean run's)."""
+    ``kinds``: which of :data:`KINDS` to build in the flat format; ``atomic_labels``: the labels of the activations
+    kept as atomic samples, in either format (e.g. leave ``clean`` out of the faulted runs: their clean activations
+    repeat the clean run's); ``formats``: which of :data:`FORMATS` to build (hier: one atomic sample per activation
+    with a tier-1 part, :func:`hier_part`); ``drops``: counts, by reason, the activations that give no hier sample
+    because the gold's is not a hier activation."""
     activations = split_activations(log, fault_turn, benign, undetectable)
     samples = []
     keep = set(atomic_labels)
-    kinds = set(kinds)
+    kinds, formats = set(kinds), set(formats)
+    if "flat" not in formats:
+        kinds = set()
     if "atomic" in kinds:
         for activation in activations:
             if activation.label in keep:
@@ -193,6 +258,20 @@ def build_samples(
         sample = _sample(messages, "full", label, activations[-1], fault_turn or "", meta)
         sample["_activations"] = activations
         samples.append(sample)
+    if "hier" in formats:
+        for activation in activations:
+            if activation.label in keep:
+                part = hier_part(activation)
+                if isinstance(part, str):
+                    if drops is not None:
+                        drops[part] += 1
+                    continue
+                if part is None:
+                    continue
+                messages = [*part[1][-1], {"role": "assistant", "content": activation.entries[-1].response}]
+                sample = _sample(messages, "atomic", activation.label, activation, activation.turn_id, meta, "hier")
+                sample["_activations"] = [activation]
+                samples.append(sample)
     return samples
 
 

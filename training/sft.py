@@ -6,7 +6,9 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
 - Data: the ``dataset/`` folder a synthesis run writes (``datasets.DatasetDict`` with ``train`` and ``validation``;
   columns ``messages`` ``[{role, content}]`` and ``tools``, the function schemas). This is TRL's conversational
   format with tools: ``SFTTrainer`` renders each row with the tokenizer's chat template, passing ``tools``, so the
-  system prompt carries the ``# Tools`` block exactly as at inference.
+  system prompt carries the ``# Tools`` block exactly as at inference. ``formats`` picks the rows by their ``format``
+  column: ``flat`` (the default: the ``llm`` manager's conversations), ``hier`` (tier 1's of the ``hier`` manager),
+  or both (:func:`select_formats`).
 - Loss on assistant tokens only (``assistant_only_loss=True``, forced): the project's chat template
   (``harness/chat_template.jinja``) wraps each assistant body, tool-call JSON and ``<|im_end|>`` included, in
   ``{% generation %}`` markers, and TRL turns everything outside them into label -100.
@@ -127,8 +129,20 @@ class DataArguments:
         },
     )
     subset_seed: int = field(default=0, metadata={"help": "The seed of the stratified subsets' row order."})
+    formats: list[str] = field(
+        default_factory=lambda: ["flat"],
+        metadata={
+            "help": "Sample formats to train on (the dataset's `format` column, synthesis.samples.FORMATS): flat "
+            "(the `llm` manager's conversations) and/or hier (tier 1's of the `hier` manager). A dataset without "
+            "the column holds flat samples only."
+        },
+    )
 
     def __post_init__(self) -> None:
+        from synthesis.samples import FORMATS
+
+        if not self.formats or any(f not in FORMATS for f in self.formats):
+            raise ValueError(f"formats={self.formats}: use a non-empty subset of {list(FORMATS)}")
         for name in ("max_train_samples", "max_eval_samples"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -224,13 +238,23 @@ def stratified_subset(dataset: Dataset, column: str, n: int, seed: int = 0) -> D
     return dataset.select(sorted(picked[:n]))
 
 
+def select_formats(dataset: Dataset, formats: list[str]) -> Dataset:
+    """The rows of ``dataset`` whose ``format`` is one of ``formats`` (a dataset without the column: all flat)."""
+    if "format" not in dataset.column_names:
+        return dataset if "flat" in formats else dataset.select([])
+    wanted = set(formats)
+    keep = [i for i, value in enumerate(dataset["format"]) if value in wanted]
+    return dataset if len(keep) == len(dataset) else dataset.select(keep)
+
+
 def load_sft_splits(
     data_args: DataArguments, max_length: int | None, tokenizer: PreTrainedTokenizerBase | None = None
 ) -> tuple[DatasetDict, dict[str, int]]:
     """The train/validation splits ready for ``SFTTrainer``, and their data metrics: the over-length drops per split
     (``dropped_overlong_<split>``) and, with ``stratify_by``, the rows kept per value (``<split>_<column>/<value>``).
 
-    Only ``messages`` and ``tools`` are kept (the other columns are metadata TRL would ignore or trip over).
+    Only the rows of ``data_args.formats`` are used (:func:`select_formats`), and only their ``messages`` and
+    ``tools`` are kept (the other columns are metadata TRL would ignore or trip over).
     """
     from datasets import DatasetDict, load_from_disk
 
@@ -243,7 +267,7 @@ def load_sft_splits(
     column = data_args.stratify_by
     out, stats = {}, {}
     for name, limit in limits.items():
-        kept, dropped = drop_overlong(splits[name], max_length, tokenizer)
+        kept, dropped = drop_overlong(select_formats(splits[name], data_args.formats), max_length, tokenizer)
         stats[f"dropped_overlong_{name}"] = dropped
         if dropped:
             logger.warning(
@@ -261,8 +285,8 @@ def load_sft_splits(
         out[name] = kept.select_columns(["messages", "tools"])
     if len(out["train"]) == 0:
         raise ValueError(
-            f"no training sample of {directory} fits max_length={max_length} "
-            f"({stats['dropped_overlong_train']} dropped); raise max_length"
+            f"no training sample of {directory} in formats {data_args.formats} fits max_length={max_length} "
+            f"({stats['dropped_overlong_train']} dropped); raise max_length, or pick formats the dataset holds"
         )
     return DatasetDict(out), stats
 

@@ -31,7 +31,7 @@ def exact_match_samples(study: Study, tokenizer: Any) -> list[dict[str, Any]]:
     from training.sft import count_tokens
 
     split = load_from_disk(str(study.data_dir("heldout") / "dataset"))["train"]
-    rows = [row for row in split if row["kind"] == "atomic"]
+    rows = [row for row in split if row["kind"] == "atomic" and row.get("format", "flat") == "flat"]
     random.Random(study.config.seed).shuffle(rows)
     by_label: dict[str, list[dict[str, Any]]] = {}
     for row in rows:

@@ -106,10 +106,10 @@ def twins_section(rows: Sequence[Mapping[str, Any]], examples: int = EXAMPLES) -
     ``identical`` (same names and arguments, in order), ``same_tool_names``, ``unpaired`` (no clean twin in the
     rows), the same for the post-repair re-checks, and up to ``examples`` ``differences`` with the first one."""
     checks = _checks(rows)
-    clean: dict[tuple[str, str], Mapping[str, Any]] = {}
+    clean: dict[tuple[str, str, str], Mapping[str, Any]] = {}  # (task, turn, format): a twin in the same format
     for row in checks:
         if not row.get("fault_id") and row["control"] == "FINALIZE_RELATIONS":
-            clean.setdefault((row["task_id"], row.get("turn_id", "")), row)
+            clean.setdefault((row["task_id"], row.get("turn_id", ""), row.get("format", "flat")), row)
     counts: Counter[str] = Counter()
     differences: list[dict[str, Any]] = []
     for row in checks:
@@ -117,7 +117,7 @@ def twins_section(rows: Sequence[Mapping[str, Any]], examples: int = EXAMPLES) -
         if not row.get("fault_id") or label not in ("repair", "benign", "undetectable", "post_repair"):
             continue
         prefix = "post_repair_" if label == "post_repair" else ""
-        twin = clean.get((row["task_id"], row.get("turn_id", "")))
+        twin = clean.get((row["task_id"], row.get("turn_id", ""), row.get("format", "flat")))
         if twin is None:
             counts[prefix + "unpaired"] += 1
             continue
