@@ -9,12 +9,13 @@
 2. **train** (``OUT/arms/<arm>``): each arm that needs training is a real launcher subprocess, exactly as a user
    types it (``accelerate launch scripts/sft.py --config ...``; ``scripts/rl.py`` for DAPO). LoRA adapters are merged
    into a plain checkpoint for evaluation.
-3. **evaluate**: per model arm, *teacher-forced exact match* on held-out atomic samples (the gold context of one
+3. **evaluate**: per flat model arm, *teacher-forced exact match* on held-out atomic samples (the gold context of one
    activation, then the model's next response: does its control action name equal the gold one?); per manager arm,
    *decision points* (:mod:`training.study_decisions`, ``decision_points``): the held-out activations where the gold
    manager repairs or commits, played closed loop in the real manager env, the gold manager playing the rest of the
    episode (repair precision / recall / F1 where whole faulted episodes are too long for a CPU); then every arm on
-   the held-out episodes with the scripted (simulated) worker through :func:`harness.evaluation.run_evaluation`.
+   the held-out episodes with the scripted (simulated) worker through :func:`harness.evaluation.run_evaluation`. Every
+   model arm plays as its served policy (:meth:`Arm.serve`) in both: ``hier`` as the hierarchical manager.
 4. **report**: :mod:`training.study_report` writes ``results.json``, ``report.md`` and the plots.
 
 Modules: this one holds the config, the :class:`Study` paths and the driver; :mod:`training.study_data` (stage 1 and
@@ -24,12 +25,16 @@ the cut evaluation suite), :mod:`training.study_arms` (stage 2, and serving a mo
 
 Arms (:data:`ARMS`): ``none``, ``rule``, ``prompt`` (SmolLM2-135M-Instruct as converted, prompt only), ``sft-lora``,
 ``sft-full``, ``sft-dapo`` (DAPO from ``sft-full``; where ``training.rl`` or ``scripts/rl.py`` is missing the arm is
-reported as unavailable) and ``tiny-sft`` (the random-init tiny Qwen3 after the same SFT, for contrast).
+reported as unavailable), ``tiny-sft`` (the random-init tiny Qwen3 after the same SFT, for contrast) and ``hier``
+(``sft-lora``'s SFT on the hier samples, served as :class:`~harness.manager.hier.HierPolicy`: tier 0 keeps the books,
+the model decides once per check activation; it is not scored by exact match, whose samples are flat ones).
 
 Prompt view (:attr:`StudyConfig.prompt_view`): ``full`` gives the model arms exactly the ``llm`` policy's messages;
 ``bare`` removes the system prompt and the tools block from the SFT data, the exact-match prompts and the episode
 calls alike (CPU cost grows with sequence length), and DAPO's rollouts see the same view (``scripts/rl.py
---prompt_view``, :class:`training.rl.rollout.EpisodeTokens`).
+--prompt_view``, :class:`training.rl.rollout.EpisodeTokens`). The hier arm follows the same rule: under ``bare``
+its SFT rows and its tier-1 calls have no system prompt (:data:`~harness.manager.hier_prompts.HIER_SYSTEM`) and no
+tools block (:mod:`training.study_arms`).
 
 Resume: every stage leaves a marker (``OUT/data/<split>/stats.json``, ``OUT/arms/<arm>/train.json``); exact-match
 scores are appended per sample (``OUT/arms/<arm>/exact_match.jsonl``), decision points per point
@@ -64,8 +69,10 @@ from training.study_arms import (
     MARKER,
     Arm,
     dapo_available,
+    hier_model_policy,
     merge_lora,
     model_policy,
+    model_usage,
     train_arm,
     train_dapo,
     train_sft,
@@ -84,8 +91,10 @@ __all__ = [  # the driver and config, and the stages' functions under their hist
     "dapo_available",
     "exact_match_samples",
     "first_turns_suite",
+    "hier_model_policy",
     "merge_lora",
     "model_policy",
+    "model_usage",
     "play_decision_points",
     "run_study",
     "score_exact_match",
@@ -112,7 +121,7 @@ class StudyConfig:
         metadata={"help": "The converted SmolLM2 (built here when missing: stateguard model smollm2 --out DIR)."},
     )
     arms: list[str] = field(
-        default_factory=lambda: ["none", "rule", "prompt", "sft-lora", "sft-full", "sft-dapo", "tiny-sft"],
+        default_factory=lambda: ["none", "rule", "prompt", "sft-lora", "sft-full", "sft-dapo", "tiny-sft", "hier"],
         metadata={"help": "Managers to compare (names of training.study.ARMS), in report order."},
     )
     comparisons: list[list[str]] = field(
@@ -124,6 +133,7 @@ class StudyConfig:
             ["tiny-sft", "sft-full"],
             ["rule", "sft-full"],
             ["none", "rule"],
+            ["sft-lora", "hier"],
         ],  # fmt: skip
         metadata={"help": "Pairs [a, b] whose paired differences b - a are reported with bootstrap CIs."},
     )
@@ -204,6 +214,7 @@ class StudyConfig:
                 raise ValueError(f"comparisons: {pair} is not a pair of arm names; valid arms: {', '.join(ARMS)}")
         from synthesis.config import SynthesisConfig
         from synthesis.faults import FAULT_TYPES
+        from synthesis.samples import FORMATS
 
         valid = sorted(f.name for f in dataclasses.fields(SynthesisConfig))
         problems = []
@@ -214,6 +225,13 @@ class StudyConfig:
             problems += type_problems(SynthesisConfig, values, prefix=f"{section}.")
         if problems:
             raise ValueError("; ".join(problems) + "; fix these SynthesisConfig fields.")
+        trained = {ARMS[a].format for a in self.arms if ARMS[a].train is not None}
+        built = self.train_synthesis.get("formats", list(FORMATS))
+        if lacking := sorted(trained - set(built)):
+            raise ValueError(
+                f"train_synthesis.formats={built}: the arms {self.arms} train on {lacking} samples too; add "
+                f"{lacking} to train_synthesis.formats (or leave it out: every format is built by default)"
+            )
         bad = [t for t in self.heldout_fault_types if t not in FAULT_TYPES]
         if bad:
             raise ValueError(f"heldout_fault_types: unknown {bad}; valid fault types: {sorted(FAULT_TYPES)}")
@@ -261,7 +279,7 @@ class Study:
         """The checkpoint a model arm is evaluated with."""
         if arm == "prompt":
             return self.config.path(self.config.smollm2_dir)
-        return self.arm_dir(arm) / ("merged" if arm == "sft-lora" else "model")
+        return self.arm_dir(arm) / ("merged" if arm in ("sft-lora", "hier") else "model")
 
     def launch(self, arm: str, script: str, config: str, args: list[str]) -> None:
         self.arm_dir(arm).mkdir(parents=True, exist_ok=True)
@@ -307,6 +325,13 @@ def play_decision_points(
         env.close()
 
 
+def _manager_spec(study: Study, arm: str) -> str:
+    """The evaluation's manager spec of ``arm`` (its label in the records; model arms are built by the study)."""
+    if not ARMS[arm].model:
+        return arm
+    return f"{'hier:' if ARMS[arm].format == 'hier' else ''}llm-hf:{study.model_dir(arm)}"
+
+
 def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) the whole study; writes and returns the results (see :mod:`training.study_report`)."""
     from harness.evaluation.evaluate import EvaluationConfig, run_evaluation
@@ -341,18 +366,19 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
 
     def policy(arm: str) -> Any:
         if arm not in policies:
-            policies[arm] = model_policy(study.model_dir(arm), config.manager_max_tokens, config.prompt_view)
+            policies[arm] = ARMS[arm].serve(study.model_dir(arm), config.manager_max_tokens, config.prompt_view)
         return policies[arm]
 
     exact: dict[str, list[dict[str, Any]]] = {}
     model_arms = [a for a in arms if ARMS[a].model]
-    if model_arms:
+    exact_arms = [a for a in model_arms if ARMS[a].format == "flat"]  # the samples are flat conversations
+    if exact_arms:
         from transformers import AutoTokenizer
 
-        smollm2_arms = [a for a in model_arms if a != "tiny-sft"]  # count lengths with SmolLM2's (shorter) context
-        counter = AutoTokenizer.from_pretrained(study.model_dir(smollm2_arms[0] if smollm2_arms else model_arms[0]))
+        smollm2_arms = [a for a in exact_arms if a != "tiny-sft"]  # count lengths with SmolLM2's (shorter) context
+        counter = AutoTokenizer.from_pretrained(study.model_dir(smollm2_arms[0] if smollm2_arms else exact_arms[0]))
         samples = exact_match_samples(study, counter)
-        for arm in model_arms:
+        for arm in exact_arms:
             exact[arm] = timed(f"exact_match/{arm}", lambda a=arm: score_exact_match(study, a, samples, policy(a)))
 
     decisions: dict[str, list[dict[str, Any]]] = {}
@@ -365,7 +391,7 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
         dict(
             suite=str(study.eval_suite()),
             out=str(study.out / "eval"),
-            managers=[f"llm-hf:{study.model_dir(a)}" if ARMS[a].model else a for a in arms],
+            managers=[_manager_spec(study, a) for a in arms],
             labels=arms,
             limit=config.eval_limit,
             fault_limit=config.eval_fault_limit,

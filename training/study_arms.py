@@ -2,8 +2,24 @@
 
 :data:`ARMS` maps an arm name to its :class:`Arm`. Training arms launch the real launchers as subprocesses
 (``scripts/sft.py``, ``scripts/rl.py``, through :meth:`training.study.Study.launch`); :func:`train_arm` trains one
-once and leaves its marker ``OUT/arms/<arm>/train.json``. Every model arm is served as the ``llm`` manager policy
-over its checkpoint (:func:`model_policy`).
+once and leaves its marker ``OUT/arms/<arm>/train.json``. A model arm is served by its :attr:`Arm.serve` over its
+checkpoint: the flat ``llm`` manager policy (:func:`model_policy`), or, for ``hier``, the hierarchical manager whose
+tier 1 is the checkpoint (:func:`hier_model_policy`).
+
+``hier`` is ``sft-lora`` on the other sample format: the same LoRA config, ``sft_args`` (steps, sample limits,
+stratification) and merge, on the training split's ``hier`` rows (``--formats hier``: tier 1's decision
+conversations) instead of the ``flat`` ones (``scripts/sft.py``'s default, which every other arm keeps).
+
+Prompt view and ``hier``: one rule for both formats. :func:`training.prompt_view.view` is applied to every row of
+the SFT data (:func:`training.study_data.sft_dataset`) and to every served call, flat or hier, so under ``bare`` the
+hier model is trained and asked without :data:`~harness.manager.hier_prompts.HIER_SYSTEM` and without the tier-1
+tools block: only the decision prompt (the public turn, the draft state, tier 0's check results, the legal decisions
+and budget) and its own calls. Under ``full`` it sees exactly what :class:`~harness.manager.hier.HierPolicy` sends.
+
+Usage: every served model policy counts its model calls and the prompt / completion tokens its backend reported
+(``calls``, ``prompt_tokens``, ``completion_tokens``: :class:`~harness.manager.llm_policy.LLMPolicy`'s own counters;
+the hier policy exposes its tier-1 :attr:`~harness.manager.hier.HierPolicy.stats` under the same names), read by
+:func:`model_usage`.
 """
 
 from __future__ import annotations
@@ -38,6 +54,14 @@ class Arm:
     model: bool
     train: Callable[[Study, str], dict[str, Any]] | None = None
     needs: tuple[str, ...] = ()
+    format: str = "flat"
+    """The sample format it is trained on and answers in: ``flat`` (the ``llm`` manager's conversations; scored by
+    teacher-forced exact match too) or ``hier`` (tier 1's decision conversations of the hierarchical manager)."""
+
+    def serve(self, path: str | Path, max_new_tokens: int, prompt_view: str) -> Any:
+        """The manager policy of this (model) arm over the checkpoint ``path``."""
+        factory = hier_model_policy if self.format == "hier" else model_policy
+        return factory(path, max_new_tokens, prompt_view)
 
 
 # ---------------------------------------------------------------- inference
@@ -54,15 +78,48 @@ def model_policy(path: str | Path, max_new_tokens: int, prompt_view: str = "full
     return policy
 
 
+def hier_model_policy(path: str | Path, max_new_tokens: int, prompt_view: str = "full") -> Any:
+    """The ``hier`` manager whose tier 1 is the checkpoint ``path`` (in process, prefix-cached, replies of at most
+    ``max_new_tokens``), its decision conversations seen through ``prompt_view`` (``bare``: no system prompt, no
+    tools block, as in the hier SFT data). Tier 0 answers every other request without the model. Besides ``stats``
+    it has ``calls``, ``prompt_tokens`` and ``completion_tokens`` (tier 1's), as the flat ``llm`` policy has."""
+    from harness.manager.hier import HierPolicy
+
+    class ViewedHierPolicy(HierPolicy):
+        def messages(self, *args: Any) -> list[Message]:
+            return view(super().messages(*args), None, prompt_view)[0]
+
+        calls = property(lambda self: self.stats.calls)
+        prompt_tokens = property(lambda self: self.stats.prompt_tokens)
+        completion_tokens = property(lambda self: self.stats.completion_tokens)
+
+    policy = ViewedHierPolicy(HFChatBackend(str(path), max_new_tokens=max_new_tokens), name="hier")
+    policy.tools = view([], policy.tools, prompt_view)[1]
+    return policy
+
+
+def model_usage(policy: Any) -> dict[str, int] | None:
+    """A model policy's usage so far: ``calls`` (model calls), ``prompt_tokens`` and ``completion_tokens`` (as its
+    backend reported them); None for a policy without them (no model)."""
+    names = ("calls", "prompt_tokens", "completion_tokens")
+    if not all(isinstance(getattr(policy, name, None), int) for name in names):
+        return None
+    return {name: int(getattr(policy, name)) for name in names}
+
+
 def _sft_args(study: Study, arm: str, model: str, dataset: Path, output: Path) -> list[str]:
+    """The ``scripts/sft.py`` arguments of ``arm``: the study's ``sft_args`` for all, ``--formats hier`` for a hier
+    arm (the others train on ``flat``, the script's default)."""
+    formats = ["--formats", "hier"] if ARMS[arm].format == "hier" else []
     return [
         "--model_name_or_path", model, "--dataset_path", str(dataset), "--output_dir", str(output),
-        *study.config.sft_args,
+        *study.config.sft_args, *formats,
     ]  # fmt: skip
 
 
 def train_sft(study: Study, arm: str) -> dict[str, Any]:
-    """SFT of SmolLM2 (full or LoRA, merged afterwards) or of the tiny Qwen3, on the training split."""
+    """SFT of SmolLM2 (full or LoRA, merged afterwards; ``hier``: LoRA on the hier rows) or of the tiny Qwen3, on the
+    training split."""
     config = study.config
     data = sft_dataset(study)
     if arm == "tiny-sft":
@@ -118,8 +175,14 @@ ARMS: dict[str, Arm] = {
     "sft-full": Arm("SmolLM2 after SFT, full fine-tune", model=True, train=train_sft),
     "sft-dapo": Arm("SmolLM2 after SFT (full), then DAPO", model=True, train=train_dapo, needs=("sft-full",)),
     "tiny-sft": Arm("tiny random-init Qwen3 after the same SFT", model=True, train=train_sft),
+    "hier": Arm(
+        "hierarchical manager: tier 0 bookkeeping, SmolLM2 LoRA SFT (as sft-lora) on the hier samples as tier 1",
+        model=True,
+        train=train_sft,
+        format="hier",
+    ),
 }
-"""Arm name -> how it is built. Every model arm is the ``llm`` manager policy over its checkpoint."""
+"""Arm name -> how it is built and served (:meth:`Arm.serve`)."""
 
 
 def train_arm(study: Study, arm: str) -> dict[str, Any]:

@@ -10,14 +10,19 @@ fault's turn) or with ``COMMIT_STATE`` (where a repair would be a false one), in
    the point, so each arm reaches the same state and sees the same activation;
 2. the arm's manager plays the point's activation closed loop: its tool calls are run by the runtime and the sandbox
    (probes included) and answered with their ``<tool_response>``, until a control action ends the activation, for at
-   most ``max_responses`` responses (later ones are sent empty: the runtime refuses them and its fallback ends the
-   activation);
+   most ``max_responses`` *model* responses (later ones are sent empty: the runtime refuses them and its fallback
+   ends the activation). A response the manager's harness wrote without a model (the ``hier`` manager's tier 0:
+   ``last_actor == "harness"``, e.g. its ``check_execution`` before tier 1 decides) costs none of that budget, so
+   every arm's model gets the same number of responses; the runtime's ``max_actions`` still bounds the activation;
 3. the gold manager finishes the episode; the replay worker carries the fault, so a REPAIR naming the corrupted
    variable leads to the recorded repaired branch and anything else to the faulty continuation. The episode's reward
    (:func:`rewards.score_episode`) is the point's reward.
 
 This is how the RL rollouts are played (:mod:`training.rl.rollout`), with a manager policy instead of a sampling
-session. One row per point and arm goes to ``OUT/arms/<arm>/decisions.jsonl`` (resumable). The metrics are in
+session. One row per point and arm goes to ``OUT/arms/<arm>/decisions.jsonl`` (resumable): its actions (each with
+its ``actor``, ``policy`` or ``harness``), the control, the reward and the point's model usage (``model_calls``,
+``prompt_tokens``, ``completion_tokens``: the differences of the manager's counters over the activation,
+:func:`training.study_arms.model_usage`; None for a manager without a model). The metrics are in
 :func:`training.study_report.decision_metrics`.
 """
 
@@ -29,8 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.jsonl import append_jsonl, read_jsonl_resumable
+from harness.manager.hier import HARNESS, POLICY
 from harness.manager.lifecycle import CONTROL_ACTIONS
 from training.rl.rollout import StartPoint, action_stats, start_points
+from training.study_arms import model_usage
 
 if TYPE_CHECKING:
     from envs.manager import ManagerEnv
@@ -67,29 +74,35 @@ def decision_points(pool: ReplayPool, n: int, seed: int = 0) -> list[StartPoint]
 
 
 def play_decision(env: ManagerEnv, point: StartPoint, manager: Any, max_responses: int) -> dict[str, Any]:
-    """Play ``point`` with ``manager`` (anything with ``respond(PolicyInput) -> str``) as described in the module
-    docstring; returns the point's row (actions, control, whether it repaired, reward)."""
+    """Play ``point`` with ``manager`` (anything with ``respond(PolicyInput) -> str``; ``last_actor`` optional) as
+    described in the module docstring; returns the point's row (actions, control, whether it repaired, reward, model
+    usage)."""
     assert env.pool is not None
     entry = env.pool.entry(point.episode_id)
     reference = entry.gold_policy()
     _, info = env.reset(options={"episode_id": point.episode_id})
-    activation, actions, seconds = -1, [], 0.0
+    activation, actions, seconds, answered = -1, [], 0.0, 0
     reward, terminated, truncated = 0.0, False, False
+    before = model_usage(manager)
     while not (terminated or truncated):
         inp = info["policy_input"]
         activation += int(not inp.previous)
         ours = activation == point.activation
+        actor, asked = POLICY, False
         if not ours:
             response = reference.respond(inp)
-        elif len(actions) < max_responses:
+        elif answered < max_responses:
             began = time.perf_counter()
             response = manager.respond(inp)
             seconds += time.perf_counter() - began
+            actor, asked = getattr(manager, "last_actor", POLICY), True
+            answered += actor != HARNESS
         else:
             response = ""  # over the budget: refused, then the runtime's fallback ends the activation
         _, reward, terminated, truncated, info = env.step(response)
-        if ours and (response or len(actions) < max_responses):
-            actions.append({**action_stats(response, bool(info.get("legal"))), "result": info.get("action_result")})
+        if asked:
+            stats = action_stats(response, bool(info.get("legal")))
+            actions.append({**stats, "actor": actor, "result": info.get("action_result")})
     if activation < point.activation:
         raise RuntimeError(
             f"episode {point.episode_id} ended after {activation + 1} policy activations, before decision point "
@@ -110,6 +123,18 @@ def play_decision(env: ManagerEnv, point: StartPoint, manager: Any, max_response
         "reward_terms": dict(info.get("reward_terms") or {}),
         "truncated": bool(truncated),
         "seconds": round(seconds, 3),
+        **_usage(before, model_usage(manager)),
+    }
+
+
+def _usage(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int | None]:
+    """A point's model usage: the manager's counters after minus before (None without a model)."""
+    if before is None or after is None:
+        return {"model_calls": None, "prompt_tokens": None, "completion_tokens": None}
+    return {
+        "model_calls": after["calls"] - before["calls"],
+        "prompt_tokens": after["prompt_tokens"] - before["prompt_tokens"],
+        "completion_tokens": after["completion_tokens"] - before["completion_tokens"],
     }
 
 

@@ -16,7 +16,13 @@ Per arm (definitions; every interval is a task-clustered percentile bootstrap of
 - **turn accuracy** (with CI) and **DCR** from :func:`harness.evaluation.summary.summarize_variant`, and
   **downstream turn accuracy**: turns from the faulted turn on, in episodes with a harmful fault.
 - **paired comparisons** ``b - a`` (:func:`~harness.evaluation.stats.paired_cluster_bootstrap`) over what both arms
-  share: exact match per sample, legal-action rate and reward per episode, turn correctness per turn.
+  share: exact match per sample, legal-action rate and reward per episode, turn correctness per turn; at the decision
+  points the reward, control match, model calls and model tokens per point, and the repair F1 (:func:`paired_f1`).
+
+At the decision points (:func:`decision_metrics`) the legal-action rate counts the model's actions only (a ``hier``
+arm's tier-0 actions are the harness's, written without a model), and each model arm's **usage** is reported: model
+calls and model tokens (prompt + completion, as the backend reported them) per point, overall and by the gold
+control (the ``hier`` manager asks no model where tier 0 decides, e.g. a commit after the state was finalized).
 
 All worker numbers are SIMULATED: the scripted worker replays reference or faulty programs.
 """
@@ -146,7 +152,7 @@ def decision_metrics(rows: Sequence[dict[str, Any]], seed: int, n: int) -> dict[
     score = repair_precision_recall(
         [r["key"] for r in rows if r["repaired"]], [r["key"] for r in rows if r["gold"] == "REPAIR"]
     )
-    legal = [(r["task_id"], float(a["legal"])) for r in rows for a in r["actions"]]
+    legal = [(r["task_id"], float(a["legal"])) for r in rows for a in r["actions"] if a.get("actor") != "harness"]
     f1 = f1_contributions(decisions)
     return {
         "points": len(rows),
@@ -160,7 +166,76 @@ def decision_metrics(rows: Sequence[dict[str, Any]], seed: int, n: int) -> dict[
         "false_repair_rate": _ci([(task, float(did)) for task, should, did in decisions if not should], seed, n),
         "reward_total": _ci([(r["task_id"], r["reward"]) for r in rows], seed, n),
         "controls": dict(sorted(Counter(str(r["control"]) for r in rows).items())),
+        "usage": decision_usage(rows),
     }
+
+
+def model_tokens(row: dict[str, Any]) -> int | None:
+    """A decision row's model tokens (prompt + completion); None for a manager without a model (or an old row)."""
+    if row.get("model_calls") is None:
+        return None
+    return int(row["prompt_tokens"]) + int(row["completion_tokens"])
+
+
+def decision_usage(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Model calls and tokens at the decision points: totals, means per point, and means per point by gold control;
+    None when no row counted them (a manager without a model)."""
+    counted = [r for r in rows if r.get("model_calls") is not None]
+    if not counted:
+        return None
+
+    def means(part: Sequence[dict[str, Any]]) -> dict[str, float]:
+        return {
+            "model_calls": float(np.mean([r["model_calls"] for r in part])),
+            "model_tokens": float(np.mean([model_tokens(r) for r in part])),
+            "prompt_tokens": float(np.mean([r["prompt_tokens"] for r in part])),
+            "completion_tokens": float(np.mean([r["completion_tokens"] for r in part])),
+        }
+
+    by_gold = {gold: means([r for r in counted if r["gold"] == gold]) for gold in sorted({r["gold"] for r in counted})}
+    return {
+        "points": len(counted),
+        "model_calls": sum(r["model_calls"] for r in counted),
+        "model_tokens": sum(model_tokens(r) or 0 for r in counted),
+        "per_point": means(counted),
+        "per_point_by_gold": by_gold,
+    }
+
+
+def paired_f1(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], seed: int, n: int) -> dict[str, Any] | None:
+    """Repair F1 of ``b`` minus that of ``a`` over the decision points both played (by ``key``), with a paired
+    task-clustered percentile bootstrap (95 %): each resample draws tasks with replacement (the same draw for both
+    arms) and recomputes both F1 values, ``2TP / (2TP + FP + FN)``, from the drawn tasks' counts. Resamples where
+    either F1 is undefined (no REPAIR point and no repair) are left out (``n_resamples`` says how many were kept).
+    None when the arms share no point or the difference is undefined."""
+    rows_b = {r["key"]: r for r in b}
+    common = [r for r in a if r["key"] in rows_b]
+    if not common:
+        return None
+    tasks = sorted({r["task_id"] for r in common})
+    index = {task: i for i, task in enumerate(tasks)}
+    counts = np.zeros((2, len(tasks), 3))  # (arm, task, [TP, FP, FN])
+    for row in common:
+        for side, r in enumerate((row, rows_b[row["key"]])):
+            should, did = row["gold"] == "REPAIR", bool(r["repaired"])
+            if should or did:
+                counts[side, index[row["task_id"]], 0 if should and did else (1 if did else 2)] += 1
+
+    def f1(c: np.ndarray) -> np.ndarray:  # (..., 3) -> (...)
+        tp, fp, fn = c[..., 0], c[..., 1], c[..., 2]
+        denominator = 2 * tp + fp + fn
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(denominator > 0, 2 * tp / denominator, np.nan)
+
+    estimate = float(f1(counts[1].sum(0)) - f1(counts[0].sum(0)))
+    if np.isnan(estimate):
+        return None
+    draws = np.random.default_rng(seed).integers(0, len(tasks), size=(n, len(tasks)))  # (n, n_tasks)
+    diffs = f1(counts[1][draws].sum(1)) - f1(counts[0][draws].sum(1))  # (n,)
+    kept = diffs[~np.isnan(diffs)]
+    low, high = np.quantile(kept, [0.025, 0.975]) if kept.size else (estimate, estimate)
+    return {"diff": estimate, "ci95": [float(low), float(high)], "n": len(common), "tasks": len(tasks),
+            "n_resamples": int(kept.size)}  # fmt: skip
 
 
 # ---------------------------------------------------------------- paired comparisons
@@ -223,11 +298,21 @@ def comparisons(
             for side in (a, b)
         }
         row["exact_match"] = paired(sample[a], sample[b], seed, n)
-        for name, value in (("decision_reward", lambda r: r["reward"]), ("decision_match", _control_match)):
+        per_point: dict[str, Callable[[dict[str, Any]], float | None]] = {
+            "decision_reward": lambda r: r["reward"],
+            "decision_match": _control_match,
+            "decision_model_calls": lambda r: r.get("model_calls"),
+            "decision_model_tokens": model_tokens,
+        }
+        for name, value in per_point.items():
             point = {
-                side: {r["key"]: (r["task_id"], value(r)) for r in (decisions or {}).get(side, [])} for side in (a, b)
+                side: {
+                    r["key"]: (r["task_id"], v) for r in (decisions or {}).get(side, []) if (v := value(r)) is not None
+                }
+                for side in (a, b)
             }
             row[name] = paired(point[a], point[b], seed, n)
+        row["decision_f1"] = paired_f1((decisions or {}).get(a, []), (decisions or {}).get(b, []), seed, n)
         rows.append(row)
     return rows
 

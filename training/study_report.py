@@ -146,8 +146,8 @@ def collect(
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The study's targets (SFT arms: legal-action rate, repair F1 above prompt-only; DAPO's effect measured), each
-    met / missed / n/a (or measured) with the numbers that decide it."""
+    """The study's targets (SFT arms: legal-action rate, repair F1 above prompt-only; DAPO's effect and, when both
+    arms ran, hier's over sft-lora measured), each met / missed / n/a (or measured) with the numbers that decide it."""
     arms = results["arms"]
 
     def value(arm: str, metric: str) -> float | None:
@@ -196,6 +196,17 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             "note": results["unavailable"].get("sft-dapo", ""),
         }
     )
+    hier = next((c for c in results["comparisons"] if (c["a"], c["b"]) == ("sft-lora", "hier")), None)
+    if hier is not None:
+        measured = ("decision_f1", "decision_model_calls", "decision_model_tokens", "decision_match", "reward_total")
+        out.append(
+            {
+                "target": "the hierarchical manager over the flat one with the same SFT budget (hier - sft-lora) at "
+                "the decision points: repair F1, model calls and tokens per point; measured with their CIs",
+                "status": "measured",
+                "value": {k: hier.get(k) for k in measured},
+            }
+        )
     return out
 
 
@@ -250,7 +261,10 @@ COMPARISON_COLUMNS = [
     ("turn acc b-a", _diff("turn_accuracy")),
     ("reward b-a", _diff("reward_total")),
     ("decision control=gold b-a", _diff("decision_match")),
+    ("decision repair F1 b-a", _diff("decision_f1")),
     ("decision reward b-a", _diff("decision_reward")),
+    ("decision model calls/point b-a", _diff("decision_model_calls")),
+    ("decision model tokens/point b-a", _diff("decision_model_tokens")),
 ]
 
 
@@ -321,7 +335,23 @@ DECISION_COLUMNS = [
     ("false-repair rate [95% CI]", _metric("decisions.false_repair_rate")),
     ("reward [95% CI]", _metric("decisions.reward_total")),
     ("controls taken", lambda r: ", ".join(f"{k} {v}" for k, v in r[1]["metrics"]["decisions"]["controls"].items())),
+    ("model calls/point", lambda r: _usage(r, "model_calls", 2)),
+    ("model tokens/point (prompt + completion)", lambda r: _usage(r, "model_tokens", 0)),
+    ("calls/point by gold", lambda r: _usage_by_gold(r)),
 ]
+
+
+def _usage(row: tuple[str, dict], name: str, digits: int) -> str:
+    """A decision row's mean per point of a usage figure (n/a without a model)."""
+    usage = row[1]["metrics"]["decisions"].get("usage")
+    return "n/a" if not usage else fmt(usage["per_point"][name], digits)
+
+
+def _usage_by_gold(row: tuple[str, dict]) -> str:
+    usage = row[1]["metrics"]["decisions"].get("usage")
+    if not usage:
+        return "n/a"
+    return ", ".join(f"{gold} {fmt(m['model_calls'], 2)}" for gold, m in usage["per_point_by_gold"].items())
 
 
 def decision_section(results: dict[str, Any]) -> list[str]:
@@ -335,10 +365,14 @@ def decision_section(results: dict[str, Any]) -> list[str]:
         f"{held['decision_points']} held-out turn-end activations where the gold manager repairs (a harmful fault) "
         "or commits (repairing there is a false repair). The gold manager plays the episode up to the point and "
         f"after it; the arm plays the point's activation in the real manager env (tool calls run in the sandbox, "
-        f"at most {held['decision_max_responses']} responses). The reward is the whole episode's (SIMULATED "
+        f"at most {held['decision_max_responses']} model responses). The reward is the whole episode's (SIMULATED "
         "worker): an activation that ends without a control action leaves the turn end to the gold manager's next "
         "activation, which may still repair, so a missed repair there costs less reward than finalizing the faulty "
-        "state. Module: `training/study_decisions.py`.\n",
+        "state. The `hier` arm is the hierarchical manager: its tier 0 (the harness, no model) writes the checks and "
+        "the bookkeeping, which cost no model response and are left out of its legal-action rate; its model (tier "
+        "1) is asked only where it decides. Model calls and tokens are per point, as the backend counted them "
+        "(prompt + completion); the paired differences (F1 included) are in the comparisons below. Module: "
+        "`training/study_decisions.py`.\n",
         markdown_table(DECISION_COLUMNS, rows),
         "",
     ]

@@ -24,7 +24,7 @@ def test_study_configs_load() -> None:
     for path in STUDY_CONFIGS:
         config = StudyConfig.from_yaml(path)
         mini = path.name == "smollm2-mini.yaml"  # without DAPO (minutes a step) and the full-SFT launches (time)
-        assert config.arms == [a for a in ARMS if not (mini and a in ("sft-dapo", "sft-full", "tiny-sft"))]
+        assert config.arms == [a for a in ARMS if not (mini and a in ("sft-dapo", "sft-full", "tiny-sft", "hier"))]
         assert config.prompt_view == "bare"  # SFT data, inference and DAPO rollouts alike
         assert config.heldout_synthesis.get("domains") is None  # the split's domain is forced to the held-out one
         assert len(config.heldout_fault_types) == 2 and "fault_types" not in config.train_synthesis  # set by the study
