@@ -105,6 +105,7 @@ def test_config_folders_hold_the_expected_files():
         "qwen3-8b.yaml",
         "smollm2-cpu.yaml",
         "smollm2-lora-cpu.yaml",
+        "tiny-cpu-hier.yaml",
         "tiny-cpu.yaml",
     ]
     assert [p.name for p in ACCELERATE_CONFIGS] == [
