@@ -19,18 +19,11 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from harness.manager.actions import make_action
-from harness.manager.policies import PolicyInput, declared_relations
+from harness.manager.policies import PolicyInput, call, declared_relations
 from harness.manager.relations import infer_relations
-from harness.manager.wire import render_action
 
 RESULT_CHARS = 300
 """Characters of a turn's reported result quoted in a conclusion."""
-
-
-def call(name: str, arguments: dict[str, Any] | None = None) -> str:
-    """The wire text of one action."""
-    return render_action(make_action(name, arguments or {}))
 
 
 def one_line(text: str, limit: int) -> str:

@@ -56,7 +56,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.llm import ChatBackend, HFChatBackend, Message, OpenAIChatBackend
-from harness.manager.actions import make_action
 from harness.manager.bookkeeping import open_response, update_response
 from harness.manager.hier_prompts import (
     DECISIONS,
@@ -73,12 +72,13 @@ from harness.manager.policies import (
     SEGMENT_EVENTS,
     PolicyInput,
     RulePolicy,
+    call,
     constraint_view,
     execution_evidence,
     turn_view,
 )
 from harness.manager.prompts import render_tool_response
-from harness.manager.wire import THINK_CLOSE, THINK_OPEN, parse_response, render_action
+from harness.manager.wire import THINK_CLOSE, THINK_OPEN, parse_response
 
 logger = logging.getLogger(__name__)
 
@@ -177,10 +177,6 @@ class _Check:
     results: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _call(name: str, arguments: dict[str, Any] | None = None) -> str:
-    return render_action(make_action(name, arguments or {}))
-
-
 CONFIRM = {"mode": "confirm", "relations": [], "conflict_evidence": ""}
 
 
@@ -256,12 +252,12 @@ class HierPolicy:
             constraints = [] if inp.turn is None else constraint_view(inp.turn.constraints, inp.view)
             return open_response(inp, constraints)
         if draft is None:
-            return _call("ABSTAIN")
+            return call("ABSTAIN")
         if obs["event_type"] == "turn_start":
-            return _call("RESUME_WORKER")
+            return call("RESUME_WORKER")
         if "UPDATE_STATE" in legal:
             return update_response(inp, obs, draft)
-        return _call("ABSTAIN")
+        return call("ABSTAIN")
 
     # ---------------------------------------------------------------- the check activation
     def _plan(self, draft: dict[str, Any]) -> list[int]:
@@ -273,14 +269,14 @@ class HierPolicy:
         tier 1 decides; and the activation's checks so far."""
         steps = self._plan(draft)
         if len(inp.previous) < len(steps):
-            return _call("check_execution", {"step_id": steps[len(inp.previous)]}), _Check(steps)
+            return call("check_execution", {"step_id": steps[len(inp.previous)]}), _Check(steps)
         results = [_decoded(result) for _, result in inp.previous[: len(steps)]]
         check = _Check(steps, results)
         failed = execution_evidence(results, [v["name"] for v in draft["used_variables"]])
         if failed is None:
             return None, check
         if "REPAIR" not in legal:
-            return _call("ABANDON_STATE"), check
+            return call("ABANDON_STATE"), check
         variable, reasoning, evidence = failed
         evidence = evidence[:400]
         try:
@@ -288,7 +284,7 @@ class HierPolicy:
         except HintError:  # the error message reads as code (an assignment): say it in words
             evidence = evidence.replace("==", " equals ").replace("=", " is ")
         hint = {"error_variable": variable, "faulty_reasoning": reasoning}
-        return _call("REPAIR", {"analytical_evidence": evidence, "error_hint": hint}), check
+        return call("REPAIR", {"analytical_evidence": evidence, "error_hint": hint}), check
 
     def _check(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str]) -> str:
         response, check = self._tier0_check(inp, draft, legal)
@@ -297,7 +293,7 @@ class HierPolicy:
         own = inp.previous[len(check.steps) :]
         if own and _refused(own[-1][1]):
             return self.fallback(inp, f"the runtime refused it: {own[-1][1][:300]}", own[-1][0])
-        return _call("FINALIZE_RELATIONS", CONFIRM)  # where tier 1 decides, tier 0 alone confirms
+        return call("FINALIZE_RELATIONS", CONFIRM)  # where tier 1 decides, tier 0 alone confirms
 
     def _tier1_context(self, inp: PolicyInput) -> tuple[dict[str, Any], dict[str, Any], _Check] | None:
         """``(observation, draft, checks)`` when ``inp`` is tier 1's to answer, else None."""
@@ -410,7 +406,7 @@ class HierPolicy:
             json.dumps(raw[:REJECTED_RAW_CHARS], ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
         )
         note = f"tier-1 reply rejected ({_escaped(reason)}); confirmed by the harness. reply: {quoted}"
-        return f"{THINK_OPEN}{note}{THINK_CLOSE}\n{_call('FINALIZE_RELATIONS', CONFIRM)}"
+        return f"{THINK_OPEN}{note}{THINK_CLOSE}\n{call('FINALIZE_RELATIONS', CONFIRM)}"
 
 
 def _is_check(draft: dict[str, Any] | None, legal: set[str]) -> bool:

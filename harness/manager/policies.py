@@ -182,7 +182,8 @@ def declared_relations(
     return [{"type": "init"}] if kind == "init" else [{"type": kind, "related_state_id": s} for s in related]
 
 
-def _call(name: str, arguments: dict[str, Any] | None = None) -> str:
+def call(name: str, arguments: dict[str, Any] | None = None) -> str:
+    """The wire text of one action (what a policy answers)."""
     return render_action(make_action(name, arguments or {}))
 
 
@@ -193,7 +194,7 @@ class NonePolicy:
     active = False
 
     def respond(self, inp: PolicyInput) -> str:
-        return _call("ABSTAIN")
+        return call("ABSTAIN")
 
 
 SEGMENT_EVENTS = ("segment_pause", "task_end")
@@ -222,7 +223,7 @@ class RulePolicy:
         legal = set(inp.legal_actions)
         draft = obs["current_draft"]
         if "COMMIT_STATE" in legal:
-            return _call("COMMIT_STATE")
+            return call("COMMIT_STATE")
         if "OPEN_STATE" in legal:
             if obs["event_type"] in SEGMENT_EVENTS:
                 return self._open_segment(inp, obs)
@@ -231,41 +232,41 @@ class RulePolicy:
             return self._check(inp, draft, legal, at_pause=obs["event_type"] == "segment_pause")
         if "UPDATE_STATE" in legal and draft is not None:
             if obs["event_type"] == "turn_start":
-                return _call("RESUME_WORKER")
+                return call("RESUME_WORKER")
             return self._update(inp, obs, draft)
-        return _call("ABSTAIN")
+        return call("ABSTAIN")
 
     # ---- turn start
     def _open(self, inp: PolicyInput) -> str:
         turn = inp.turn
         if turn is None:
-            return _call("ABSTAIN")
+            return call("ABSTAIN")
         if inp.view.oracle_relations:
             relations = declared_relations(turn.depends_on, turn.relation, inp.turn_states)
         else:
             relations = infer_relations(turn.question, turn.context, inp.turn_states)
         constraints = constraint_view(turn.constraints, inp.view)
-        return _call("OPEN_STATE", {"issue": turn.question, "constraints": constraints, "relations": relations})
+        return call("OPEN_STATE", {"issue": turn.question, "constraints": constraints, "relations": relations})
 
     # ---- segment flow: open once the pending steps form a unit
     def _open_segment(self, inp: PolicyInput, obs: dict[str, Any]) -> str:
         pending = obs["untraced_steps"]
         if pending == 0 or (pending < self.unit_steps and not obs["terminal_pending_review"]):
-            return _call("ABSTAIN" if obs["terminal_pending_review"] else "RESUME_WORKER")
+            return call("ABSTAIN" if obs["terminal_pending_review"] else "RESUME_WORKER")
         index = obs["committed_state_index"]
         relations = [{"type": "progress", "related_state_id": index[-1]["id"]}] if index else [{"type": "init"}]
         turn = inp.turn
         constraints = [] if turn is None else constraint_view(turn.constraints, inp.view)
         topic = (turn.question.strip().splitlines() or [""])[0][:200] if turn is not None else "the task"
         issue = f"steps {obs['pending_start_step']}-{obs['pending_end_step']} of: {topic}"
-        return _call("OPEN_STATE", {"issue": issue, "constraints": constraints, "relations": relations})
+        return call("OPEN_STATE", {"issue": issue, "constraints": constraints, "relations": relations})
 
     # ---- turn end: update
     def _update(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any]) -> str:
         start, end = obs["pending_start_step"], obs["pending_end_step"]
         steps = [] if start is None else list(range(start, end + 1))[-(MAX_ACTIONS - 1) :]
         if len(inp.tool_results) < len(steps):
-            return _call("check_execution", {"step_id": steps[len(inp.tool_results)]})
+            return call("check_execution", {"step_id": steps[len(inp.tool_results)]})
         names: list[str] = []
         conclusions: list[str] = []
         for sid, text in zip(steps, inp.tool_results, strict=False):
@@ -276,7 +277,7 @@ class RulePolicy:
             if result.get("results"):
                 conclusions.append(f"step {sid} reported {json.dumps(result['results'][-1], ensure_ascii=False)}")
         interval = {"start_step": start or 0, "end_step": end if end is not None else 0}
-        return _call(
+        return call(
             "UPDATE_STATE",
             {
                 "issue": draft["issue"],
@@ -302,14 +303,14 @@ class RulePolicy:
         done = len(inp.tool_results)
         if done < len(plan):
             name, arguments = plan[done]
-            return _call(name, arguments)
+            return call(name, arguments)
         found = _evidence(plan, [json.loads(t) for t in inp.tool_results], draft, at_pause=at_pause)
         if found is None:
-            return _call("FINALIZE_RELATIONS", {"mode": "confirm", "relations": [], "conflict_evidence": ""})
+            return call("FINALIZE_RELATIONS", {"mode": "confirm", "relations": [], "conflict_evidence": ""})
         if "REPAIR" not in legal:
-            return _call("ABANDON_STATE")
+            return call("ABANDON_STATE")
         variable, reasoning, evidence = found
-        return _call(
+        return call(
             "REPAIR",
             {
                 "analytical_evidence": evidence,
