@@ -1,6 +1,6 @@
 """The small-model study: SmolLM2-135M-Instruct as the manager, before and after SFT (and DAPO).
 
-    python scripts/study_small_model.py --config configs/study/smollm2.yaml        # the full study, <= 90 min
+    python scripts/study_small_model.py --config configs/study/smollm2.yaml        # the full study, <= 3 h
     python scripts/study_small_model.py --config configs/study/smollm2-mini.yaml   # the ~2-minute miniature
     python scripts/study_small_model.py --config configs/study/smollm2.yaml --out runs/study-b   # another folder
     python scripts/study_small_model.py --config configs/study/smollm2-mini.yaml --eval_limit 1 --seed 3
@@ -40,6 +40,17 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def time_table(timing: dict[str, float]) -> str:
+    """The per-stage time table: seconds per stage, then per stage kind (data, train, exact_match, decisions, ...)."""
+    kinds: dict[str, float] = {}
+    for stage, seconds in timing.items():
+        if stage != "total":
+            kinds[stage.split("/")[0]] = kinds.get(stage.split("/")[0], 0.0) + seconds
+    rows = [f"{stage:<32}{seconds:>10.1f}" for stage, seconds in timing.items() if stage != "total"]
+    rows += ["-" * 42, *(f"{kind:<32}{seconds:>10.1f}" for kind, seconds in kinds.items())]
+    return "\n".join(["time per stage (s)", *rows, f"{'total':<32}{sum(kinds.values()):>10.1f}"])
+
+
 def main(argv: list[str] | None = None) -> int:
     from harness.config_cli import given_flag, parse_config
 
@@ -56,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"{PROG}: {exc}\nRe-run the same command to resume.", file=sys.stderr)
         return 1
+    print(time_table(results["timing"]))
     summary = {
         arm: {k: v["metrics"][k]["value"] for k in ("legal_action_rate", "exact_match", "repair_f1", "reward_total")}
+        | {"decision_f1": ((v["metrics"].get("decisions") or {}).get("repair_f1") or {}).get("value")}
         for arm, v in results["arms"].items()
     }
     print(json.dumps({"total_s": results["timing"]["total"], "unavailable": list(results["unavailable"]), **summary}))

@@ -67,6 +67,7 @@ from training.prompt_view import check_prompt_view, view
 from training.study_arms import (
     ARMS,
     MARKER,
+    WINDOW_STEPS,
     Arm,
     dapo_available,
     hier_model_policy,
@@ -121,22 +122,23 @@ class StudyConfig:
         metadata={"help": "The converted SmolLM2 (built here when missing: stateguard model smollm2 --out DIR)."},
     )
     arms: list[str] = field(
-        default_factory=lambda: ["none", "rule", "prompt", "sft-lora", "sft-full", "sft-dapo", "tiny-sft", "hier"],
+        default_factory=lambda: [
+            "none",
+            "rule",
+            "prompt",
+            "sft-lora",
+            "sft-dapo",
+            "rl-only",
+            "windowed",
+            "hier",
+        ],  # fmt: skip
         metadata={"help": "Managers to compare (names of training.study.ARMS), in report order."},
     )
-    comparisons: list[list[str]] = field(
-        default_factory=lambda: [
-            ["prompt", "sft-lora"],
-            ["prompt", "sft-full"],
-            ["sft-lora", "sft-full"],
-            ["sft-full", "sft-dapo"],
-            ["tiny-sft", "sft-full"],
-            ["rule", "sft-full"],
-            ["none", "rule"],
-            ["sft-lora", "hier"],
-        ],  # fmt: skip
-        metadata={"help": "Pairs [a, b] whose paired differences b - a are reported with bootstrap CIs."},
-    )
+    comparisons: list[list[str]] | None = field(
+        default=None,
+        metadata={"help": "Pairs [a, b] whose paired differences b - a are reported with bootstrap CIs (None: every "
+                  "pair of arms, in arms order)."},
+    )  # fmt: skip
     train_synthesis: dict[str, Any] = field(
         default_factory=dict,
         metadata={"help": "SynthesisConfig fields of the training data; fault_types is set to all but the held out."},
@@ -145,6 +147,13 @@ class StudyConfig:
         default_factory=dict,
         metadata={"help": "SynthesisConfig fields of the held-out split; domains is set to the held-out domain."},
     )
+    heldout_seen_synthesis: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"help": "SynthesisConfig fields of a second held-out split: held-out tasks of the held-out domain "
+                  "with the training fault types (fault_types is set to them; give another seed than "
+                  "heldout_synthesis). Empty: no such split. Decision points are drawn from both held-out splits and "
+                  "reported per split."},
+    )  # fmt: skip
     heldout_fault_types: list[str] = field(
         default_factory=lambda: ["unit_slip", "reversed_sort"],
         metadata={"help": "Fault types kept out of the training data (they appear in the held-out split only)."},
@@ -179,6 +188,16 @@ class StudyConfig:
                   "cut there, faults at later turns left out; None: whole tasks). For the miniature: a model "
                   "manager call is seconds on CPU, two or more a turn."},
     )  # fmt: skip
+    eval_split: str = field(
+        default="heldout",
+        metadata={"help": "The held-out split played as episodes: heldout (the held-out fault types) or heldout-seen "
+                  "(held-out tasks with the training fault types; needs heldout_seen_synthesis)."},
+    )  # fmt: skip
+    eval_faulted_only: bool = field(
+        default=False,
+        metadata={"help": "Play only the tasks that keep a harmful fault within their first eval_turns turns (their "
+                  "clean episode too): faulted episodes cut to the turns that hold the fault."},
+    )  # fmt: skip
     eval_fault_limit: int | None = field(
         default=None,
         metadata={"help": "Faulted episodes played, the first N of the kept tasks' (None: all); each task's clean "
@@ -193,6 +212,11 @@ class StudyConfig:
     decision_max_responses: int = field(
         default=2, metadata={"help": "Responses an arm may give in a decision point's activation (check, then act)."}
     )
+    decision_takeover: str = field(
+        default="decision",
+        metadata={"help": "Where the arm takes over a decision point (and DAPO's rollouts): decision (the gold runs "
+                  "its checks, the arm reads their results and decides) or activation (it writes its own checks)."},
+    )  # fmt: skip
     manager_max_tokens: int = field(default=160, metadata={"help": "Cap on one manager reply (tokens)."})
     runtime: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "RuntimeConfig fields of the episodes (e.g. max_actions)."}
@@ -209,6 +233,8 @@ class StudyConfig:
             missing = [n for n in ARMS[arm].needs if n not in self.arms]
             if missing:
                 raise ValueError(f"arms: {arm} is trained from {missing[0]}; add {missing[0]} to arms")
+        if self.comparisons is None:
+            self.comparisons = [[a, b] for i, a in enumerate(self.arms) for b in self.arms[i + 1 :]]
         for pair in self.comparisons:
             if len(pair) != 2 or any(a not in ARMS for a in pair):
                 raise ValueError(f"comparisons: {pair} is not a pair of arm names; valid arms: {', '.join(ARMS)}")
@@ -218,7 +244,7 @@ class StudyConfig:
 
         valid = sorted(f.name for f in dataclasses.fields(SynthesisConfig))
         problems = []
-        for section in ("train_synthesis", "heldout_synthesis"):
+        for section in ("train_synthesis", "heldout_synthesis", "heldout_seen_synthesis"):
             values = getattr(self, section)
             if unknown := sorted(set(values) - set(valid)):
                 problems.append(f"{section}: unknown key(s) {unknown}; valid keys: {valid}")
@@ -241,8 +267,20 @@ class StudyConfig:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
         if self.decision_points < 0:
             raise ValueError(f"decision_points={self.decision_points} must be 0 (none) or more")
+        from training.rl.rollout import TAKEOVERS
+
+        if self.decision_takeover not in TAKEOVERS:
+            raise ValueError(f"decision_takeover={self.decision_takeover!r}: use one of {', '.join(TAKEOVERS)}")
         if self.decision_max_responses < 1:
             raise ValueError(f"decision_max_responses={self.decision_max_responses} must be at least 1")
+        if self.eval_split not in ("heldout", "heldout-seen"):
+            raise ValueError(f"eval_split={self.eval_split!r}: use heldout or heldout-seen")
+        if self.eval_split == "heldout-seen" and not self.heldout_seen_synthesis:
+            raise ValueError(
+                "eval_split=heldout-seen needs heldout_seen_synthesis (the split's SynthesisConfig fields)"
+            )
+        if self.eval_faulted_only and self.eval_turns is None:
+            raise ValueError("eval_faulted_only needs eval_turns (the cut that must hold the fault)")
         if self.eval_turns is not None and self.eval_turns < 1:
             raise ValueError(f"eval_turns={self.eval_turns} must be at least 1 (or null: whole tasks)")
 
@@ -266,18 +304,26 @@ class Study:
     def data_dir(self, split: str) -> Path:
         return self.out / "data" / split
 
+    def heldout_splits(self) -> list[str]:
+        """The held-out splits: ``heldout`` (the held-out fault types) and, when configured, ``heldout-seen`` (held-out
+        tasks with the training fault types)."""
+        return ["heldout", *(["heldout-seen"] if self.config.heldout_seen_synthesis else [])]
+
     def eval_suite(self) -> Path:
-        """The suite the episodes are played on: the held-out split, or its tasks' first ``eval_turns`` turns."""
+        """The suite the episodes are played on: the ``eval_split`` held-out split, or its tasks' first ``eval_turns``
+        turns (with ``eval_faulted_only``: the tasks with a harmful fault there)."""
+        split = self.config.eval_split
         if self.config.eval_turns is None:
-            return self.data_dir("heldout")
-        return self.out / "data" / f"heldout-first-{self.config.eval_turns}"
+            return self.data_dir(split)
+        faulted = "-faulted" if self.config.eval_faulted_only else ""
+        return self.out / "data" / f"{split}-first-{self.config.eval_turns}{faulted}"
 
     def arm_dir(self, arm: str) -> Path:
         return self.out / "arms" / arm
 
     def model_dir(self, arm: str) -> Path:
         """The checkpoint a model arm is evaluated with."""
-        if arm == "prompt":
+        if arm in ("prompt", "windowed"):  # SmolLM2 as converted
             return self.config.path(self.config.smollm2_dir)
         return self.arm_dir(arm) / ("merged" if arm in ("sft-lora", "hier") else "model")
 
@@ -297,38 +343,44 @@ class Study:
 def play_decision_points(
     study: Study, arms: list[str], policy: Callable[[str], Any], timed: Callable[[str, Callable[[], Any]], Any]
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every manager arm on the same held-out decision points (:mod:`training.study_decisions`), one env for all."""
+    """Every deciding arm on the same decision points (:mod:`training.study_decisions`): ``decision_points`` of each
+    held-out split (its rows' ``group``), one env per split."""
     from envs import ManagerEnv, ReplayPool
     from harness.manager.policies import RulePolicy
     from training.study_decisions import DECISIONS_FILE, decision_points, score_decisions
 
     config = study.config
-    pool = ReplayPool(study.data_dir("heldout"))
-    points = decision_points(pool, config.decision_points, config.seed)
-    env = ManagerEnv(pool=pool, worker="replay", isolation=config.isolation)
-    try:
-        return {
-            arm: timed(
-                f"decisions/{arm}",
-                lambda a=arm: score_decisions(
-                    study.arm_dir(a) / DECISIONS_FILE,
-                    env,
-                    points,
-                    policy(a) if ARMS[a].model else RulePolicy(),
-                    config.decision_max_responses,
-                    label=a,
-                ),
-            )
-            for arm in arms
-        }
-    finally:
-        env.close()
+    rows: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
+    for split in study.heldout_splits():
+        pool = ReplayPool(study.data_dir(split))
+        points = decision_points(pool, config.decision_points, config.seed)
+        env = ManagerEnv(pool=pool, worker="replay", isolation=config.isolation)
+        try:
+            for arm in arms:
+                rows[arm] += timed(
+                    f"decisions/{arm}",
+                    lambda a=arm, e=env, p=points, g=split: score_decisions(
+                        study.arm_dir(a) / DECISIONS_FILE,
+                        e,
+                        p,
+                        policy(a) if ARMS[a].model else RulePolicy(),
+                        config.decision_max_responses,
+                        label=a,
+                        takeover=config.decision_takeover,
+                        group=g,
+                    ),
+                )
+        finally:
+            env.close()
+    return rows
 
 
 def _manager_spec(study: Study, arm: str) -> str:
     """The evaluation's manager spec of ``arm`` (its label in the records; model arms are built by the study)."""
     if not ARMS[arm].model:
         return arm
+    if ARMS[arm].format == "windowed":
+        return f"windowed-hf:{WINDOW_STEPS}:{study.model_dir(arm)}"
     return f"{'hier:' if ARMS[arm].format == 'hier' else ''}llm-hf:{study.model_dir(arm)}"
 
 
@@ -357,7 +409,8 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
     if any(ARMS[a].model and a != "tiny-sft" for a in config.arms):
         timed("model", lambda: build_smollm2(config.path(config.smollm2_dir)))
     data = {
-        split: timed(f"data/{split}", lambda s=split: synthesize_split(study, s)) for split in ("train", "heldout")
+        split: timed(f"data/{split}", lambda s=split: synthesize_split(study, s))
+        for split in ("train", *study.heldout_splits())
     }
     trained = {arm: timed(f"train/{arm}", lambda a=arm: train_arm(study, arm=a)) for arm in config.arms}
     arms = [a for a in config.arms if "unavailable" not in trained[a]]
@@ -383,10 +436,12 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
 
     decisions: dict[str, list[dict[str, Any]]] = {}
     if config.decision_points:
-        decisions = play_decision_points(study, [a for a in arms if a != "none"], policy, timed)
+        decisions = play_decision_points(study, [a for a in arms if ARMS[a].decides], policy, timed)
 
     if config.eval_turns is not None:
-        first_turns_suite(study.data_dir("heldout"), study.eval_suite(), config.eval_turns)
+        first_turns_suite(
+            study.data_dir(config.eval_split), study.eval_suite(), config.eval_turns, config.eval_faulted_only
+        )
     eval_config = EvaluationConfig.from_dict(
         dict(
             suite=str(study.eval_suite()),

@@ -56,11 +56,14 @@ class Arm:
     needs: tuple[str, ...] = ()
     format: str = "flat"
     """The sample format it is trained on and answers in: ``flat`` (the ``llm`` manager's conversations; scored by
-    teacher-forced exact match too) or ``hier`` (tier 1's decision conversations of the hierarchical manager)."""
+    teacher-forced exact match too), ``hier`` (tier 1's decision conversations of the hierarchical manager) or
+    ``windowed`` (no manager actions: stateless hints to the worker at turn starts, so it plays the episodes only)."""
+    decides: bool = True
+    """Whether it takes manager actions, so plays the decision points (not ``none``, not ``windowed``)."""
 
     def serve(self, path: str | Path, max_new_tokens: int, prompt_view: str) -> Any:
-        """The manager policy of this (model) arm over the checkpoint ``path``."""
-        factory = hier_model_policy if self.format == "hier" else model_policy
+        """The policy of this (model) arm over the checkpoint ``path``."""
+        factory = {"hier": hier_model_policy, "windowed": windowed_model_policy}.get(self.format, model_policy)
         return factory(path, max_new_tokens, prompt_view)
 
 
@@ -96,6 +99,18 @@ def hier_model_policy(path: str | Path, max_new_tokens: int, prompt_view: str = 
     policy = ViewedHierPolicy(HFChatBackend(str(path), max_new_tokens=max_new_tokens), name="hier")
     policy.tools = view([], policy.tools, prompt_view)[1]
     return policy
+
+
+def windowed_model_policy(path: str | Path, max_new_tokens: int, prompt_view: str = "full") -> Any:
+    """The windowed ablation over the checkpoint ``path``: stateless hints from the last
+    :data:`WINDOW_STEPS` steps (its own short system prompt in every view: it has no tools block to drop)."""
+    from harness.manager.windowed import WindowedModelPolicy
+
+    return WindowedModelPolicy(HFChatBackend(str(path), max_new_tokens=max_new_tokens), WINDOW_STEPS, name="windowed")
+
+
+WINDOW_STEPS = 3
+"""Steps the windowed arm sees (``windowed-hf:3:PATH``)."""
 
 
 def model_usage(policy: Any) -> dict[str, int] | None:
@@ -156,24 +171,39 @@ def dapo_available() -> str | None:
 
 
 def train_dapo(study: Study, arm: str) -> dict[str, Any]:
-    """DAPO from the sft-full checkpoint on the training split's episodes (``scripts/rl.py``)."""
+    """DAPO (``scripts/rl.py``) on the training split's decision points: its check activations where the gold repairs
+    or confirms (:data:`training.study_decisions.DECISION_CONTROLS`), the model taking over where the study's decision
+    points hand over (``decision_takeover``). ``sft-dapo`` starts from ``sft-lora``'s merged checkpoint, ``rl-only``
+    from SmolLM2 as converted (no SFT)."""
+    from training.study_decisions import DECISION_CONTROLS
+
     reason = dapo_available()
     if reason is not None:
         return {"unavailable": reason}
     output = study.model_dir(arm)
-    args = ["--model_name_or_path", str(study.model_dir("sft-full")), "--pool", str(study.data_dir("train"))]
+    start = study.model_dir(ARMS[arm].needs[0]) if ARMS[arm].needs else study.model_dir("prompt")
+    args = ["--model_name_or_path", str(start), "--pool", str(study.data_dir("train"))]
     args += ["--prompt_view", study.config.prompt_view]  # the rollouts see what the SFT taught and the arms serve
+    args += ["--event_types", "turn_end", "--gold_controls", *DECISION_CONTROLS]
+    args += ["--takeover", study.config.decision_takeover]
     study.launch(arm, "rl.py", study.config.rl_config, [*args, "--output_dir", str(output), *study.config.rl_args])
-    return {"checkpoint": str(output)}
+    return {"checkpoint": str(output), "start": str(start)}
 
 
 ARMS: dict[str, Arm] = {
-    "none": Arm("no manager (plain worker)", model=False),
-    "rule": Arm("deterministic rule verifier, no model", model=False),
+    "none": Arm("no manager (plain worker)", model=False, decides=False),
+    "rule": Arm("deterministic rule verifier, no model (constraints as text: check_execution only)", model=False),
     "prompt": Arm("SmolLM2-135M-Instruct, prompt only", model=True),
-    "sft-lora": Arm("SmolLM2 after SFT, LoRA adapters (merged)", model=True, train=train_sft),
+    "sft-lora": Arm("SmolLM2 after SFT, LoRA adapters (merged): the study's `sft`", model=True, train=train_sft),
     "sft-full": Arm("SmolLM2 after SFT, full fine-tune", model=True, train=train_sft),
-    "sft-dapo": Arm("SmolLM2 after SFT (full), then DAPO", model=True, train=train_dapo, needs=("sft-full",)),
+    "sft-dapo": Arm("SmolLM2 after SFT (sft-lora), then DAPO", model=True, train=train_dapo, needs=("sft-lora",)),
+    "rl-only": Arm("SmolLM2 as converted, then DAPO (no SFT: the paper's w/o SFT)", model=True, train=train_dapo),
+    "windowed": Arm(
+        "SmolLM2 as converted, prompted for stateless hints from the last 3 steps (no states, no actions)",
+        model=True,
+        format="windowed",
+        decides=False,
+    ),
     "tiny-sft": Arm("tiny random-init Qwen3 after the same SFT", model=True, train=train_sft),
     "hier": Arm(
         "hierarchical manager: tier 0 bookkeeping, SmolLM2 LoRA SFT (as sft-lora) on the hier samples as tier 1",

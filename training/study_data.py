@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 
 def synthesize_split(study: Study, split: str) -> dict[str, Any]:
-    """The ``train`` or ``heldout`` synthesis run (resumable; skipped when its stats.json exists)."""
+    """The ``train``, ``heldout`` or ``heldout-seen`` synthesis run (resumable; skipped when its stats.json exists)."""
     from synthesis.config import SynthesisConfig
     from synthesis.domains.catalog import HELDOUT_DOMAINS
     from synthesis.driver import synthesize
@@ -32,6 +32,13 @@ def synthesize_split(study: Study, split: str) -> dict[str, Any]:
     if split == "train":
         fields = {
             **config.train_synthesis,
+            "fault_types": [t for t in FAULT_TYPES if t not in config.heldout_fault_types],
+        }
+    elif split == "heldout-seen":  # held-out tasks, the training fault types
+        fields = {
+            **config.heldout_seen_synthesis,
+            "domains": list(HELDOUT_DOMAINS),
+            "validation_fraction": 0.0,
             "fault_types": [t for t in FAULT_TYPES if t not in config.heldout_fault_types],
         }
     else:
@@ -72,16 +79,19 @@ def sft_dataset(study: Study) -> Path:
 
 
 # ---------------------------------------------------------------- driver
-def first_turns_suite(src: Path, out: Path, n_turns: int) -> Path:
+def first_turns_suite(src: Path, out: Path, n_turns: int, faulted_only: bool = False) -> Path:
     """A copy of the synthesized suite ``src`` whose tasks keep their first ``n_turns`` turns (``config.yaml`` and
     ``private/reference.json`` cut there; the tables and the rest copied) and whose ``faults.jsonl`` keeps the faults
-    injected in those turns. Turns only depend on earlier ones, so the cut tasks are valid tasks. Rebuilt each time
-    (cheap: a few small files per task)."""
+    injected in those turns; ``faulted_only`` keeps only the tasks left with a harmful (not benign) fault there.
+    Turns only depend on earlier ones, so the cut tasks are valid tasks. Rebuilt each time (cheap: a few small files
+    per task)."""
     from harness.tasks import load_task
+    from synthesis.faults import BENIGN_TYPES
 
     if out.exists():
         shutil.rmtree(out)
     kept: dict[str, set[str]] = {}
+    folders: dict[str, Path] = {}
     for config_path in sorted((src / "tasks").glob("*/config.yaml")):
         task_dir = out / "tasks" / config_path.parent.name
         shutil.copytree(config_path.parent, task_dir)
@@ -93,12 +103,18 @@ def first_turns_suite(src: Path, out: Path, n_turns: int) -> Path:
         reference = json.loads(reference_path.read_text(encoding="utf-8"))
         reference = {turn_id: value for turn_id, value in reference.items() if turn_id in turn_ids}
         reference_path.write_text(json.dumps(reference, indent=2, ensure_ascii=False), encoding="utf-8")
-        kept[load_task(task_dir).id] = turn_ids  # validates the cut task
+        task_id = load_task(task_dir).id  # validates the cut task
+        kept[task_id], folders[task_id] = turn_ids, task_dir
     faults_path = src / "faults.jsonl"
     lines = faults_path.read_text(encoding="utf-8").splitlines() if faults_path.is_file() else []
+    harmful: set[str] = set()
+    faults = [json.loads(line) for line in filter(str.strip, lines)]
+    faults = [f for f in faults if str(f.get("turn_id")) in kept.get(str(f.get("task_id")), set())]
+    harmful = {str(f["task_id"]) for f in faults if f.get("fault_type") not in BENIGN_TYPES}
+    if faulted_only:
+        for task_id in set(folders) - harmful:
+            shutil.rmtree(folders[task_id])
+        faults = [f for f in faults if str(f["task_id"]) in harmful]
     with (out / "faults.jsonl").open("w", encoding="utf-8") as fh:
-        for line in filter(str.strip, lines):
-            fault = json.loads(line)
-            if str(fault.get("turn_id")) in kept.get(str(fault.get("task_id")), set()):
-                fh.write(line + "\n")
+        fh.writelines(json.dumps(f) + "\n" for f in faults)
     return out

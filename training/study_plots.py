@@ -12,7 +12,8 @@ PLOTS = ("metrics.png", "rewards.png", "training_sft.png", "training_rl.png")
 
 def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
     """``metrics.png`` (rates with CIs per arm), ``rewards.png`` (reward by term), ``training_sft.png`` (loss per
-    step of every SFT arm) and, when the RL arm trained, ``training_rl.png`` (reward, clip, filtered-group curves)."""
+    step of every SFT arm) and, when a DAPO arm trained, ``training_rl.png`` (reward, illegal-action rate, repair
+    precision and recall per step)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -68,13 +69,22 @@ def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
     ax.legend(fontsize=7)
     paths.append(save_figure(fig, out / PLOTS[2]))
 
-    rl = {k: v for k, v in (trained.get("sft-dapo") or {}).items() if k != "loss"}
+    rl = {arm: trained[arm] for arm in ("sft-dapo", "rl-only") if trained.get(arm)}
     if rl:
-        fig, ax = plt.subplots(figsize=(7, 3.6))
-        for key, points in sorted(rl.items()):
-            steps, values = zip(*points, strict=True)
-            ax.plot(steps, values, label=key)
-        ax.set(xlabel="step", title="DAPO: reward by term, clip fractions, filtered groups")
-        ax.legend(fontsize=6)
+        panels = [
+            ("reward", "reward (mean of the batch)"),
+            ("manager/illegal_action_rate", "illegal-action rate"),
+            ("manager/repair_precision", "repair precision"),
+            ("manager/repair_recall", "repair recall"),
+        ]
+        fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
+        for ax, (key, title) in zip(axes, panels, strict=True):
+            for arm, curves in rl.items():
+                if curves.get(key):
+                    steps, values = zip(*curves[key], strict=True)
+                    ax.plot(steps, values, "o-", label=arm)
+            ax.set(xlabel="step", title=title)
+            ax.legend(fontsize=7)
+        fig.suptitle("DAPO on the training split's decision points")
         paths.append(save_figure(fig, out / PLOTS[3]))
     return paths

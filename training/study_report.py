@@ -9,6 +9,7 @@ All worker numbers are SIMULATED: the scripted worker replays reference or fault
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,12 @@ __all__ = [  # the report's own names, and the metrics and plots under their his
 ]
 
 LEGAL_TARGET = 0.95
-SFT_ARMS = ("sft-lora", "sft-full")
+DAPO_ARMS = ("sft-dapo", "rl-only")
+"""The arms trained by DAPO (their curves: reward, illegal-action rate, repair precision / recall)."""
+SFT_ARMS = ("sft-lora", "sft-full", "sft-dapo", "hier")
+"""The arms trained by SFT (sft-dapo after its SFT; hier on its own samples): the legal-action target is theirs."""
+F1_TARGET, FALSE_REPAIR_TARGET = 0.8, 0.05
+"""sft's stretch target on the held-out fault types: repair F1 at least this, false repairs at most that."""
 
 
 # ---------------------------------------------------------------- collection
@@ -65,7 +71,9 @@ def training_figures(folder: Path) -> dict[str, Any]:
     for entry in logs:
         step = entry.get("step")
         for key, value in entry.items():
-            wanted = key in ("loss", "eval_loss", "reward") or key.startswith(("rewards/", "clip", "dapo/"))
+            wanted = key in ("loss", "eval_loss", "reward") or key.startswith(
+                ("rewards/", "clip", "dapo/", "manager/")
+            )
             if wanted and isinstance(value, int | float) and step is not None:
                 curves.setdefault(key, []).append([step, float(value)])
     return {"curves": curves, "results": results}
@@ -108,6 +116,12 @@ def collect(
             dcr=summary["dcr"],
             manager=summary["manager"],
             decisions=decision_metrics(decisions[arm], seed, n) if decisions and decisions.get(arm) else None,
+            decisions_by_group={
+                group: decision_metrics([r for r in decisions[arm] if r.get("group") == group], seed, n)
+                for group in sorted({r.get("group", "") for r in decisions[arm]})
+            }
+            if decisions and decisions.get(arm)
+            else None,
         )
         folder = trained.get(arm, {}).get("adapter") or trained.get(arm, {}).get("checkpoint")
         arms[arm] = {
@@ -134,7 +148,11 @@ def collect(
             "fault_types_unseen_in_training": list(config.heldout_fault_types),
             "exact_match_samples": len(next(iter(exact.values()), [])),
             "decision_points": len(next(iter((decisions or {}).values()), [])),
+            "decision_points_by_group": dict(
+                sorted(Counter(r.get("group", "") for r in next(iter((decisions or {}).values()), [])).items())
+            ),
             "decision_max_responses": config.decision_max_responses,
+            "decision_takeover": config.decision_takeover,
         },
         "arms": arms,
         "unavailable": {arm: t["unavailable"] for arm, t in trained.items() if "unavailable" in t},
@@ -146,65 +164,98 @@ def collect(
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The study's targets (SFT arms: legal-action rate, repair F1 above prompt-only; DAPO's effect and, when both
-    arms ran, hier's over sft-lora measured), each met / missed / n/a (or measured) with the numbers that decide it."""
+    """The study's targets, each met / missed / n/a (or measured) with the numbers that decide it: legal actions of
+    every SFT arm in the episodes and at the decision points; ``sft-lora``'s repair F1 and false-repair rate on the
+    held-out fault types (stretch) and its F1 against prompt-only's (paired CI); DAPO's effect over SFT on the
+    decision reward; DCR of the best arm against ``none``; and hier against the flat manager."""
     arms = results["arms"]
+    comparisons = {(c["a"], c["b"]): c for c in results["comparisons"]}
 
     def value(arm: str, metric: str) -> float | None:
         entry = metric_entry((arms.get(arm) or {}).get("metrics", {}), metric)
-        return entry.get("value") if isinstance(entry, dict) else None
+        return entry.get("value") if isinstance(entry, dict) else entry if isinstance(entry, int | float) else None
 
-    prompt_legal = value("prompt", "legal_action_rate")
+    def diff(a: str, b: str, metric: str) -> dict[str, Any] | None:
+        if (a, b) in comparisons:
+            return comparisons[(a, b)].get(metric)
+        found = (comparisons.get((b, a)) or {}).get(metric)
+        return (
+            None
+            if found is None
+            else {**found, "diff": -found["diff"], "ci95": [-found["ci95"][1], -found["ci95"][0]]}
+        )
+
     out = []
     for arm in (a for a in SFT_ARMS if a in arms):
-        legal = value(arm, "legal_action_rate")
-        at_points = value(arm, "decisions.legal_action_rate")
-        prompt_at_points = value("prompt", "decisions.legal_action_rate")
-        note = f"(at the decision points: {fmt(at_points)}, prompt-only {fmt(prompt_at_points)})"
-        out.append(
-            {
-                "target": f"{arm}: legal-action rate in the episodes >= {LEGAL_TARGET:.0%} (prompt-only: "
-                f"{fmt(prompt_legal)})",
-                "status": "n/a" if legal is None else "met" if legal >= LEGAL_TARGET else "missed",
-                "value": legal,
-                "note": "" if at_points is None else note,
-            }
-        )
-        for metric, how in (
-            ("repair_f1", "in episodes"),
-            ("decisions.repair_f1", "closed loop at decision points"),
-            ("repair_f1_exact", "teacher-forced"),
+        for metric, where in (
+            ("legal_action_rate", "in the episodes"),
+            ("decisions.legal_action_rate", "at the decision points"),
         ):
-            f1, prompt_f1 = value(arm, metric), value("prompt", metric)
-            decided = f1 is not None and prompt_f1 is not None
+            legal = value(arm, metric)
             out.append(
                 {
-                    "target": f"{arm}: repair F1 {how} above prompt-only ({fmt(prompt_f1)})",
-                    "status": "met" if decided and f1 > prompt_f1 else "missed" if decided else "n/a",
-                    "value": f1,
+                    "target": f"{arm}: legal-action rate {where} >= {LEGAL_TARGET:.0%} (prompt-only: "
+                    f"{fmt(value('prompt', metric))})",
+                    "status": "n/a" if legal is None else "met" if legal >= LEGAL_TARGET else "missed",
+                    "value": legal,
                 }
             )
-    dapo = next((c for c in results["comparisons"] if (c["a"], c["b"]) == ("sft-full", "sft-dapo")), None)
-    measured = ("reward_total", "turn_accuracy", "legal_action_rate", "exact_match", "decision_reward")
-    measured += ("decision_match",)
-    effect = None if dapo is None else {k: dapo.get(k) for k in measured}
-    out.append(
-        {
-            "target": "DAPO over SFT-only (sft-dapo - sft-full), measured with its CI",
-            "status": "measured" if dapo else "n/a",
-            "value": effect,
-            "note": results["unavailable"].get("sft-dapo", ""),
-        }
-    )
-    hier = next((c for c in results["comparisons"] if (c["a"], c["b"]) == ("sft-lora", "hier")), None)
-    if hier is not None:
+    unseen = "heldout"
+    f1 = value("sft-lora", f"decisions_by_group.{unseen}.repair_f1")
+    false = value("sft-lora", f"decisions_by_group.{unseen}.false_repair_rate")
+    if "sft-lora" in arms:
+        stretch = f1 is not None and f1 >= F1_TARGET and (false or 0.0) <= FALSE_REPAIR_TARGET
+        out.append(
+            {
+                "target": f"sft-lora (sft): repair F1 on the held-out fault types >= {F1_TARGET} with false repairs "
+                f"<= {FALSE_REPAIR_TARGET:.0%} (stretch; decision points of the {unseen} split)",
+                "status": "n/a" if f1 is None else "met" if stretch else "missed",
+                "value": {"repair_f1": f1, "false_repair_rate": false},
+            }
+        )
+        against = diff("prompt", "sft-lora", "decision_f1")
+        out.append(
+            {
+                "target": "sft-lora (sft): repair F1 at the decision points above prompt-only's (the paired CI of "
+                "sft-lora - prompt lies above 0)",
+                "status": "n/a" if against is None else "met" if against["ci95"][0] > 0 else "missed",
+                "value": against,
+            }
+        )
+    if "sft-dapo" in arms and "sft-lora" in arms:
+        effect = diff("sft-lora", "sft-dapo", "decision_reward")
+        out.append(
+            {
+                "target": "DAPO over SFT: sft-dapo - sft-lora decision reward with a CI that excludes 0",
+                "status": "n/a"
+                if effect is None
+                else "met"
+                if effect["ci95"][0] > 0 or effect["ci95"][1] < 0
+                else "missed",
+                "value": effect,
+                "note": results["unavailable"].get("sft-dapo", ""),
+            }
+        )
+    dcr = {a: value(a, "dcr") for a in arms if a != "none"}
+    dcr = {a: v for a, v in dcr.items() if v is not None}
+    if dcr and "none" in arms:
+        best = max(dcr, key=lambda a: dcr[a])
+        out.append(
+            {
+                "target": f"DCR of the best arm ({best}) against none on the faulted episodes (SIMULATED worker)",
+                "status": "measured",
+                "value": {"best": best, "dcr": dcr[best], "none": value("none", "dcr"),
+                          "reward_total": diff("none", best, "reward_total")},
+            }
+        )  # fmt: skip
+    if "hier" in arms and "sft-lora" in arms:
         measured = ("decision_f1", "decision_model_calls", "decision_model_tokens", "decision_match", "reward_total")
         out.append(
             {
-                "target": "the hierarchical manager over the flat one with the same SFT budget (hier - sft-lora) at "
-                "the decision points: repair F1, model calls and tokens per point; measured with their CIs",
+                "target": "the hierarchical manager over the flat one with the same SFT budget (hier - sft-lora): "
+                "repair F1, model calls and tokens per decision point; measured with their CIs",
                 "status": "measured",
-                "value": {k: hier.get(k) for k in measured},
+                "value": {k: diff("sft-lora", "hier", k) for k in measured},
             }
         )
     return out
@@ -269,10 +320,13 @@ COMPARISON_COLUMNS = [
 
 
 def _target_value(value: Any) -> str:
-    """A target's number, or a measured effect's paired differences (``{metric: {diff, ci95}}``) one by one."""
+    """A target's number, a paired difference (``{diff, ci95}``), or several named ones (a difference, a number or
+    a name each), one by one."""
     if not isinstance(value, dict):
-        return fmt(value)
-    shown = [f"{name} {d['diff']:+.3f} {interval(d['ci95'])}" for name, d in value.items() if d is not None]
+        return fmt(value) if not isinstance(value, str) else value
+    if "diff" in value:
+        return f"{value['diff']:+.3f} {interval(value['ci95'])}"
+    shown = [f"{name} {_target_value(v)}" for name, v in value.items() if v is not None]
     return "; ".join(shown) or "n/a (nothing both arms share)"
 
 
@@ -313,7 +367,7 @@ def render_report(results: dict[str, Any]) -> str:
         "",
         *scale_notes(results),
         "## Training curves\n",
-        "![SFT loss](training_sft.png)" + (" ![RL](training_rl.png)" if "sft-dapo" in arms else "") + "\n",
+        "![SFT loss](training_sft.png)" + (" ![RL](training_rl.png)" if set(DAPO_ARMS) & set(arms) else "") + "\n",
         markdown_table(TRAINING_COLUMNS, [(a, v) for a, v in arms.items() if v["training"]]),
         "\n## Arms not run\n",
         "\n".join(f"- {arm}: {reason}" for arm, reason in results["unavailable"].items()) or "(every arm ran)",
@@ -360,22 +414,39 @@ def decision_section(results: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     held = results["heldout"]
-    return [
-        "## Decision points: commit or repair, closed loop\n",
-        f"{held['decision_points']} held-out turn-end activations where the gold manager repairs (a harmful fault) "
-        "or commits (repairing there is a false repair). The gold manager plays the episode up to the point and "
-        f"after it; the arm plays the point's activation in the real manager env (tool calls run in the sandbox, "
-        f"at most {held['decision_max_responses']} model responses). The reward is the whole episode's (SIMULATED "
-        "worker): an activation that ends without a control action leaves the turn end to the gold manager's next "
-        "activation, which may still repair, so a missed repair there costs less reward than finalizing the faulty "
-        "state. The `hier` arm is the hierarchical manager: its tier 0 (the harness, no model) writes the checks and "
-        "the bookkeeping, which cost no model response and are left out of its legal-action rate; its model (tier "
-        "1) is asked only where it decides. Model calls and tokens are per point, as the backend counted them "
-        "(prompt + completion); the paired differences (F1 included) are in the comparisons below. Module: "
-        "`training/study_decisions.py`.\n",
+    takeover = held.get("decision_takeover", "activation")
+    handover = (
+        "the gold manager runs its verification procedure (check_execution and the probes it writes from the turn's "
+        "stated requirements), then the arm gets the request where the gold decides: it reads the same results and "
+        "decides (repair, naming the variable and quoting the evidence, or confirm)"
+        if takeover == "decision"
+        else "the arm plays the whole activation (its own checks, then the decision)"
+    )
+    groups = held.get("decision_points_by_group") or {}
+    lines = [
+        "## Decision points: repair or confirm, closed loop\n",
+        f"{held['decision_points']} held-out check activations ({', '.join(f'{g}: {n}' for g, n in groups.items())}) "
+        "where the gold manager repairs (its checks show a violation) or confirms (repairing there is a false "
+        "repair), drawn across tasks (seeded). The gold manager plays the episode up to the point and after it; at "
+        f"the point {handover}, in the real manager env (tool calls run in the sandbox, at most "
+        f"{held['decision_max_responses']} model responses). `heldout`: the held-out domain with the fault types "
+        "never seen in training (generalization across fault types); `heldout-seen`: other held-out tasks with the "
+        "training fault types (across tasks). The reward is the whole episode's (SIMULATED worker). The `hier` arm "
+        "is the hierarchical manager: its tier 0 (no model) writes checks and bookkeeping, left out of its "
+        "legal-action rate. Model calls and tokens are per point (prompt + completion); the paired differences "
+        "(F1 included) are in the comparisons below. Module: `training/study_decisions.py`.\n",
+        "### All points\n",
         markdown_table(DECISION_COLUMNS, rows),
         "",
     ]
+    for group in groups:
+        grouped = [
+            (arm, {"metrics": {"decisions": a["metrics"]["decisions_by_group"][group]}})
+            for arm, a in rows
+            if group in (a["metrics"].get("decisions_by_group") or {})
+        ]
+        lines += [f"### {group}\n", markdown_table(DECISION_COLUMNS, grouped), ""]
+    return lines
 
 
 def scale_notes(results: dict[str, Any]) -> list[str]:

@@ -255,3 +255,142 @@ def _runs(mask: list[int]) -> list[tuple[bool, int]]:
     import itertools
 
     return [(bool(k), len(list(g))) for k, g in itertools.groupby(mask)]
+
+
+# ---------------------------------------------------------------- the decision takeover
+
+
+_CONFIRM = (
+    '<tool_call>\n{"name": "FINALIZE_RELATIONS", "arguments": {"mode": "confirm", "relations": [], '
+    '"conflict_evidence": ""}}\n</tool_call>'
+)
+
+
+def _gold_reward(env, pool, episode_id: str) -> tuple[float, dict]:
+    """The reward and final answers of the episode played by the gold alone, in ``env``."""
+    gold = pool.entry(episode_id).gold_policy()
+    _, info = env.reset(options={"episode_id": episode_id})
+    while True:
+        _, reward, terminated, truncated, info = env.step(gold.respond(info["policy_input"]))
+        if terminated or truncated:
+            return reward, info["record"].final_answers
+
+
+def _repair_point(pool, format: str = "flat") -> StartPoint:
+    """The first check activation whose gold verifies with at least two calls and then repairs."""
+    points = start_points(pool, format=format, gold_controls=("REPAIR",))
+    return next(p for p in points if len(_gold_activation(pool, p)["actions"]) >= 3)
+
+
+def test_the_decision_takeover_plays_the_gold_checks_and_the_model_decides_token_for_token(pool, tokens, env):
+    """takeover="decision": the gold's check_execution and probes run in the env; the model's one response, the gold's
+    own REPAIR, is sampled from the whole conversation so far (golden ids) and the episode scores as the gold's."""
+    start = _repair_point(pool)
+    raws = [a["raw"] for a in _gold_activation(pool, start)["actions"]]
+    decision = tokens.encode(raws[-1]) + [tokens.eos_id]
+    session = ScriptedSession([decision])
+    player = EpisodePlayer(
+        env, tokens, RolloutLimits(max_new_tokens=4096, max_completion_length=100_000), takeover="decision"
+    )
+    rollout = player.play(start, lambda: session)
+
+    played = [a for a in player.record.activations if a["actor"] == "policy"][start.activation]
+    assert [a["raw"] for a in played["actions"]] == raws and all(a["legal"] for a in played["actions"])
+    assert [a["name"] for a in rollout.actions] == ["REPAIR"] and rollout.actions[0]["legal"]
+    # the prompt is the llm policy's conversation at the takeover: the activation, the gold's calls and their results
+    messages = CONVERSATION.messages(player.inputs[0])
+    assert [m["content"] for m in messages if m["role"] == "assistant"] == raws[:-1]
+    assert len(player.inputs) == len(session.contexts) == 1 and session.contexts[0] == rollout.prompt_ids
+    assert rollout.prompt_ids == _render(tokens, messages, generation_prompt=True)
+    final = [*messages, {"role": "assistant", "content": raws[-1]}]
+    assert rollout.prompt_ids + rollout.completion_ids == _render(tokens, final, generation_prompt=False)
+    assert [t for t, m in zip(rollout.completion_ids, rollout.env_mask, strict=True) if m] == decision
+    # the same decision as the gold's: the same episode and reward
+    reward, answers = _gold_reward(env, pool, start.episode_id)
+    assert player.record.final_answers == answers
+    assert rollout.env_reward == pytest.approx(reward)
+
+    # another decision is the model's: it is what the env received, and missing the fault costs reward
+    session = ScriptedSession([tokens.encode(_CONFIRM) + [tokens.eos_id]])
+    rollout = player.play(start, lambda: session)
+    played = [a for a in player.record.activations if a["actor"] == "policy"][start.activation]
+    assert [a["raw"] for a in played["actions"]] == [*raws[:-1], _CONFIRM]
+    assert [a["name"] for a in rollout.actions] == ["FINALIZE_RELATIONS"] and rollout.env_reward < reward
+
+
+def test_a_hier_decision_takeover_prompts_with_the_gold_tier1_probes(pool, qwen3_tokenizer, hier_env):
+    """hier: tier 0's check, then the gold's tier-1 probes; the model's prompt is tier 1's conversation at the gold's
+    decision (the decision prompt, the probes and their results), rendered with the tier-1 tools."""
+    from harness.manager.hier import HierPolicy
+    from harness.manager.hier_prompts import tier1_tool_schemas
+
+    tokens = EpisodeTokens(qwen3_tokenizer, format="hier")
+    start = _repair_point(pool, "hier")
+    raws = [a["raw"] for a in _gold_activation(pool, start)["actions"]]
+    session = ScriptedSession([tokens.encode(raws[-1]) + [tokens.eos_id]])
+    limits = RolloutLimits(max_new_tokens=4096, max_completion_length=100_000)
+    player = EpisodePlayer(hier_env, tokens, limits, takeover="decision")
+    rollout = player.play(start, lambda: session)
+
+    played = [a for a in player.record.activations if a["actor"] == "policy"][start.activation]
+    assert [a["raw"] for a in played["actions"]] == raws
+    assert [a["actor"] for a in played["actions"]] == ["harness"] + ["policy"] * (len(raws) - 1)
+    assert [a["name"] for a in rollout.actions] == ["REPAIR"] and rollout.actions[0]["legal"]
+    (messages,) = player.conversations
+    assert messages == HierPolicy(None).tier1_messages(player.inputs[0])
+    assert [m["content"] for m in messages if m["role"] == "assistant"] == raws[1:-1]  # the gold's tier-1 probes
+    text = qwen3_tokenizer.apply_chat_template(
+        messages, tools=tier1_tool_schemas(), tokenize=False, add_generation_prompt=True
+    )
+    assert session.contexts == [rollout.prompt_ids] and rollout.prompt_ids == tokens.encode(text)
+    entry = pool.entry(start.episode_id)
+    assert player.record.final_answers == pool.record(entry, "gold").final_answers
+
+
+def test_the_decision_takeover_refuses_an_activation_the_gold_does_not_decide(pool, tokens):
+    """With a budget of two actions the gold's checks use it up: the model never takes over, and the error says so."""
+    from envs import ManagerEnv
+    from harness.manager.runtime import RuntimeConfig
+
+    start = _repair_point(pool)
+    isolation = "bwrap" if shutil.which("bwrap") else "none"
+    env = ManagerEnv(pool=pool, worker="replay", isolation=isolation, runtime_config=RuntimeConfig(max_actions=2))
+    try:
+        player = EpisodePlayer(env, tokens, RolloutLimits(), takeover="decision")
+        session = ScriptedSession([])
+        with pytest.raises(RuntimeError, match=rf"episode {start.episode_id}, start activation {start.activation}: "
+                           "the gold never decided"):  # fmt: skip
+            player.play(start, lambda: session)
+        assert session.contexts == []
+    finally:
+        env.close()
+
+
+def test_gold_decision_start_points_by_gold_control_and_their_arguments(pool):
+    from training.rl.rollout import gold_decision
+    from training.rl.trainer import RLArguments
+
+    assert gold_decision(_CONFIRM)
+    assert not gold_decision('<tool_call>\n{"name": "REPAIR", "arguments": {}}\n</tool_call>')  # does not parse
+    assert gold_decision(
+        '<think>\nok\n</think>\n\n<tool_call>\n{"name": "COMMIT_STATE", "arguments": {}}\n</tool_call>'
+    )
+    assert not gold_decision('<tool_call>\n{"name": "run_probe", "arguments": {"code": "1"}}\n</tool_call>')
+    assert not gold_decision("REPAIR") and not gold_decision("")
+
+    every = start_points(pool)
+    repairs = start_points(pool, gold_controls=("REPAIR",))
+    assert repairs == [p for p in every if p.gold_control == "REPAIR"] and len(repairs) >= 2
+    both = start_points(pool, ("turn_end",), gold_controls=("REPAIR", "FINALIZE_RELATIONS"))
+    assert {p.gold_control for p in both} == {"REPAIR", "FINALIZE_RELATIONS"} and len(both) > len(repairs)
+    with pytest.raises(ValueError, match=r"^gold_controls=\['NOPE'\]: unknown control actions \['NOPE'\]; use"):
+        start_points(pool, gold_controls=("NOPE",))
+
+    args = RLArguments(takeover="decision", gold_controls=["REPAIR"])
+    assert (args.takeover, args.gold_controls) == ("decision", ["REPAIR"]) and RLArguments().takeover == "activation"
+    with pytest.raises(ValueError, match=r"^takeover='x' is not understood; use one of: activation, decision\.$"):
+        RLArguments(takeover="x")
+    with pytest.raises(
+        ValueError, match=r"^gold_controls=\['NOPE'\]: unknown control actions \['NOPE'\]; use .*REPAIR"
+    ):
+        RLArguments(gold_controls=["NOPE"])

@@ -23,8 +23,10 @@ def test_study_configs_load() -> None:
     assert [p.name for p in STUDY_CONFIGS] == ["smollm2-mini.yaml", "smollm2.yaml"]
     for path in STUDY_CONFIGS:
         config = StudyConfig.from_yaml(path)
-        mini = path.name == "smollm2-mini.yaml"  # without DAPO (minutes a step) and the full-SFT launches (time)
-        assert config.arms == [a for a in ARMS if not (mini and a in ("sft-dapo", "sft-full", "tiny-sft", "hier"))]
+        mini = path.name == "smollm2-mini.yaml"  # without DAPO (minutes a step) and the extra SFT launches (time)
+        left_out = ("sft-full", "tiny-sft") + (("sft-dapo", "rl-only", "windowed", "hier") if mini else ())
+        assert config.arms == [a for a in ARMS if a not in left_out]
+        assert config.decision_takeover == "decision"
         assert config.prompt_view == "bare"  # SFT data, inference and DAPO rollouts alike
         assert config.heldout_synthesis.get("domains") is None  # the split's domain is forced to the held-out one
         assert len(config.heldout_fault_types) == 2 and "fault_types" not in config.train_synthesis  # set by the study
@@ -34,7 +36,10 @@ def test_study_configs_load() -> None:
     ("overrides", "message"),
     [
         ({"arms": ["none", "gpt"]}, "unknown arm"),
-        ({"arms": ["sft-dapo"]}, "trained from sft-full"),
+        ({"arms": ["sft-dapo"]}, "trained from sft-lora"),
+        ({"decision_takeover": "x"}, "decision_takeover='x'"),
+        ({"eval_split": "heldout-seen"}, "needs heldout_seen_synthesis"),
+        ({"eval_faulted_only": True}, "needs eval_turns"),
         ({"heldout_fault_types": ["typo"]}, "heldout_fault_types: unknown"),
         ({"comparisons": [["none"]]}, "not a pair"),
         ({"exact_match_samples": 0}, "at least 1"),
@@ -53,10 +58,16 @@ def test_the_dapo_arm_launches_rl_with_the_study_view(tmp_path: Path, monkeypatc
     launched = []
     monkeypatch.setattr(Study, "launch", lambda self, arm, script, config, args: launched.append((script, args)))
     study = Study(StudyConfig(out=str(tmp_path), prompt_view=prompt_view, rl_args=["--max_steps", "2"]), tmp_path)
-    assert train_dapo(study, "sft-dapo") == {"checkpoint": str(study.model_dir("sft-dapo"))}
-    [(script, args)] = launched
+    sft = str(study.model_dir("sft-lora"))
+    assert train_dapo(study, "sft-dapo") == {"checkpoint": str(study.model_dir("sft-dapo")), "start": sft}
+    assert train_dapo(study, "rl-only")["start"] == str(study.model_dir("prompt"))  # SmolLM2 as converted
+    (script, args), (_, rl_only) = launched
     assert script == "rl.py" and args[args.index("--prompt_view") + 1] == prompt_view
-    assert args[args.index("--model_name_or_path") + 1] == str(study.model_dir("sft-full"))
+    assert args[args.index("--model_name_or_path") + 1] == sft
+    assert rl_only[rl_only.index("--model_name_or_path") + 1] == str(study.model_dir("prompt"))
+    # the rollouts start where the decision points do: the gold's repair-or-confirm check activations, handed over
+    assert args[args.index("--gold_controls") + 1 : args.index("--gold_controls") + 3] == ["REPAIR", "FINALIZE_RELATIONS"]
+    assert args[args.index("--takeover") + 1] == "decision" and args[args.index("--event_types") + 1] == "turn_end"
     assert args[-2:] == ["--max_steps", "2"]
 
 

@@ -23,18 +23,27 @@ class Silent:
         return ""
 
 
-def test_decision_points_alternate_kinds_seeded(pool) -> None:
+def test_decision_points_alternate_kinds_seeded_and_spread_over_tasks(pool) -> None:
     from training.rl.rollout import start_points
 
     every = [p for p in start_points(pool, ("turn_end",)) if p.gold_control in DECISION_CONTROLS]
     kinds = Counter(p.gold_control for p in every)
-    assert kinds["REPAIR"] >= 2 and kinds["COMMIT_STATE"] > kinds["REPAIR"]  # the fixture has both, repairs rarer
+    assert (
+        kinds["REPAIR"] >= 2 and kinds["FINALIZE_RELATIONS"] > kinds["REPAIR"]
+    )  # the fixture has both, repairs rarer
     points = decision_points(pool, 4, seed=0)
-    assert [p.gold_control for p in points] == ["REPAIR", "COMMIT_STATE"] * 2
+    assert [p.gold_control for p in points] == ["REPAIR", "FINALIZE_RELATIONS"] * 2
     assert points == decision_points(pool, 4, seed=0) and len(set(map(point_key, points))) == 4
     assert decision_points(pool, 4, seed=1) != points  # another seed, another draw
     many = decision_points(pool, 1000, seed=0)
     assert len(many) == len(every) and Counter(p.gold_control for p in many) == kinds  # all, once each
+    # each kind covers every task that has one before any task gives a second point
+    for control in DECISION_CONTROLS:
+        tasks = [pool.entry(p.episode_id).task_id for p in many if p.gold_control == control]
+        distinct = len(set(tasks))
+        assert len(set(tasks[:distinct])) == distinct
+    odd = decision_points(pool, 3, seed=0)
+    assert Counter(p.gold_control for p in odd) == {"REPAIR": 2, "FINALIZE_RELATIONS": 1}  # REPAIR rounds up
     with pytest.raises(ValueError, match="n=0"):
         decision_points(pool, 0)
 
@@ -47,12 +56,19 @@ def test_the_gold_manager_at_a_decision_point_repairs_exactly_where_gold_did(poo
         assert row["control"] == point.gold_control and row["repaired"] == (point.gold_control == "REPAIR")
         assert all(a["legal"] for a in row["actions"]) and row["actions"][-1]["name"] == point.gold_control
         assert row["task_id"] == pool.entry(point.episode_id).task_id and not row["truncated"]
+        assert row["context"] == [] and row["actions"][0]["name"] == "check_execution"  # it wrote its own checks
     m = decision_metrics(rows, seed=0, n=200)
     assert (m["points"], m["repair_points"]) == (4, 2)
     assert m["legal_action_rate"]["value"] == 1.0 and m["control_match"]["value"] == 1.0
     assert (m["repair_precision"], m["repair_recall"], m["repair_f1"]["value"]) == (1.0, 1.0, 1.0)
     assert m["false_repair_rate"]["value"] == 0.0
-    assert m["controls"] == {"COMMIT_STATE": 2, "REPAIR": 2}
+    assert m["controls"] == {"FINALIZE_RELATIONS": 2, "REPAIR": 2}
+    # taking over at the gold's decision: the gold's checks are the context, the arm's one response is the decision
+    for point, whole in zip(points, rows, strict=True):
+        row = play_decision(env, point, pool.entry(point.episode_id).gold_policy(), 1, "decision", group="g")
+        assert [a["name"] for a in row["actions"]] == [point.gold_control] and row["actions"][0]["legal"]
+        assert [c["name"] for c in row["context"]] == [a["name"] for a in whole["actions"][:-1]]
+        assert row["reward"] == pytest.approx(whole["reward"]) and row["key"] == f"g/{point_key(point)}"
     # a manager that says nothing: its responses count (illegal) up to the budget, then the runtime's fallback
     silent = Silent()
     row = play_decision(env, points[0], silent, max_responses=2)
@@ -60,6 +76,11 @@ def test_the_gold_manager_at_a_decision_point_repairs_exactly_where_gold_did(poo
     assert row["control"] is None and not row["repaired"]
     # the gold manager's repair is worth more than the fallback's outcome at the same point (same episode)
     assert rows[0]["reward"] > row["reward"]
+    silent = Silent()
+    row = play_decision(env, points[0], silent, max_responses=1, takeover="decision")
+    assert silent.calls == 1 and row["context"] and row["control"] is None
+    with pytest.raises(ValueError, match="takeover=.x. is not understood"):
+        play_decision(env, points[0], silent, max_responses=1, takeover="x")
 
 
 def test_score_decisions_appends_and_resumes(pool, env, tmp_path: Path) -> None:
@@ -89,10 +110,10 @@ def _row(key: str, task: str, gold: str, control: str | None, legal: list[bool],
 def test_decision_metrics_by_hand() -> None:
     rows = [
         _row("a@1", "t1", "REPAIR", "REPAIR", [True, True], 1.0),  # TP
-        _row("b@2", "t1", "REPAIR", "COMMIT_STATE", [False, True], 0.0),  # FN
-        _row("c@3", "t2", "COMMIT_STATE", "REPAIR", [True], -1.0),  # FP
-        _row("d@4", "t2", "COMMIT_STATE", "COMMIT_STATE", [True], 1.0),  # TN
-        _row("e@5", "t2", "COMMIT_STATE", None, [False, False], 0.5),  # TN, no control
+        _row("b@2", "t1", "REPAIR", "FINALIZE_RELATIONS", [False, True], 0.0),  # FN
+        _row("c@3", "t2", "FINALIZE_RELATIONS", "REPAIR", [True], -1.0),  # FP
+        _row("d@4", "t2", "FINALIZE_RELATIONS", "FINALIZE_RELATIONS", [True], 1.0),  # TN
+        _row("e@5", "t2", "FINALIZE_RELATIONS", None, [False, False], 0.5),  # TN, no control
     ]
     m = decision_metrics(rows, seed=0, n=300)
     assert m["legal_action_rate"]["value"] == pytest.approx(5 / 8)
@@ -101,13 +122,16 @@ def test_decision_metrics_by_hand() -> None:
     assert m["repair_f1"]["value"] == pytest.approx(2 / (2 + 1 + 1))
     assert m["false_repair_rate"]["value"] == pytest.approx(1 / 3)
     assert m["reward_total"]["value"] == pytest.approx(1.5 / 5)
-    assert m["controls"] == {"COMMIT_STATE": 2, "None": 1, "REPAIR": 2}
+    assert m["controls"] == {"FINALIZE_RELATIONS": 2, "None": 1, "REPAIR": 2}
     lo, hi = m["repair_f1"]["ci95"]
     assert 0.0 <= lo <= 0.5 <= hi <= 1.0
 
 
 def test_the_report_has_the_decision_table() -> None:
-    rows = [_row("a@1", "t1", "REPAIR", "REPAIR", [True], 1.0), _row("d@4", "t2", "COMMIT_STATE", None, [False], 0)]
+    rows = [
+        _row("a@1", "t1", "REPAIR", "REPAIR", [True], 1.0),
+        _row("d@4", "t2", "FINALIZE_RELATIONS", None, [False], 0),
+    ]
     decisions = decision_metrics(rows, seed=0, n=50)
     empty = {"value": None, "ci95": None, "n": 0}
     metrics = {
@@ -124,9 +148,9 @@ def test_the_report_has_the_decision_table() -> None:
         "comparisons": [], "targets": [], "unavailable": {}, "timing": {"total": 1.0},
     }  # fmt: skip
     report = render_report(results)
-    assert "## Decision points: commit or repair, closed loop" in report
+    assert "## Decision points: repair or confirm, closed loop" in report
     line = next(line for line in report.splitlines() if line.startswith("| rule | 2 (1) | 0.500"))
-    assert "COMMIT_STATE" not in line and "REPAIR 1" in line and "None 1" in line
+    assert "FINALIZE_RELATIONS" not in line and "REPAIR 1" in line and "None 1" in line
 
 
 def test_a_study_refuses_data_synthesized_with_another_config(tmp_path: Path) -> None:
@@ -146,8 +170,14 @@ def test_a_study_refuses_data_synthesized_with_another_config(tmp_path: Path) ->
 def test_comparisons_pair_decision_points_by_key() -> None:
     from training.study_report import comparisons
 
-    a = [_row("p@1", "t1", "REPAIR", None, [False], 0.0), _row("p@2", "t2", "COMMIT_STATE", "COMMIT_STATE", [True], 1)]
-    b = [_row("p@1", "t1", "REPAIR", "REPAIR", [True], 1.0), _row("p@2", "t2", "COMMIT_STATE", "REPAIR", [True], 0.5)]
+    a = [
+        _row("p@1", "t1", "REPAIR", None, [False], 0.0),
+        _row("p@2", "t2", "FINALIZE_RELATIONS", "FINALIZE_RELATIONS", [True], 1),
+    ]
+    b = [
+        _row("p@1", "t1", "REPAIR", "REPAIR", [True], 1.0),
+        _row("p@2", "t2", "FINALIZE_RELATIONS", "REPAIR", [True], 0.5),
+    ]
     [row] = comparisons([["x", "y"]], {"x": [], "y": []}, {}, seed=0, n=200, decisions={"x": a, "y": b})
     assert row["decision_reward"]["diff"] == pytest.approx((1.0 + -0.5) / 2) and row["decision_reward"]["n"] == 2
     assert row["decision_match"]["diff"] == pytest.approx((1.0 - 1.0) / 2)  # p@1 now right, p@2 now wrong

@@ -70,8 +70,8 @@ def test_decision_points_with_the_hier_policy(pool, env, tiny_model_dir: Path) -
         assert all(a["legal"] for a in row["actions"]) and row["control"] is not None
         assert row["model_calls"] <= 1  # one model response per point; tier 0's checks are free
         assert (row["prompt_tokens"] > 0) == (row["model_calls"] > 0)
-    asked = [r for r in rows if r["model_calls"]]
-    assert asked and all(r["gold"] == "REPAIR" for r in asked)  # at a commit point tier 0 commits, no model
+    confirms = [r for r in rows if r["gold"] == "FINALIZE_RELATIONS"]
+    assert confirms and all(r["model_calls"] == 1 for r in confirms)  # a clean check: tier 1 decides
     assert sum(r["model_calls"] for r in rows) == hier.stats.calls
     assert sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows) == (
         hier.stats.prompt_tokens + hier.stats.completion_tokens
@@ -79,7 +79,11 @@ def test_decision_points_with_the_hier_policy(pool, env, tiny_model_dir: Path) -
     m = decision_metrics(rows, seed=0, n=50)
     assert m["repair_f1"]["value"] is not None and 0.0 <= m["repair_f1"]["value"] <= 1.0
     assert m["usage"]["points"] == 4 and m["usage"]["model_calls"] == hier.stats.calls
-    assert m["usage"]["per_point_by_gold"]["COMMIT_STATE"]["model_calls"] == 0.0
+    assert m["usage"]["per_point_by_gold"]["FINALIZE_RELATIONS"]["model_calls"] == 1.0
+    # taking over at the gold's decision: tier 1 reads the gold's checks (as its own calls) and decides once
+    row = play_decision(env, confirms_point := points[1], hier, max_responses=1, takeover="decision")
+    assert confirms_point.gold_control == "FINALIZE_RELATIONS" and row["context"] and row["model_calls"] == 1
+    assert row["control"] == "FINALIZE_RELATIONS" and all(a["legal"] for a in row["actions"])
     # a flat model arm at the same points: every response is a model call, counted the same way
     flat = model_policy(tiny_model_dir, 8, "bare")
     flat_rows = [play_decision(env, p, flat, max_responses=1) for p in points[:2]]
@@ -121,6 +125,14 @@ def test_the_report_shows_calls_tokens_and_the_hier_pair() -> None:
     assert cells["model calls/point"] == "1.00" and cells["model tokens/point (prompt + completion)"] == "11"
     assert decision_metrics([_row("1", "t1", "REPAIR", False)], seed=0, n=20)["usage"] is None  # no model
     pair = {"a": "sft-lora", "b": "hier", "decision_f1": {"diff": 0.5, "ci95": [0.0, 1.0]}}
-    results = {"arms": {}, "comparisons": [pair], "unavailable": {}}
-    [*_, hier] = targets(results)
+    results = {
+        "arms": {"sft-lora": {"metrics": {}}, "hier": {"metrics": {}}},
+        "comparisons": [pair],
+        "unavailable": {},
+    }
+    *others, hier = targets(results)
     assert hier["status"] == "measured" and hier["value"]["decision_f1"]["diff"] == 0.5
+    assert {t["status"] for t in others} == {"n/a"}  # nothing else measured
+    pair = {"a": "hier", "b": "sft-lora", "decision_f1": {"diff": 0.5, "ci95": [0.25, 1.0]}}  # the other order
+    *_, hier = targets({**results, "comparisons": [pair]})
+    assert hier["value"]["decision_f1"] == {"diff": -0.5, "ci95": [-1.0, -0.25]}

@@ -15,7 +15,19 @@ played by the model in the real :class:`envs.ManagerEnv`:
    is the rollout's reward, so its differences within a group come from the model's activation alone.
 
 A :class:`StartPoint` is ``(episode id, activation index)``; :func:`start_points` lists them from the pool's recorded
-gold episodes.
+gold episodes, optionally only those the gold ended with given control actions (``gold_controls``, e.g. ``("REPAIR",
+"FINALIZE_RELATIONS")``: the check activations where the gold repairs or confirms).
+
+**Where the model takes over** (:class:`EpisodePlayer`'s ``takeover``): ``"activation"`` (default) as above, the model
+plays the whole start activation. ``"decision"``: inside the start activation the reference manager keeps answering
+while its response is not a control action (:func:`gold_decision`), so its verification calls (``check_execution``,
+``run_probe``) run in the env and are answered as usual; at the first request where the gold's response would be a
+control action that response is not sent and the model answers that request and any later one of the activation. The
+rollout's prompt is then the whole conversation up to that request (the activation, the gold's calls and their
+``<tool_response>``, the assistant header: :meth:`EpisodeTokens.conversation`), and the loss sees the model's
+decision and whatever it answers after it. In ``hier`` the gold's calls are tier 1's and the takeover is at the gold's
+tier-1 decision. A start activation the gold ends without a decision (its budget ran out) is refused with a
+``RuntimeError``.
 
 **The hierarchical format** (``format="hier"``, :class:`envs.ManagerEnv`'s ``hier``): the model is tier 1 of the
 :class:`~harness.manager.hier.HierPolicy`. The env answers every tier-0 request itself and stops only at tier-1
@@ -31,10 +43,12 @@ ends the activation; it counts as not legal in :attr:`Rollout.actions`.
 
 **Token layout.** :class:`EpisodeTokens` holds the chat-template pieces (``harness/chat_template.jinja``, the SFT
 template): ``prompt(text)`` is the system turn with the tools, the activation as the first user turn and the assistant
-header; after a model response the env inserts ``suffix(result_text, closed)``: ``"\\n"`` after the model's own
-``<|im_end|>`` (or ``<|im_end|>\\n`` when a token limit cut the response), the ``<tool_response>`` user turn and the
-next assistant header; ``end(closed)`` closes the last model turn. :class:`Rollout` keeps ``prompt_ids``,
-``completion_ids`` and ``env_mask`` (1 = sampled by the model, 0 = inserted by the env).
+header; ``conversation(messages)`` renders a longer conversation (the env's ``info["messages"]``) up to the next
+assistant header the same way (the decision takeover's prompt); after a model response the env inserts
+``suffix(result_text, closed)``: ``"\\n"`` after the model's own ``<|im_end|>`` (or ``<|im_end|>\\n`` when a token
+limit cut the response), the ``<tool_response>`` user turn and the next assistant header; ``end(closed)`` closes the
+last model turn. :class:`Rollout` keeps ``prompt_ids``, ``completion_ids`` and ``env_mask`` (1 = sampled by the
+model, 0 = inserted by the env).
 
 **Where the ids may differ from rendering the conversation with the chat template** (the golden test checks equality
 everywhere else, ``tests/training/test_rl_rollout.py``):
@@ -57,7 +71,7 @@ rejects the first one and tier 0 confirms).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -73,6 +87,9 @@ if TYPE_CHECKING:
     from envs.pool import ReplayPool
 
 IM_END = "<|im_end|>"
+TAKEOVERS = ("activation", "decision")
+"""Where the model takes over in the start activation (:class:`EpisodePlayer`'s ``takeover``, see the module
+docstring)."""
 _USER_PROBE = "\x1fUSER\x1f"
 _MODEL_PROBE = "\x1fMODEL\x1f"
 
@@ -142,7 +159,13 @@ class EpisodeTokens:
 
     def prompt(self, text: str) -> list[int]:
         """System turn with the tools, ``text`` as the first user turn, the assistant header."""
-        return self.encode(self._render([{"role": "user", "content": text}], generation_prompt=True))
+        return self.conversation([{"role": "user", "content": text}])
+
+    def conversation(self, messages: list[dict[str, str]]) -> list[int]:
+        """``messages`` (e.g. the env's ``info["messages"]``) and the assistant header of the next response, in this
+        prompt view: their system turn is replaced by this one's system prompt and tools (none in the bare view), as
+        :meth:`prompt` writes it."""
+        return self.encode(self._render([m for m in messages if m["role"] != "system"], generation_prompt=True))
 
     def suffix(self, text: str, closed: bool = True) -> list[int]:
         """The env's ids after a model turn: the turn's close (the model's ``<|im_end|>`` already sampled when
@@ -217,12 +240,18 @@ class StartPoint:
 
 
 def start_points(
-    pool: ReplayPool, event_types: tuple[str, ...] | None = None, format: str = "flat"
+    pool: ReplayPool,
+    event_types: tuple[str, ...] | None = None,
+    format: str = "flat",
+    gold_controls: tuple[str, ...] | None = None,
 ) -> list[StartPoint]:
     """Every policy activation of the pool's recorded gold episodes (clean entries: the clean run), in index order;
     ``event_types`` keeps only activations of those events (e.g. ``("turn_end",)``); ``format="hier"`` only the
-    check activations with a tier-1 part (:func:`has_tier1_part`)."""
+    check activations with a tier-1 part (:func:`has_tier1_part`); ``gold_controls`` only the activations the gold
+    ended with one of those control actions (e.g. ``("REPAIR",)``)."""
     hier = check_format(format) == "hier"
+    if gold_controls is not None:
+        gold_controls = check_gold_controls(gold_controls)
     points = []
     for entry in pool.entries.values():
         record = pool.record(entry, "gold" if "gold" in entry.episodes else "clean")
@@ -232,13 +261,33 @@ def start_points(
                 continue
             if hier and not has_tier1_part(activation):
                 continue
-            points.append(StartPoint(entry.id, index, _control(activation["actions"])))
+            control = _control(activation["actions"])
+            if gold_controls is not None and control not in gold_controls:
+                continue
+            points.append(StartPoint(entry.id, index, control))
     if not points:
         raise ValueError(
             f"the pool at {pool.root} has no {'check activation with a tier-1 part' if hier else 'policy activation'} "
-            f"of event types {event_types}"
+            f"of event types {event_types} with gold controls {gold_controls}"
         )
     return points
+
+
+def check_gold_controls(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` as a tuple when each is a control action (:data:`~harness.manager.lifecycle.CONTROL_ACTIONS`), else a
+    one-line ``ValueError`` naming them."""
+    unknown = [name for name in names if name not in CONTROL_ACTIONS]
+    if unknown or not names:
+        what = f"unknown control actions {unknown}" if unknown else "keeps no start point (leave it unset for all)"
+        raise ValueError(f"gold_controls={list(names)}: {what}; use some of: {', '.join(CONTROL_ACTIONS)}.")
+    return tuple(names)
+
+
+def gold_decision(response: str) -> bool:
+    """Whether the wire-format ``response`` is a control action (a decision that ends the activation, e.g. ``REPAIR``
+    or ``FINALIZE_RELATIONS``) rather than a tool call or an unparseable text."""
+    parsed = parse_response(response)
+    return parsed.action is not None and parsed.action.name in CONTROL_ACTIONS
 
 
 def has_tier1_part(activation: dict[str, Any]) -> bool:
@@ -281,14 +330,23 @@ class RolloutLimits:
     max_responses: int = 8  # model responses per rollout; later ones are sent as "" (no tokens)
 
 
+def check_takeover(takeover: str) -> str:
+    """``takeover`` when it is one of :data:`TAKEOVERS`, else a one-line ``ValueError`` naming them."""
+    if takeover not in TAKEOVERS:
+        raise ValueError(f"takeover={takeover!r} is not understood; use one of: {', '.join(TAKEOVERS)}.")
+    return takeover
+
+
 class EpisodePlayer:
     """Plays rollouts on one :class:`~envs.manager.ManagerEnv` (one sandbox; a group's resets recycle its kernel), in
-    the env's format (``flat`` or ``hier``, see the module docstring)."""
+    the env's format (``flat`` or ``hier``), the model taking over at the start of the start activation or at the
+    gold's decision in it (``takeover``, see the module docstring)."""
 
-    def __init__(self, env: ManagerEnv, tokens: EpisodeTokens, limits: RolloutLimits):
+    def __init__(self, env: ManagerEnv, tokens: EpisodeTokens, limits: RolloutLimits, takeover: str = "activation"):
         if env.pool is None:
             raise ValueError("EpisodePlayer replays pool episodes; build the ManagerEnv with pool=...")
         self.env, self.tokens, self.limits = env, tokens, limits
+        self.takeover = check_takeover(takeover)
         self.inputs: list[PolicyInput] = []  # the last rollout's inputs the model answered
         self.conversations: list[list[dict[str, str]]] = []  # the model's conversation at each of them (env info)
         self.record: Any = None  # the last rollout's EpisodeRecord (None when the episode was truncated)
@@ -301,35 +359,38 @@ class EpisodePlayer:
         rollout = Rollout(start.episode_id, activation=start.activation)
         self.inputs, self.conversations, self.record = [], [], None
         session, closed = None, None  # closed: how the last model response ended (None: no tokens)
+        reached = False  # whether the episode reached the start activation
         while True:
             inp: PolicyInput = info["policy_input"]
             activation: int = info["activation"]
-            if activation != start.activation:
+            if activation > start.activation and session is None:
+                raise self._never_took_over(start, reached)
+            reached |= activation == start.activation
+            action = None  # None: the model answers
+            if activation != start.activation or (session is None and self.takeover == "decision"):
                 if session is not None and closed is not None:  # the model's activation just ended
                     rollout.extend(self.tokens.end(closed), model=False)
                     closed = None
                 action = reference.respond(inp)
-            else:
-                if session is None:  # obs: the activation (flat) or the decision prompt (hier)
-                    session = new_session()
-                    rollout.prompt_ids = self.tokens.prompt(obs)
+                if activation == start.activation and gold_decision(action):
+                    action = None  # the decision takeover: the model answers in place of the gold's decision
+            model = action is None
+            if model:
+                if session is None:  # the conversation so far: the activation (flat) or the decision prompt (hier),
+                    session = new_session()  # and with takeover="decision" the gold's calls and their results
+                    rollout.prompt_ids = self.tokens.conversation(info["messages"])
                 elif closed is not None:  # obs: the <tool_response> of the model's previous call
                     rollout.extend(self.tokens.suffix(obs, closed), model=False)
                 self.inputs.append(inp)
                 self.conversations.append(info["messages"])
                 action, closed = self._respond(rollout, session)
             obs, reward, terminated, truncated, info = self.env.step(action)
-            if activation == start.activation:
+            if model:
                 rollout.actions.append(action_stats(action, info.get("legal", False)))
             if terminated or truncated:
                 break
         if session is None:
-            what = "a tier-1 request in" if self.env.hier is not None else ""
-            raise RuntimeError(
-                f"episode {start.episode_id} ended after {activation + 1} policy activations without {what} start "
-                f"activation {start.activation}; the pool's gold record and its replay disagree (re-synthesize the "
-                "pool)"
-            )
+            raise self._never_took_over(start, reached)
         if closed is not None:
             rollout.extend(self.tokens.end(closed), model=False)
         rollout.env_reward = float(reward)
@@ -339,6 +400,21 @@ class EpisodePlayer:
             activation + 1 if record is None else len([a for a in record.activations if a["actor"] == "policy"])
         )
         return rollout
+
+    def _never_took_over(self, start: StartPoint, reached: bool) -> RuntimeError:
+        """The error of a rollout whose start activation ended (or never came) without a model response."""
+        where = f"episode {start.episode_id}, start activation {start.activation}"
+        if reached:  # only the decision takeover waits inside the start activation
+            return RuntimeError(
+                f"{where}: the gold never decided (its responses there were all tool calls until the activation "
+                "ended), so the model never took over; with takeover='decision' start from activations the gold ends "
+                "with a control action (gold_controls)"
+            )
+        what = "a tier-1 request of " if self.env.hier is not None else ""
+        return RuntimeError(
+            f"{where}: the episode passed or ended without {what}the start activation; the pool's gold record and its "
+            "replay disagree (re-synthesize the pool)"
+        )
 
     def _respond(self, rollout: Rollout, session: Session) -> tuple[str, bool | None]:
         """The model's next response text, and whether it ended with ``<|im_end|>`` (None: no tokens were sampled)."""

@@ -6,7 +6,8 @@
 - Trainer: TRL's ``GRPOTrainer`` with ``loss_type: dapo`` (token-level loss), ``epsilon: 0.2`` / ``epsilon_high: 0.28``
   (clip-higher), ``beta: 0`` (no KL, no reference model), with a ``rollout_func`` (:class:`ManagerRollouts`) that plays
   rollouts in :class:`envs.ManagerEnv` (:mod:`training.rl.rollout`: one activation per rollout, the exact conversation
-  the served ``llm`` policy sends, or with ``format: hier`` tier 1's of the ``hier`` manager; environment ids masked
+  the served ``llm`` policy sends, or with ``format: hier`` tier 1's of the ``hier`` manager; with ``takeover:
+  decision`` the gold plays the activation's verification calls and the model its decision; environment ids masked
   with ``env_mask``). ``DapoTrainer`` adds the rollout state to checkpoints and two savings that leave the loss
   unchanged (both tested against TRL): rows with zero advantage (uniform groups that filled a batch) are not forwarded,
   and off CUDA only the completion positions are scored (TRL's fused head scores every prompt position there: ~100x the
@@ -50,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from envs.manager import check_format
 from harness.import_utils import require
 from harness.manager.hier import TIER1_MIN_ACTIONS
+from harness.manager.lifecycle import CONTROL_ACTIONS
 from harness.tokenizer import load_tokenizer
 from training.dapo import overlong_penalty
 from training.prompt_view import check_prompt_view
@@ -60,6 +62,8 @@ from training.rl.rollout import (
     Rollout,
     RolloutLimits,
     StartPoint,
+    check_gold_controls,
+    check_takeover,
     start_points,
 )
 from training.rl.sampling import DynamicSampler, GatherStats, Group, StartPointSampler
@@ -87,6 +91,22 @@ class RLArguments:
     event_types: list[str] | None = field(
         default=None,
         metadata={"help": "Start activations of these events only (turn_start, turn_end, ...); default: all."},
+    )
+    gold_controls: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Start activations the gold ended with one of these control actions only, e.g. [REPAIR, "
+            "FINALIZE_RELATIONS]: the check activations where the gold repairs or confirms; default: all."
+        },
+    )
+    takeover: str = field(
+        default="activation",
+        metadata={
+            "help": "activation: the model plays the whole start activation. decision: the gold plays the start "
+            "activation's tool calls (its verification) and the model takes over at the gold's control action, "
+            "so the prompt holds the gold's calls and their results; start points are then the activations the "
+            "gold ends with a control action (gold_controls, default: any)."
+        },
     )
     max_start_points: int | None = field(
         default=None, metadata={"help": "Use only the first N start points of the pool (index order)."}
@@ -144,6 +164,9 @@ class RLArguments:
         if self.oversample < 1:
             raise ValueError(f"oversample={self.oversample} must be >= 1")
         check_prompt_view(self.prompt_view)
+        check_takeover(self.takeover)
+        if self.gold_controls is not None:
+            check_gold_controls(self.gold_controls)
         if check_format(self.format) == "hier" and self.max_actions <= TIER1_MIN_ACTIONS:
             raise ValueError(
                 f"format='hier' with max_actions={self.max_actions}: tier 0 needs one check and tier 1 at least "
@@ -211,9 +234,12 @@ class ManagerRollouts:
             runtime_config=RuntimeConfig(max_actions=rl_args.max_actions), format=rl_args.format,
         )  # fmt: skip
         limits = RolloutLimits(rl_args.max_new_tokens, config.max_completion_length, rl_args.max_responses)
-        self.player = EpisodePlayer(self.env, self.tokens, limits)
+        self.player = EpisodePlayer(self.env, self.tokens, limits, rl_args.takeover)
         types = tuple(rl_args.event_types) if rl_args.event_types else None
-        points = start_points(self.pool, types, rl_args.format)[: rl_args.max_start_points]
+        controls = tuple(rl_args.gold_controls) if rl_args.gold_controls is not None else None
+        if controls is None and rl_args.takeover == "decision":
+            controls = CONTROL_ACTIONS  # the model takes over at the gold's decision: there must be one
+        points = start_points(self.pool, types, rl_args.format, controls)[: rl_args.max_start_points]
         self.sampler = DynamicSampler(
             StartPointSampler(points, seed), self.play_group, config.num_generations,
             rl_args.max_rounds, rl_args.oversample, rl_args.reward_atol,
@@ -505,12 +531,16 @@ def write_model_card(
         "loss_type", "epsilon", "epsilon_high", "beta", "num_generations", "learning_rate", "max_steps",
         "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length", "temperature",
         "use_vllm", "seed")}  # fmt: skip
-    settings.update(
-        {
-            name: getattr(rl_args, name)
-            for name in ("format", "overlong_buffer", "overlong_factor", "max_rounds", "max_new_tokens")
-        }
+    shown = (
+        "format",
+        "takeover",
+        "gold_controls",
+        "overlong_buffer",
+        "overlong_factor",
+        "max_rounds",
+        "max_new_tokens",
     )
+    settings.update({name: getattr(rl_args, name) for name in shown})
     lines = [
         "# StateGuard manager (SFT + DAPO)",
         "",
