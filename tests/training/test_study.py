@@ -66,7 +66,8 @@ def test_the_dapo_arm_launches_rl_with_the_study_view(tmp_path: Path, monkeypatc
     assert args[args.index("--model_name_or_path") + 1] == sft
     assert rl_only[rl_only.index("--model_name_or_path") + 1] == str(study.model_dir("prompt"))
     # the rollouts start where the decision points do: the gold's repair-or-confirm check activations, handed over
-    assert args[args.index("--gold_controls") + 1 : args.index("--gold_controls") + 3] == ["REPAIR", "FINALIZE_RELATIONS"]
+    at = args.index("--gold_controls")
+    assert args[at + 1 : at + 3] == ["REPAIR", "FINALIZE_RELATIONS"]
     assert args[args.index("--takeover") + 1] == "decision" and args[args.index("--event_types") + 1] == "turn_end"
     assert args[-2:] == ["--max_steps", "2"]
 
