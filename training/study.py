@@ -188,6 +188,11 @@ class StudyConfig:
                   "cut there, faults at later turns left out; None: whole tasks). For the miniature: a model "
                   "manager call is seconds on CPU, two or more a turn."},
     )  # fmt: skip
+    episode_arms: list[str] | None = field(
+        default=None,
+        metadata={"help": "The arms that play the episodes (None: every arm); the others are measured at the decision "
+                  "points and by exact match only (a flat model arm's episode is minutes of CPU per turn)."},
+    )  # fmt: skip
     eval_split: str = field(
         default="heldout",
         metadata={"help": "The held-out split played as episodes: heldout (the held-out fault types) or heldout-seen "
@@ -273,6 +278,8 @@ class StudyConfig:
             raise ValueError(f"decision_takeover={self.decision_takeover!r}: use one of {', '.join(TAKEOVERS)}")
         if self.decision_max_responses < 1:
             raise ValueError(f"decision_max_responses={self.decision_max_responses} must be at least 1")
+        if self.episode_arms is not None and (stray := [a for a in self.episode_arms if a not in self.arms]):
+            raise ValueError(f"episode_arms: {stray} are not in arms {self.arms}; list arms that the study runs")
         if self.eval_split not in ("heldout", "heldout-seen"):
             raise ValueError(f"eval_split={self.eval_split!r}: use heldout or heldout-seen")
         if self.eval_split == "heldout-seen" and not self.heldout_seen_synthesis:
@@ -438,6 +445,7 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
     if config.decision_points:
         decisions = play_decision_points(study, [a for a in arms if ARMS[a].decides], policy, timed)
 
+    episode_arms = [a for a in arms if config.episode_arms is None or a in config.episode_arms]
     if config.eval_turns is not None:
         first_turns_suite(
             study.data_dir(config.eval_split), study.eval_suite(), config.eval_turns, config.eval_faulted_only
@@ -446,8 +454,8 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
         dict(
             suite=str(study.eval_suite()),
             out=str(study.out / "eval"),
-            managers=[_manager_spec(study, a) for a in arms],
-            labels=arms,
+            managers=[_manager_spec(study, a) for a in episode_arms],
+            labels=episode_arms,
             limit=config.eval_limit,
             fault_limit=config.eval_fault_limit,
             isolation=config.isolation,
@@ -458,7 +466,7 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
         ),
         source="study evaluation",
     )
-    factories = {arm: (lambda a=arm: policy(a)) for arm in model_arms}
+    factories = {arm: (lambda a=arm: policy(a)) for arm in model_arms if arm in episode_arms}
     evaluation = timed("episodes", lambda: run_evaluation(eval_config, policy_factories=factories))
     results = collect(
         study, data=data, trained=trained, exact=exact, evaluation=evaluation, timing=timing, decisions=decisions

@@ -103,8 +103,11 @@ def collect(
     turn_ids = {s.task_id: [str(t.turn_id) for t in load_task(s.task_dir).turns] for s in specs.values()}
     facts: dict[str, list[dict[str, Any]]] = {}
     arms: dict[str, Any] = {}
-    for arm, summary in evaluation["variants"].items():
-        records = [r for r in read_variant(variant_file(study.out / "eval", arm)) if r.config["eval"]["key"] in specs]
+    ran = [a for a in config.arms if "unavailable" not in trained.get(a, {})]
+    for arm in ran:
+        summary = evaluation["variants"].get(arm)  # None: the arm played no episodes (not in episode_arms)
+        records = [] if summary is None else read_variant(variant_file(study.out / "eval", arm))
+        records = [r for r in records if r.config["eval"]["key"] in specs]
         facts[arm] = []
         for record in records:
             spec = specs[record.config["eval"]["key"]]
@@ -112,9 +115,11 @@ def collect(
             facts[arm].append(episode_facts(record, turn_ids[spec.task_id], spec.fault, benign))
         metrics = arm_metrics(facts[arm], exact.get(arm, []), seed, n)
         metrics.update(
-            turn_accuracy={"value": summary["turn_accuracy"], "ci95": summary["turn_accuracy_ci95"]},
-            dcr=summary["dcr"],
-            manager=summary["manager"],
+            turn_accuracy={"value": summary["turn_accuracy"], "ci95": summary["turn_accuracy_ci95"]}
+            if summary
+            else {"value": None, "ci95": None},
+            dcr=summary["dcr"] if summary else None,
+            manager=summary["manager"] if summary else None,
             decisions=decision_metrics(decisions[arm], seed, n) if decisions and decisions.get(arm) else None,
             decisions_by_group={
                 group: decision_metrics([r for r in decisions[arm] if r.get("group") == group], seed, n)
@@ -293,7 +298,16 @@ RESULT_COLUMNS = [
     ("downstream turn acc", lambda r: r[1]["metrics"]["downstream_turn_accuracy"]["value"]),
     ("DCR", lambda r: r[1]["metrics"]["dcr"]),
     ("reward [95% CI]", _metric("reward_total")),
+    ("model tokens/episode", lambda r: _episode_tokens(r[1]["metrics"].get("manager"))),
 ]
+
+
+def _episode_tokens(manager: dict[str, Any] | None) -> str:
+    """The manager's model tokens (prompt + completion) per episode in the episodes, n/a without a model."""
+    tokens = (manager or {}).get("manager_tokens") or {}
+    if not manager or not manager.get("episodes") or not (tokens.get("prompt") or tokens.get("completion")):
+        return "n/a"
+    return fmt((tokens.get("prompt", 0) + tokens.get("completion", 0)) / manager["episodes"], 0)
 
 
 def _diff(name: str) -> Callable[[dict[str, Any]], str]:

@@ -145,6 +145,14 @@ def test_first_turns_suite_cuts_tasks_and_their_faults(tmp_path: Path) -> None:
     ).read_text()
     with pytest.raises(ValueError, match="eval_turns=0"):
         StudyConfig(arms=["none"], eval_turns=0)
+    # faulted_only: the tasks left with a harmful fault in the cut (a benign one does not count)
+    assert (first_turns_suite(src, tmp_path / "f", 2, faulted_only=True) / "tasks" / "retail-sales").is_dir()
+    benign = [{**faults[0], "fault_type": "benign_rewrite"}, faults[1]]
+    (src / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in benign))
+    empty = first_turns_suite(src, tmp_path / "g", 2, faulted_only=True)
+    assert not list((empty / "tasks").iterdir()) and (empty / "faults.jsonl").read_text() == ""
+    with pytest.raises(ValueError, match="episode_arms"):
+        StudyConfig(arms=["none"], episode_arms=["rule"])
 
 
 @pytest.mark.slow
@@ -175,9 +183,10 @@ def test_miniature_study(tmp_path: Path) -> None:
             assert value is None or 0.0 <= value <= 1.0, (arm, name, value)
         if ARMS[arm].model:
             assert m["exact_match"]["n"] == results["heldout"]["exact_match_samples"] > 0
-            assert m["legal_action_rate"]["n"] > 0
+            assert (m["legal_action_rate"]["n"] > 0) == (arm in config["episode_arms"])
+    assert metrics["prompt"]["episodes"] == 0 and metrics["prompt"]["turn_accuracy"]["value"] is None  # no episodes
     assert metrics["rule"]["turn_accuracy"]["value"] >= metrics["none"]["turn_accuracy"]["value"]
-    # decision points: every manager arm on the same points (one REPAIR, one COMMIT_STATE), none has no manager
+    # decision points: every manager arm on the same points (one REPAIR, one FINALIZE_RELATIONS), none not
     assert metrics["none"]["decisions"] is None and results["heldout"]["decision_points"] == 2
     for arm in (a for a in ran if a != "none"):
         decisions = metrics[arm]["decisions"]
