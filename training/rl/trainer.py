@@ -53,7 +53,6 @@ from harness.import_utils import require
 from harness.manager.hier import TIER1_MIN_ACTIONS
 from harness.manager.lifecycle import CONTROL_ACTIONS
 from harness.tokenizer import load_tokenizer
-from harness.tracking import check_report_to
 from training.dapo import overlong_penalty
 from training.prompt_view import check_prompt_view
 from training.rl.engines import vllm_settings
@@ -470,7 +469,6 @@ def _share_callback(rollouts: ManagerRollouts) -> Any:
 def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig) -> Any:
     """The ``DapoTrainer`` over the replay pool (see the module docstring)."""
     require("trl")
-    check_report_to(config.report_to)
     import torch
     from accelerate import PartialState
     from datasets import Dataset
