@@ -184,7 +184,7 @@ def train_dapo(study: Study, arm: str) -> dict[str, Any]:
     start = study.model_dir(ARMS[arm].needs[0]) if ARMS[arm].needs else study.model_dir("prompt")
     args = ["--model_name_or_path", str(start), "--pool", str(study.data_dir("train"))]
     args += ["--prompt_view", study.config.prompt_view]  # the rollouts see what the SFT taught and the arms serve
-    args += ["--event_types", "turn_end", "--gold_controls", *DECISION_CONTROLS]
+    args += ["--event_types", "turn_end", "--gold_controls", *DECISION_CONTROLS, "--stratify_controls", "true"]
     args += ["--takeover", study.config.decision_takeover]
     study.launch(arm, "rl.py", study.config.rl_config, [*args, "--output_dir", str(output), *study.config.rl_args])
     return {"checkpoint": str(output), "start": str(start)}

@@ -54,6 +54,22 @@ def test_start_point_sampler_resumes_from_its_state():
         StartPointSampler(POINTS[:2]).load_state_dict(state)
 
 
+def test_stratified_start_points_take_the_gold_controls_in_turn_and_resume():
+    points = [StartPoint(f"ep-{i}", 0, "REPAIR" if i < 2 else "FINALIZE_RELATIONS") for i in range(8)]
+    sampler = StartPointSampler(points, seed=5, stratify=True)
+    drawn = [sampler.next() for _ in range(12)]  # one epoch: 6 FINALIZE_RELATIONS, each paired with a REPAIR
+    assert [p.gold_control for p in drawn] == ["FINALIZE_RELATIONS", "REPAIR"] * 6
+    assert {p.episode_id for p in drawn} == {p.episode_id for p in points}  # every point played in the epoch
+    assert sum(p.gold_control == "REPAIR" for p in drawn) == 6  # the 2 rare points repeated, 3 times each
+    state = json.loads(json.dumps(sampler.state_dict()))
+    expected = [sampler.next() for _ in range(5)]
+    resumed = StartPointSampler(points, seed=0, stratify=True)
+    resumed.load_state_dict(state)
+    assert [resumed.next() for _ in range(5)] == expected
+    with pytest.raises(ValueError, match="stratify=True, this run False"):
+        StartPointSampler(points).load_state_dict(state)
+
+
 def test_all_uniform_groups_never_raise_and_fill_the_batch():
     play, played = _player(lambda start, j: 0.5)
     sampler = DynamicSampler(StartPointSampler(POINTS), play, group_size=4, max_rounds=3)

@@ -2,7 +2,9 @@
 
 - :class:`StartPointSampler`: the replay-pool sampler: a seeded permutation of every start point per epoch, read
   with a cursor; its ``state_dict`` (seed, epoch, cursor) is saved in each checkpoint, so a resumed run plays the
-  start points an uninterrupted run would have played.
+  start points an uninterrupted run would have played. With ``stratify=True`` an epoch takes the gold's control
+  actions in turn (REPAIR, FINALIZE_RELATIONS, REPAIR, ...), each from its own permutation, the rarer ones
+  repeated: a pool with 19 REPAIR and 228 FINALIZE_RELATIONS points still gives a REPAIR group every other draw.
 - :class:`DynamicSampler`: fills a batch of groups (one start point, ``group_size`` rollouts each) with groups whose
   rewards differ (:func:`training.dapo.uniform_groups`). Each round plays the missing number of groups times
   ``oversample``; uniform groups are set aside. When ``max_rounds`` rounds are spent and the batch is still short,
@@ -27,17 +29,27 @@ from training.rl.rollout import Rollout, StartPoint
 class StartPointSampler:
     """An endless, seeded, resumable stream of start points (see the module docstring)."""
 
-    def __init__(self, points: Sequence[StartPoint], seed: int = 0):
+    def __init__(self, points: Sequence[StartPoint], seed: int = 0, stratify: bool = False):
         if not points:
             raise ValueError("StartPointSampler needs at least one start point")
-        self.points, self.seed = list(points), seed
+        self.points, self.seed, self.stratify = list(points), seed, stratify
         self.epoch, self.cursor = 0, 0
         self._order = self._permutation()
 
     def _permutation(self) -> list[int]:
-        order = list(range(len(self.points)))
-        random.Random(self.seed * 1_000_003 + self.epoch).shuffle(order)
-        return order
+        rng = random.Random(self.seed * 1_000_003 + self.epoch)
+        if not self.stratify:
+            order = list(range(len(self.points)))
+            rng.shuffle(order)
+            return order
+        strata: dict[str | None, list[int]] = {}
+        for index, point in enumerate(self.points):
+            strata.setdefault(point.gold_control, []).append(index)
+        for members in strata.values():
+            rng.shuffle(members)
+        longest = max(len(members) for members in strata.values())
+        keys = sorted(strata, key=str)
+        return [strata[key][i % len(strata[key])] for i in range(longest) for key in keys]
 
     def next(self) -> StartPoint:
         if self.cursor == len(self._order):
@@ -48,13 +60,21 @@ class StartPointSampler:
         return point
 
     def state_dict(self) -> dict[str, int]:
-        return {"seed": self.seed, "epoch": self.epoch, "cursor": self.cursor, "n_points": len(self.points)}
+        return {
+            "seed": self.seed, "epoch": self.epoch, "cursor": self.cursor, "n_points": len(self.points),
+            "stratify": self.stratify,
+        }  # fmt: skip
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         if state["n_points"] != len(self.points):
             raise ValueError(
                 f"the checkpoint's sampler covered {state['n_points']} start points, this pool has "
                 f"{len(self.points)}; resume with the same pool and start-point settings"
+            )
+        if state.get("stratify", False) != self.stratify:
+            raise ValueError(
+                f"the checkpoint's sampler had stratify={state.get('stratify', False)}, this run {self.stratify}; "
+                "resume with the same stratify_controls setting"
             )
         self.seed, self.epoch, self.cursor = state["seed"], state["epoch"], state["cursor"]
         self._order = self._permutation()

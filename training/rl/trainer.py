@@ -99,6 +99,13 @@ class RLArguments:
             "FINALIZE_RELATIONS]: the check activations where the gold repairs or confirms; default: all."
         },
     )
+    stratify_controls: bool = field(
+        default=False,
+        metadata={
+            "help": "Draw start points by the gold's control action in turn (REPAIR, FINALIZE_RELATIONS, ...), each "
+            "from its own seeded permutation, so a rare control (REPAIR) is played as often as a common one."
+        },
+    )
     takeover: str = field(
         default="activation",
         metadata={
@@ -241,7 +248,7 @@ class ManagerRollouts:
             controls = CONTROL_ACTIONS  # the model takes over at the gold's decision: there must be one
         points = start_points(self.pool, types, rl_args.format, controls)[: rl_args.max_start_points]
         self.sampler = DynamicSampler(
-            StartPointSampler(points, seed), self.play_group, config.num_generations,
+            StartPointSampler(points, seed, rl_args.stratify_controls), self.play_group, config.num_generations,
             rl_args.max_rounds, rl_args.oversample, rl_args.reward_atol,
         )  # fmt: skip
         self.engine: Any = None
@@ -535,6 +542,7 @@ def write_model_card(
         "format",
         "takeover",
         "gold_controls",
+        "stratify_controls",
         "overlong_buffer",
         "overlong_factor",
         "max_rounds",
