@@ -25,6 +25,9 @@ OPTIONAL_DEPENDENCIES: dict[str, tuple[str, str]] = {
     "jupyter_client": ("dev", "the ipykernel reference in scripts/bench_sandbox.py"),
     "fastapi": ("serving", "the CPU stand-in server (transformers serve)"),
     "uvicorn": ("serving", "the CPU stand-in server (transformers serve)"),
+    "ray": ("ray", "the ray executor of synthesis and evaluation (executor: ray)"),
+    "trackio": ("tracking", "experiment tracking with trackio (report_to: trackio)"),
+    "tensorboard": ("tracking", "experiment tracking with TensorBoard (report_to: tensorboard)"),
 }
 
 

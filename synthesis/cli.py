@@ -3,9 +3,11 @@
 The flags are the fields of :class:`~synthesis.config.SynthesisConfig` (:mod:`harness.config_cli`: the defaults, then
 the ``--config`` YAML file, then the flags, e.g. ``--workers 4``, ``--seed 7``, ``--domains commerce energy``;
 every value's type is checked and all problems are reported at once), plus ``--out`` (required) and
-``--no-progress``. Checks that ``--out`` is a writable folder (created when missing), then runs
-:func:`synthesis.driver.synthesize` and prints the closing summary table. A killed run, re-run with the same
-``--out``, continues from its shards. Bad input prints one line on stderr and exits with code 2.
+``--no-progress``. ``--executor ray`` runs the tasks as Ray tasks (``--address HOST:6379`` of a running cluster, or
+none: a local Ray for the run) with the same outputs (docs/scaling-out.md). Checks that ``--out`` is a writable
+folder (created when missing), then runs :func:`synthesis.driver.synthesize` and prints the closing summary table. A
+killed run, re-run with the same ``--out``, continues from its shards. Bad input (a missing Ray, an unreachable
+``--address`` among it, checked before any work) prints one line on stderr and exits with code 2.
 """
 
 from __future__ import annotations

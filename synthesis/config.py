@@ -5,8 +5,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from harness.executors import (
+    EXECUTION_FIELDS,
+    address_field,
+    check_options,
+    executor_field,
+    ray_connect_timeout_field,
+    ray_max_retries_field,
+    ray_num_cpus_field,
+)
 from harness.yaml_config import load_yaml_config
 from synthesis.samples import FORMATS, KINDS, LABELS
 
@@ -27,6 +36,10 @@ def _fault_type_names() -> list[str]:
     from synthesis.faults import FAULT_TYPES
 
     return sorted(FAULT_TYPES)
+
+
+RUN_FIELDS = ("workers", *EXECUTION_FIELDS)
+"""Fields that choose where and how widely the work runs, never what it produces."""
 
 
 @dataclass
@@ -93,8 +106,8 @@ class SynthesisConfig:
     workers: int | None = field(
         default=None,
         metadata={
-            "help": "Worker processes (null: cores + 1; each worker waits on its sandbox kernel part of the time, "
-            "measured +10% over one per core on 2 cores)."
+            "help": "executor local: worker processes (null: cores + 1; each worker waits on its sandbox kernel part "
+            "of the time, measured +10% over one per core on 2 cores)."
         },
     )
     isolation: str | None = field(
@@ -104,6 +117,11 @@ class SynthesisConfig:
         default=None,
         metadata={"help": "Optional OpenAI-compatible API root that paraphrases the natural-language fields."},
     )
+    executor: Literal["local", "ray"] = executor_field()
+    address: str | None = address_field()
+    ray_num_cpus: int | None = ray_num_cpus_field("as many as the local executor's workers")
+    ray_max_retries: int = ray_max_retries_field()
+    ray_connect_timeout_s: float = ray_connect_timeout_field()
 
     def __post_init__(self) -> None:
         valid_domains = _domain_names()
@@ -146,6 +164,7 @@ class SynthesisConfig:
             raise ValueError(
                 f"teacher_url={self.teacher_url!r}: give an http(s) API root like http://localhost:8000/v1."
             )
+        check_options(self)
 
     @property
     def n_workers(self) -> int:
@@ -153,6 +172,11 @@ class SynthesisConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def output_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` without :data:`RUN_FIELDS` (how the run was spread, which never changes its outputs): the
+        config written into ``shards/config.json`` and ``stats.json``."""
+        return {name: value for name, value in self.to_dict().items() if name not in RUN_FIELDS}
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> SynthesisConfig:

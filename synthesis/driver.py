@@ -5,31 +5,38 @@
 1. **plan** (:func:`plan_jobs`, main process): the generated tasks (each domain x ``tasks_per_domain`` seeds, the turn
    count drawn from ``n_turns`` by the seed), the imported task folders and the chains over ``tables``; the faults
    read from ``faults_files`` are attached to their tasks (bad lines are skipped and reported). One job per task.
-2. **run** (:func:`run_job`, ``workers`` processes, one :class:`~harness.sandbox.Sandbox` and one tokenizer each):
-   write the task folder under ``OUT/tasks/`` (running its reference code), generate its faults, play the clean run
-   and each fault's two runs (:mod:`synthesis.runs`), build and filter the samples (:mod:`synthesis.samples`) and
-   write everything as ONE shard ``OUT/shards/<task_id>.json.gz`` atomically (temp file + rename), its episode
-   records first, beside it (``<task_id>.episodes.jsonl.gz``: the clean, faulty and gold lines in that order, which
-   the export concatenates without parsing; the shard holds their ids and counts). A task that fails
-   (its reference code raises, say) writes a shard with its ``error``: reported, and the run goes on.
+2. **run** (:func:`run_job`, one work unit per task on the executor of :mod:`harness.executors`: ``executor: local``
+   runs them in this process or in ``workers`` processes, ``executor: ray`` as Ray tasks on a local Ray or the cluster
+   at ``address``; one :class:`~harness.sandbox.Sandbox` and one tokenizer per process): write the task folder
+   ``tasks/<task_id>/`` (running its reference code), generate its faults, play the clean run and each fault's two
+   runs (:mod:`synthesis.runs`), build and filter the samples (:mod:`synthesis.samples`) and write everything as ONE
+   shard ``shards/<task_id>.json.gz``, its episode records beside it (``<task_id>.episodes.jsonl.gz``: the clean,
+   faulty and gold lines in that order, which the export concatenates without parsing; the shard holds their ids and
+   counts). The unit writes into its process's scratch folder and hands the files back (:func:`_job_in_worker`);
+   the parent writes them under ``OUT`` atomically (temp file + rename), the shard last, in the order the units were
+   submitted, so every executor writes the same bytes. A task that fails (its reference code raises, say) writes a
+   shard with its ``error``: reported, and the run goes on.
 3. **export** (:func:`synthesis.export.export`): reads all shards in task order, dedupes samples across tasks and
    writes the dataset, card, stats, episodes and ``faults.jsonl``.
 
 Resume: a re-run with the same config skips tasks whose shard exists, so a killed run continues where it stopped and
-ends with byte-identical outputs (``OUT/shards/config.json`` holds the config; another config in the same folder is an
-error naming the fix). Progress: a tqdm bar with trajectories/s; at the end a summary table.
+ends with byte-identical outputs (``OUT/shards/config.json`` holds the config without the fields that only choose
+where it runs, :data:`~synthesis.config.RUN_FIELDS`; another config in the same folder is an error naming the fix).
+With ``executor: ray`` a task whose worker process dies is run again (``ray_max_retries``). Progress: a tqdm bar
+with trajectories/s; at the end a summary table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import random
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -38,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.executors import ExecutorOptions, Work, check_executor, open_executor
 from harness.tasks import load_task
 from synthesis.config import SynthesisConfig
 
@@ -133,12 +141,16 @@ that reference counting frees, and the default (700, 10, 10) scanned them ~650 t
 worker's CPU; with this and the start-up objects frozen, ~2 %."""
 
 
-def _init_worker(config: SynthesisConfig) -> None:
-    """Per process: one sandbox, the tokenizer (when counting tokens) and the teacher (when configured); then the
-    start-up objects are frozen out of the garbage collector and its threshold raised (:data:`WORKER_GC_THRESHOLD`;
-    :func:`_close_worker` puts both back)."""
+def _init_worker(config: SynthesisConfig, scratch_root: str | None = None) -> None:
+    """Per process: the config, a scratch folder (under ``scratch_root`` when that folder exists on this machine, else
+    in the system's temporary folder), one sandbox, the tokenizer (when counting tokens) and the teacher (when
+    configured); then the start-up objects are frozen out of the garbage collector and its threshold raised
+    (:data:`WORKER_GC_THRESHOLD`; :func:`_close_worker` puts both back and removes the scratch folder)."""
     from synthesis.gold import Teacher
 
+    _WORKER["config"] = config
+    root = scratch_root if scratch_root is not None and Path(scratch_root).is_dir() else None
+    _WORKER["scratch"] = Path(tempfile.mkdtemp(prefix=f"worker-{os.getpid()}-", dir=root))
     _WORKER["sandbox"] = open_sandbox(config.isolation)
     _WORKER["count"] = None
     if config.count_tokens:
@@ -182,6 +194,10 @@ def _close_worker() -> None:
     sandbox = _WORKER.pop("sandbox", None)
     if sandbox is not None:
         sandbox.close()
+    scratch = _WORKER.pop("scratch", None)
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
+    _WORKER.pop("config", None)
     saved = _WORKER.pop("gc", None)
     if saved is not None:
         threshold, frozen = saved
@@ -312,36 +328,41 @@ def _write_shard(out: Path, shard: dict[str, Any]) -> dict[str, Any]:
     return shard
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """gzip ``data`` into ``path``: a temp file in the same folder, then ``os.replace``."""
+def _write_atomic(path: Path, data: bytes, *, compress: bool = True) -> None:
+    """Write ``data`` (gzipped unless ``compress`` is false) into ``path``: a temp file in the same folder, then
+    ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".gz")
     with os.fdopen(fd, "wb") as fh:
-        fh.write(gzip.compress(data, compresslevel=3, mtime=0))
+        fh.write(gzip.compress(data, compresslevel=3, mtime=0) if compress else data)
     os.replace(tmp, path)
 
 
-def _init_worker_or_keep_error(config: SynthesisConfig) -> None:
-    """:func:`_init_worker` as a pool initializer. A pool whose initializer raises replaces the dead worker and
-    calls it again, forever (a missing bwrap hung a 2-worker synthesis with no output); instead the error is kept
-    and the worker's first job raises it, so ``imap_unordered`` hands it to the parent."""
-    try:
-        _init_worker(config)
-    except Exception as error:  # noqa: BLE001 - re-raised by the first job, in the parent
-        _WORKER["init_error"] = error
+def _job_in_worker(job: Job) -> dict[str, Any]:
+    """The work unit: synthesize ``job`` into this process's scratch folder and hand back its summary and every file
+    it wrote (``files``: (path relative to OUT, bytes), the shard last), which leave the scratch folder."""
+    scratch = _WORKER["scratch"]
+    shard = run_job(job, _WORKER["config"], scratch)
+    return {
+        "task_id": shard["task_id"],
+        "trajectories": shard.get("trajectories", 0),
+        "error": shard["error"],
+        "files": _take_files(scratch, shard_path(scratch, job.task_id)),
+    }
 
 
-def _job_in_worker(args: tuple[Job, SynthesisConfig, Path]) -> dict[str, Any]:
-    if (error := _WORKER.get("init_error")) is not None:
-        raise error
-    job, config, out = args
-    shard = run_job(job, config, out)
-    return {"task_id": shard["task_id"], "trajectories": shard.get("trajectories", 0), "error": shard["error"]}
+def _take_files(folder: Path, last: Path) -> list[tuple[str, bytes]]:
+    """Every file under ``folder`` as (relative path, bytes), ``last`` last; the folder is left empty."""
+    paths = sorted((p for p in folder.rglob("*") if p.is_file()), key=lambda p: (p == last, str(p)))
+    files = [(p.relative_to(folder).as_posix(), p.read_bytes()) for p in paths]
+    for child in folder.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    return files
 
 
 # ---------------------------------------------------------------- driver
 def config_fingerprint(config: SynthesisConfig) -> str:
-    data = {k: v for k, v in config.to_dict().items() if k not in ("workers", "teacher_url")}
+    data = {k: v for k, v in config.output_dict().items() if k != "teacher_url"}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -357,7 +378,9 @@ def _check_resume(out: Path, config: SynthesisConfig) -> None:
             )
         return
     marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"fingerprint": fingerprint, "config": config.to_dict()}, sort_keys=True, indent=1))
+    marker.write_text(
+        json.dumps({"fingerprint": fingerprint, "config": config.output_dict()}, sort_keys=True, indent=1)
+    )
 
 
 @dataclass
@@ -378,13 +401,16 @@ def synthesize(
     on_shard: Callable[[dict[str, Any]], None] | None = None,
 ) -> SynthesisResult:
     """Run the pipeline into ``out`` (see the module docstring). ``max_jobs``: stop after that many new shards
-    (for tests of resume: the outputs are then exported from the shards written so far)."""
+    (for tests of resume: the outputs are then exported from the shards written so far). The executor is checked
+    first (:func:`harness.executors.check_executor`: Ray installed, ``address`` answering), before any work."""
     from tqdm import tqdm
 
-    from synthesis.export import export, read_shard
+    from synthesis.export import export
 
     out = Path(out)
     start = time.perf_counter()
+    options = ExecutorOptions.of(config)
+    check_executor(options)
     _check_resume(out, config)
     jobs, skipped = plan_jobs(config)
     for reason in skipped:
@@ -398,34 +424,35 @@ def synthesize(
     # Longest first (turn count is the best cost guess before the faults exist): a long task last would leave a
     # core idle at the end. Only the order of work changes; the export reads the shards in job order.
     order = sorted(todo, key=lambda job: -int(job.params.get("n_turns") or 0))
-    args = [(job, config, out) for job in order]
     workers = min(config.n_workers, max(len(todo), 1))
 
     parsed: dict[Path, dict[str, Any]] = {}  # shards read while the other workers run (the export needs them all)
 
     def record(summary: dict[str, Any]) -> None:
         nonlocal done_trajectories
+        for name, data in summary["files"]:  # the shard last: its presence marks the task done
+            _write_atomic(out / name, data, compress=False)
         path = shard_path(out, summary["task_id"])
-        parsed[path] = read_shard(path)
+        parsed[path] = json.loads(gzip.decompress(summary["files"][-1][1]))
         done_trajectories += summary["trajectories"]
         elapsed = max(time.perf_counter() - start, 1e-9)
         bar.set_postfix(trajectories=done_trajectories, per_s=f"{done_trajectories / elapsed:.2f}")
         bar.update(1)
         if on_shard is not None:
-            on_shard(summary)
+            on_shard({key: value for key, value in summary.items() if key != "files"})
 
-    if workers <= 1:
-        _init_worker(config)
-        try:
-            for item in args:
-                record(_job_in_worker(item))
-        finally:
-            _close_worker()
-    else:
-        context = multiprocessing.get_context("fork")
-        with context.Pool(workers, initializer=_init_worker_or_keep_error, initargs=(config,)) as pool:
-            for summary in pool.imap_unordered(_job_in_worker, args):
-                record(summary)
+    scratch_root = tempfile.mkdtemp(prefix="stateguard-synth-")  # the workers' scratch folders on this machine
+    try:
+        if order:
+            work = Work(_job_in_worker, setup=_init_worker, args=(config, scratch_root), teardown=_close_worker)
+            with (
+                open_executor(options, workers=workers, ray_num_cpus=config.n_workers) as executor,
+                contextlib.closing(executor.imap(work, order)) as summaries,
+            ):
+                for summary in summaries:
+                    record(summary)
+    finally:
+        shutil.rmtree(scratch_root, ignore_errors=True)
     bar.close()
     done = [job for job in jobs if shard_path(out, job.task_id).is_file()]
     _fail_when_nothing_succeeded(out, done, parsed)

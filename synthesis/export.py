@@ -228,7 +228,7 @@ def export(
         "audit": audit(samples, secrets, seed=config.seed),
         "errors": errors,
         "skipped_inputs": list(skipped),
-        "config": {k: v for k, v in config.to_dict().items() if k != "workers"},
+        "config": config.output_dict(),
     }
     (out / "stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     plot_token_lengths([r["n_tokens"] for r in samples], out / "token_lengths.png")

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from harness.cli import prepare_out_dir
 from harness.config_cli import add_config_arguments, given_flag, parse_config
+from harness.tracking import check_report_to_choice, resolve_report_to, trainer_flags
 from harness.yaml_config import load_yaml_config
 
 if TYPE_CHECKING:
@@ -98,9 +99,18 @@ class PipelineConfig:
     )
     serve_port: int = field(default=8017, metadata={"help": "Port of the local stand-in server."})
     isolation: Literal["bwrap", "none"] = field(default="bwrap", metadata={"help": "Sandbox isolation."})
+    report_to: str = field(
+        default="auto",
+        metadata={
+            "help": "Tracker of the SFT, RL and evaluation runs (named <out folder>-sft, -rl, -eval): auto (trackio "
+            "outside CI, none in CI) | trackio | tensorboard | wandb | none."
+        },
+    )
 
     def __post_init__(self) -> None:
         from harness.evaluation.suite import FAULT_ORDERS
+
+        check_report_to_choice(self.report_to)
 
         if self.eval_fault_order not in FAULT_ORDERS:
             raise ValueError(
@@ -126,11 +136,17 @@ class Context:
     def stage_dir(self, stage: str) -> Path:
         return self.out / stage
 
+    @property
+    def report_to(self) -> str:
+        return resolve_report_to(self.config.report_to)
+
 
 def _launch(ctx: Context, stage: str, script: str, config: str, args: list[str]) -> None:
-    """``accelerate launch`` a training script; output to OUT/<stage>/log.txt (tail shown on failure)."""
+    """``accelerate launch`` a training script (reporting to ``report_to`` as run ``<out folder>-<stage>``); output
+    to OUT/<stage>/log.txt (tail shown on failure)."""
     accelerate_config = ctx.config.path(ctx.config.accelerate_config)
     log = ctx.stage_dir(stage) / "log.txt"
+    args = [*trainer_flags(ctx.report_to, f"{ctx.out.name}-{stage}"), *args]
     launch_training(
         script, ctx.config.path(config), args, accelerate_config=accelerate_config, log=log, what=f"stage {stage}"
     )
@@ -256,6 +272,8 @@ def evaluation_config(
         "isolation": config.isolation,
         "runtime": {"max_actions": config.eval_max_actions} if config.eval_max_actions else {},
         "manager_max_tokens": config.eval_max_tokens,
+        "report_to": resolve_report_to(config.report_to),
+        "run_name": f"{out.parent.name}-eval",
     }
     return EvaluationConfig.from_dict(fields, source="pipeline evaluate stage")
 

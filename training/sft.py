@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
 from harness.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR, load_tokenizer
+from harness.tracking import check_report_to
 from training.models import TOKENIZER_SIZE
 
 if TYPE_CHECKING:
@@ -296,6 +297,7 @@ def build_trainer(
 ) -> tuple[SFTTrainer, dict[str, int]]:
     """The ``SFTTrainer`` over the length-filtered splits, and their data metrics (see :func:`load_sft_splits`)."""
     require("trl")
+    check_report_to(sft_config.report_to)
     if model_args.use_peft:
         require("peft")
     from trl import SFTTrainer

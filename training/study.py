@@ -61,6 +61,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.tracking import check_report_to_choice, resolve_report_to, trainer_flags
 from harness.yaml_config import load_yaml_config, type_problems
 from training.pipeline import ROOT, launch_training
 from training.prompt_view import check_prompt_view, view
@@ -229,8 +230,16 @@ class StudyConfig:
     isolation: str = field(default="bwrap", metadata={"help": "Sandbox isolation of synthesis and episodes."})
     seed: int = field(default=0, metadata={"help": "Seed of the sample selection and the bootstrap."})
     n_resamples: int = field(default=10_000, metadata={"help": "Bootstrap resamples of every interval."})
+    report_to: str = field(
+        default="auto",
+        metadata={
+            "help": "Tracker of the training launches (runs <out folder>-<arm>) and the episode evaluation "
+            "(<out folder>-eval): auto (trackio outside CI, none in CI) | trackio | tensorboard | wandb | none."
+        },
+    )
 
     def __post_init__(self) -> None:
+        check_report_to_choice(self.report_to)
         unknown = [a for a in self.arms if a not in ARMS]
         if unknown or not self.arms:
             raise ValueError(f"arms: unknown arm(s) {unknown} (or none given); valid arms: {', '.join(ARMS)}")
@@ -336,10 +345,11 @@ class Study:
 
     def launch(self, arm: str, script: str, config: str, args: list[str]) -> None:
         self.arm_dir(arm).mkdir(parents=True, exist_ok=True)
+        tracking = trainer_flags(resolve_report_to(self.config.report_to), f"{self.out.name}-{arm}")
         launch_training(
             script,
             self.config.path(config),
-            args,
+            [*tracking, *args],
             accelerate_config=self.config.path(self.config.accelerate_config),
             log=self.arm_dir(arm) / "log.txt",
             what=f"arm {arm}",
@@ -463,6 +473,8 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
             manager_max_tokens=config.manager_max_tokens,
             seed=config.seed,
             n_resamples=config.n_resamples,
+            report_to=resolve_report_to(config.report_to),
+            run_name=f"{study.out.name}-eval",
         ),
         source="study evaluation",
     )

@@ -11,7 +11,9 @@ The flags are the fields of :class:`~harness.evaluation.evaluate.EvaluationConfi
 dataclass defaults, then the ``--config`` YAML file, then the flags; ``--field_name`` or ``--field-name``; bools
 also ``--no-field-name``; lists take several values, ``--managers none rule``). Two spellings are kept from before:
 ``--manager none,rule`` (one comma-separated value for ``managers``) and ``--resamples`` (``n_resamples``).
-Every value's type is checked; errors name the file or the flag and the fix.
+Every value's type is checked; errors name the file or the flag and the fix. ``--executor ray`` plays the episodes
+as Ray tasks (``--address HOST:6379`` of a running cluster, or none: a local Ray for the run); ``--report-to
+trackio|tensorboard|wandb`` logs the summary metrics and plots to that tracker (see docs/scaling-out.md).
 
 ``--manager`` takes a comma-separated list of variants (the grammar of :data:`harness.specs.MANAGER_GRAMMAR`:
 ``none``, ``rule``, ``windowed:K:URL``, ``llm:URL`` ...); all run on the same episodes and every pair is compared
@@ -79,7 +81,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     except SuiteUnavailableError as exc:
         print(f"stateguard evaluate: suite unavailable: {exc}", file=sys.stderr)
         return EXIT_SUITE_MISSING
-    except (EvaluationError, FaultFileError, TaskConfigError, ValueError) as exc:
+    except (EvaluationError, FaultFileError, TaskConfigError, ValueError, ImportError) as exc:
         print(f"stateguard evaluate: {exc}", file=sys.stderr)
         return EXIT_INPUT
     keys = ("task_accuracy", "turn_accuracy", "dcr", "repair_precision", "repair_recall", "simulated")

@@ -8,8 +8,11 @@
    ``windowed:K:URL``, ``llm:URL``, ``llm-hf:PATH``, ``freeform:URL`` ...) runs the episodes missing from
    ``OUT/episodes/<variant>.jsonl`` in a fresh sandbox kernel each and appends their records (``config["eval"]`` holds
    the episode ``key``, ``run``, ``variant``, ``fault_turn`` and the manager's tokens). A re-run with the same ``OUT``
-   skips finished episodes, so a killed evaluation continues where it stopped; one policy object serves all episodes of
-   a variant (an in-process model is loaded once);
+   skips finished episodes, so a killed evaluation continues where it stopped. The episodes are work units of
+   :mod:`harness.executors`: ``executor: local`` plays them one after another in this process, ``executor: ray`` as
+   Ray tasks (a local Ray, or the cluster at ``address``; a unit whose worker dies is played again); either way this
+   process appends the records in the same order. One policy object per process serves all its episodes of a variant
+   (an in-process model is loaded once per process);
 3. summarizes (:mod:`harness.evaluation.summary`) and writes ``OUT/results.json``::
 
        {"suite": {...}, "oracles": {...}, "config": {...}, "versions": {...},
@@ -19,7 +22,9 @@
 
    (``comparisons``: every pair of variants in the order given, ``b - a``, so list the baseline first; each variant
    also has ``relation_accuracy``, ``manager_view`` and ``rule_constraints``, see :mod:`.summary`), then
-   ``OUT/report.md`` with tables and plots (:mod:`harness.evaluation.report`).
+   ``OUT/report.md`` with tables and plots (:mod:`harness.evaluation.report`);
+4. with ``report_to`` (trackio | tensorboard | wandb), logs the summary metrics (:func:`tracked_metrics`) and the
+   plots to one run of that tracker (:mod:`harness.tracking`; tensorboard writes ``OUT/tb``).
 
 The manager sees each turn's question, context and constraint texts; ``oracle_relations`` adds the task's dependency
 graph and ``executable_constraints`` the constraints' code (:class:`~harness.manager.runtime.RuntimeConfig`). The
@@ -38,6 +43,7 @@ import logging
 import platform
 import re
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -48,8 +54,22 @@ from harness import __version__
 from harness.evaluation.stats import N_RESAMPLES
 from harness.evaluation.suite import DEFAULT_CACHE, SUITES, EpisodeSpec, Suite, resolve_suite
 from harness.evaluation.summary import TaskInfo, compare_variants, episode_id, summarize_variant
+from harness.executors import (
+    EXECUTION_FIELDS,
+    ExecutorOptions,
+    Work,
+    address_field,
+    check_executor,
+    check_options,
+    executor_field,
+    open_executor,
+    ray_connect_timeout_field,
+    ray_max_retries_field,
+    ray_num_cpus_field,
+)
 from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
 from harness.specs import MANAGER_GRAMMAR, WORKER_GRAMMAR, parse_manager_specs, parse_suite_spec, parse_worker_spec
+from harness.tracking import TRACKERS, check_tracker, open_tracker, tag
 from harness.yaml_config import build_config
 
 logger = logging.getLogger(__name__)
@@ -116,6 +136,22 @@ class EvaluationConfig:
     seed: int = field(default=0, metadata={"help": "Seed of the bootstrap resampling."})
     n_resamples: int = field(default=N_RESAMPLES, metadata={"help": "Bootstrap resamples."})
     report: bool = field(default=True, metadata={"help": "Write report.md with plots."})
+    report_to: Literal["none", "trackio", "tensorboard", "wandb"] = field(
+        default="none",
+        metadata={
+            "help": f"Tracker that gets the summary metrics and plots, one of {list(TRACKERS)} (trackio: local, "
+            "offline, `trackio show`; tensorboard: OUT/tb)."
+        },
+    )
+    project: str = field(default="stateguard", metadata={"help": "Tracker project (trackio, wandb)."})
+    run_name: str | None = field(
+        default=None, metadata={"help": "Tracker run name (null: eval-<name of the out folder>)."}
+    )
+    executor: Literal["local", "ray"] = executor_field()
+    address: str | None = address_field()
+    ray_num_cpus: int | None = ray_num_cpus_field("all cores")
+    ray_max_retries: int = ray_max_retries_field()
+    ray_connect_timeout_s: float = ray_connect_timeout_field()
 
     def __post_init__(self) -> None:
         try:  # a -hf model folder is checked when its variant has episodes to run (a resumed one may have none)
@@ -146,6 +182,9 @@ class EvaluationConfig:
             raise EvaluationError(str(exc)) from None
         if self.runs < 1:
             raise EvaluationError(f"--runs {self.runs}: run every episode at least once.")
+        if self.report_to not in TRACKERS:
+            raise EvaluationError(f"report_to={self.report_to!r}: use one of {list(TRACKERS)}.")
+        check_options(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "") -> EvaluationConfig:
@@ -182,10 +221,14 @@ def run_evaluation(
     """Run (or resume) the evaluation and write its outputs; returns the results dict (see the module docstring).
 
     ``policy_factories``: variant name -> a function making its policy, instead of ``get_policy(spec)`` (e.g. a
-    chat model behind a custom backend); called only when the variant has episodes to run."""
-    from harness.sandbox import Sandbox, SandboxConfig
+    chat model behind a custom backend); called only when the variant has episodes to run, once per process that
+    plays them (with ``executor: ray`` the functions travel to the workers: pass module-level functions or
+    ``functools.partial`` objects). The executor and the tracker are checked first, before any work."""
     from harness.tasks import load_task
 
+    options = ExecutorOptions.of(config)
+    check_executor(options)
+    check_tracker(config.report_to)
     out = Path(config.out)
     suite = resolve_suite(
         config.suite,
@@ -206,19 +249,50 @@ def run_evaluation(
     logger.info("suite %s: %d episodes x %d runs x %d variants; %d to run", suite.name, len(episodes), config.runs,
                 len(config.managers), len(todo))  # fmt: skip
     if todo:
-        specs = dict(zip(config.variant_names, config.managers, strict=True))
-        factories = policy_factories or {}
-        policies = {
-            name: factories[name]() if name in factories else make_policy(specs[name], config)
-            for name in dict.fromkeys(n for n, _, _ in todo)
-        }
-        with Sandbox(SandboxConfig(isolation=config.isolation)) as sandbox:
-            for name, spec, run in tqdm(todo, desc="evaluate", unit="episode", disable=None):
-                record = run_episode(sandbox, tasks[spec.task_id], spec, run, config, policies[name], name)
+        names = list(dict.fromkeys(n for n, _, _ in todo))
+        setup = (config, tasks, names, dict(policy_factories or {}))
+        work = Work(_play_episode, setup=_open_episodes, args=setup, teardown=_close_episodes)
+        with open_executor(options) as executor, closing(executor.imap(work, todo)) as records:
+            bar = tqdm(records, total=len(todo), desc="evaluate", unit="episode", disable=None)
+            for (name, _, _), record in zip(todo, bar, strict=True):
                 append_episode(variant_file(out, name), record)
     results = collect_results(config, suite, {t: TaskInfo.of(task) for t, task in tasks.items()})
     write_results(out, results, config)
+    if config.report_to != "none":
+        track_results(out, results, config)
     return results
+
+
+_EPISODES: dict[str, Any] = {}
+"""The process's episode player: the config, the tasks, the policies and the sandbox (:func:`_open_episodes`)."""
+
+
+def _open_episodes(
+    config: EvaluationConfig, tasks: Mapping[str, Any], names: list[str], factories: Mapping[str, Callable[[], Any]]
+) -> None:
+    """Per process: the policies of the variants ``names`` (made before the sandbox starts, so a bad spec fails
+    first), then one sandbox whose fresh kernels play the episodes."""
+    from harness.sandbox import Sandbox, SandboxConfig
+
+    specs = dict(zip(config.variant_names, config.managers, strict=True))
+    policies = {name: factories[name]() if name in factories else make_policy(specs[name], config) for name in names}
+    _EPISODES.update(config=config, tasks=tasks, policies=policies)
+    _EPISODES["sandbox"] = Sandbox(SandboxConfig(isolation=config.isolation))
+
+
+def _play_episode(item: tuple[str, EpisodeSpec, int]) -> EpisodeRecord:
+    """The work unit: one episode ``(variant, spec, run)`` (:func:`run_episode`)."""
+    name, spec, run = item
+    state = _EPISODES
+    task = state["tasks"][spec.task_id]
+    return run_episode(state["sandbox"], task, spec, run, state["config"], state["policies"][name], name)
+
+
+def _close_episodes() -> None:
+    sandbox = _EPISODES.pop("sandbox", None)
+    _EPISODES.clear()
+    if sandbox is not None:
+        sandbox.close()
 
 
 def make_policy(spec: str, config: EvaluationConfig) -> Any:
@@ -291,7 +365,7 @@ def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, Tas
     return {
         "suite": {"name": suite.name, "source": suite.source, "tasks": len(tasks), "faults": len(suite.faults)},
         "oracles": oracles,
-        "config": asdict(config),
+        "config": {k: v for k, v in asdict(config).items() if k not in EXECUTION_FIELDS},
         "versions": _versions(),
         "simulated": all(v["simulated"] for v in variants.values()),
         "variants": variants,
@@ -344,6 +418,65 @@ def _versions() -> dict[str, str]:
         except PackageNotFoundError:
             continue
     return versions
+
+
+TRACKED = (
+    "task_accuracy",
+    "turn_accuracy",
+    "dcr",
+    "repair_precision",
+    "repair_recall",
+    "mean_score",
+    "relation_accuracy",
+)
+"""The per-variant numbers of ``results.json`` that :func:`tracked_metrics` logs (when not null)."""
+
+
+def tracked_metrics(results: Mapping[str, Any]) -> dict[str, float]:
+    """The scalars logged to a tracker, namespaced ``eval/<variant>/<name>``: the :data:`TRACKED` numbers, the
+    manager's ``legal_action_rate`` (legal actions over all actions; absent without actions), ``illegal_actions``,
+    ``states_per_episode``, ``activations_per_episode``, ``repairs`` (light + heavy) and ``n_episodes``; and per
+    comparison ``eval/<b>_vs_<a>/turn_accuracy_diff``."""
+    metrics: dict[str, float] = {}
+    for name, variant in results["variants"].items():
+        prefix = f"eval/{tag(name)}"
+        for key in TRACKED:
+            value = variant.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                metrics[f"{prefix}/{key}"] = float(value)
+        manager = variant["manager"]
+        actions = sum(manager["tool_calls"].values()) + sum(manager["control_actions"].values())
+        if actions:
+            metrics[f"{prefix}/manager/legal_action_rate"] = 1.0 - manager["illegal_actions"] / actions
+        metrics[f"{prefix}/manager/illegal_actions"] = float(manager["illegal_actions"])
+        metrics[f"{prefix}/manager/states_per_episode"] = float(manager["states_per_episode"])
+        metrics[f"{prefix}/manager/activations_per_episode"] = float(manager["activations_per_episode"])
+        metrics[f"{prefix}/manager/repairs"] = float(sum(manager["repairs"].values()))
+        metrics[f"{prefix}/n_episodes"] = float(variant["n_episodes"])
+    for comparison in results["comparisons"]:
+        if comparison.get("turn_accuracy_diff") is not None:
+            key = f"eval/{tag(comparison['b'])}_vs_{tag(comparison['a'])}/turn_accuracy_diff"
+            metrics[key] = float(comparison["turn_accuracy_diff"])
+    return metrics
+
+
+def track_results(out: Path, results: Mapping[str, Any], config: EvaluationConfig) -> None:
+    """Log :func:`tracked_metrics` and the report's plots (when written) to one run of ``config.report_to``."""
+    from harness.evaluation.report import PLOTS
+
+    name = config.run_name or f"eval-{out.resolve().name}"
+    tracker = open_tracker(config.report_to, project=config.project, name=name, out=out, config=results["config"])
+    if tracker is None:
+        return
+    try:
+        tracker.log(tracked_metrics(results))
+        plots = {f"eval/plots/{Path(p).stem}": out / p for p in PLOTS if (out / p).is_file()}
+        if config.report and plots:
+            tracker.log_images(plots)
+    finally:
+        tracker.finish()
+    logger.info("logged %d metrics and the plots to %s (project %s, run %s)", len(tracked_metrics(results)),
+                config.report_to, config.project, name)  # fmt: skip
 
 
 def write_results(out: Path, results: dict[str, Any], config: EvaluationConfig) -> None:

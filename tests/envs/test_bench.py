@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from envs.bench import run_benchmark, sandbox_timer
 from harness.sandbox import Kernel
@@ -32,10 +35,27 @@ def test_sandbox_timer_restores_the_methods():
     assert Kernel.__dict__["probe"] is before
 
 
-def test_script_prints_the_figures_as_its_last_line(synth_dir):
-    command = [sys.executable, "scripts/bench_envs.py", "--pool", str(synth_dir), "--episodes", "1"]
+def _run_script(synth_dir, *extra: str) -> dict:
+    command = [sys.executable, "scripts/bench_envs.py", "--pool", str(synth_dir), "--episodes", "1", *extra]
     out = subprocess.run(
         [*command, "--isolation", ISOLATION], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
     )
-    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_script_prints_the_figures_as_its_last_line(synth_dir):
+    figures = _run_script(synth_dir, "--rollouts", "0")
     assert {"steps_per_s", "step_ms_p50", "step_ms_p95", "sandbox_share"} <= set(figures) and figures["episodes"] == 1
+    assert "ray_vs_local" not in figures
+
+
+def test_script_compares_local_and_ray_rollouts_and_sizes_the_env_workers(synth_dir):
+    pytest.importorskip("ray")
+    figures = _run_script(synth_dir, "--rollouts", "2", "--chunk", "1", "--gen-s", "0.001")
+    assert figures["rollouts"] == 2 and figures["workers"] == 1 and figures["step_rollouts"] == 512
+    assert figures["ray_vs_local"] == pytest.approx(figures["ray_rollouts_per_s"] / figures["local_rollouts_per_s"],
+                                                    rel=0.05)  # fmt: skip
+    assert figures["ray_within_0_9x"] == (figures["ray_vs_local"] >= 0.9)
+    cost = figures["env_cpu_s_per_rollout"]
+    assert cost > 0 and figures["local_cpu_s_per_rollout"] > 0
+    assert figures["workers_per_gpu_node"] == math.ceil(512 * cost / 0.001)

@@ -96,3 +96,32 @@ def test_run_logged_keeps_the_whole_output_and_follows_the_trainer_bar(tmp_path,
     steps = [(n, total) for n, total in seen if total == 8]
     assert steps and steps[-1] == (8, 8)
     assert all(total != 4 for _, total in seen)  # the described Map bar is not the trainer's
+
+
+def test_the_runs_report_to_trackio_outside_ci_and_to_nothing_in_ci(tmp_path, monkeypatch):
+    """``report_to: auto`` (the default): the training launches get ``--report_to trackio --run_name
+    <out>-<stage>`` before the config's own overrides, and the evaluation the same tracker; in CI, nothing."""
+    pytest.importorskip("trackio")
+    launched: list[list[str]] = []
+    monkeypatch.setattr(pipeline, "launch_training", lambda script, config, args, **kw: launched.append(args))
+    ctx = pipeline.Context(PipelineConfig(sft_args=["--max_steps", "2"]), tmp_path / "demo")
+    monkeypatch.delenv("CI", raising=False)
+    pipeline._launch(ctx, "sft", "sft.py", ctx.config.sft, ["--output_dir", "x", *ctx.config.sft_args])
+    assert launched[-1] == [
+        "--report_to",
+        "trackio",
+        "--run_name",
+        "demo-sft",
+        "--output_dir",
+        "x",
+        "--max_steps",
+        "2",
+    ]
+    evaluation = pipeline.evaluation_config(ctx.config, ctx.stage_dir("evaluate"), ["none"], ["none"], tmp_path)
+    assert (evaluation.report_to, evaluation.run_name) == ("trackio", "demo-eval")
+    monkeypatch.setenv("CI", "true")
+    pipeline._launch(ctx, "rl", "rl.py", ctx.config.rl, ["--output_dir", "y"])
+    assert launched[-1] == ["--output_dir", "y"]
+    assert pipeline.evaluation_config(ctx.config, tmp_path, ["none"], ["none"], tmp_path).report_to == "none"
+    with pytest.raises(ValueError, match="report_to='mlflow': use auto or one of"):
+        PipelineConfig(report_to="mlflow")

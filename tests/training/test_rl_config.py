@@ -44,6 +44,8 @@ def test_rl_config_parses_and_passes_the_checks(path):
     # DAPO everywhere: token-level loss, clip-higher, no KL
     assert (config.loss_type, config.epsilon, config.epsilon_high, config.beta) == ("dapo", 0.2, 0.28, 0.0)
     assert 0 < rl_args.overlong_buffer <= config.max_completion_length
+    # Tracking: off in the checked-in configs (CI); trackio runs land in the stateguard project when switched on.
+    assert config.report_to in ([], ["none"], "none") and config.project == "stateguard"
     if path.name == "tiny-cpu.yaml":
         assert model_args.model_name_or_path == "tiny" and config.use_cpu and not config.use_vllm
         assert (config.max_steps, config.num_generations, config.per_device_train_batch_size) == (2, 4, 8)

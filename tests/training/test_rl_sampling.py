@@ -115,3 +115,32 @@ def test_dynamic_sampler_settings_are_checked():
         DynamicSampler(StartPointSampler(POINTS), play, group_size=4, max_rounds=0)
     with pytest.raises(ValueError, match="oversample=0.5"):
         DynamicSampler(StartPointSampler(POINTS), play, group_size=4, oversample=0.5)
+
+
+def test_playing_a_round_at_once_keeps_the_same_groups_and_stats():
+    """play_many (the env workers' path) gets each round's start points in one call, in the order play would have
+    played them; the batch, the buffer and the stats are those of play."""
+    informative = {"ep-4"}
+
+    def reward(start: StartPoint, j: int) -> float:
+        return float(j) if start.episode_id in informative else 1.0
+
+    play, played = _player(reward)
+    one = DynamicSampler(StartPointSampler(POINTS, seed=0), play, group_size=4, max_rounds=4, oversample=1.5)
+    expected, expected_stats = one.gather(2)
+
+    play2, played2 = _player(reward)
+    rounds: list[list[StartPoint]] = []
+
+    def play_many(starts: list[StartPoint]) -> list[Group]:
+        rounds.append(list(starts))
+        return [play2(start) for start in starts]
+
+    many = DynamicSampler(
+        StartPointSampler(POINTS, seed=0), play, group_size=4, max_rounds=4, oversample=1.5, play_many=play_many
+    )
+    groups, stats = many.gather(2)
+    assert [g.to_dict() for g in groups] == [g.to_dict() for g in expected]
+    assert stats == expected_stats and [g.to_dict() for g in many.buffer] == [g.to_dict() for g in one.buffer]
+    assert [s for r in rounds for s in r] == played2 == played and len(rounds) == stats.rounds >= 2
+    assert [len(r) for r in rounds][0] == 3  # the first round: ceil(2 x 1.5) groups in one call

@@ -140,6 +140,8 @@ def test_sft_config_parses_into_its_dataclasses(path):
     if path.name == "tiny-cpu.yaml":
         assert model_args.model_name_or_path == "tiny"
         assert sft_config.use_cpu and not sft_config.bf16 and not sft_config.gradient_checkpointing
+    # Tracking: off in the checked-in configs (CI); trackio runs land in the stateguard project when switched on.
+    assert sft_config.report_to in ([], ["none"], "none") and sft_config.project == "stateguard"
 
 
 @pytest.mark.parametrize("path", ACCELERATE_CONFIGS, ids=lambda p: p.name)
@@ -280,16 +282,21 @@ def test_run_sft_lowers_train_and_validation_loss_and_saves(
     sft_short_dataset_dir, tiny_model_dir, qwen3_tokenizer, tmp_path
 ):
     """The default config (configs/sft/tiny-cpu.yaml: 8 steps of batch 1 at lr 5e-3, 8 train / 4 validation samples,
-    seed 0) on the short smoke splits: the validation loss ends well below the untrained one."""
+    seed 0) on the short smoke splits: the validation loss ends well below the untrained one. The run reports to
+    TensorBoard and trackio (``report_to: [tensorboard, trackio]``), and the per-step losses read back from both
+    trackers' local files equal the trainer's log."""
     from datasets import load_from_disk
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from training.sft import count_tokens, run_sft
 
     out = tmp_path / "out"
+    tracked = yaml.safe_load((REPO / "configs" / "sft" / "tiny-cpu.yaml").read_text())
+    tracked.update(report_to=["tensorboard", "trackio"], project="stateguard-tests", run_name=f"sft-{tmp_path.name}")
+    (tmp_path / "tracked.yaml").write_text(yaml.safe_dump(tracked))
     model_args, data_args, config = _script_parser().parse_args_and_config(
         [
-            "--config", str(REPO / "configs" / "sft" / "tiny-cpu.yaml"),
+            "--config", str(tmp_path / "tracked.yaml"),
             "--model_name_or_path", str(tiny_model_dir),
             "--dataset_path", str(sft_short_dataset_dir),
             "--output_dir", str(out),
@@ -330,6 +337,31 @@ def test_run_sft_lowers_train_and_validation_loss_and_saves(
     card = (out / "README.md").read_text()
     assert str(sft_short_dataset_dir) in card and f"| eval/loss | {after:.6g} |" in card
     assert "- max_steps: 8" in card and "- learning_rate: 0.005" in card
+
+    # The trackers' local files hold the same per-step losses.
+    assert read_tensorboard_scalars(out / "runs", "train/loss") == pytest.approx(losses)
+    assert read_trackio_scalars("stateguard-tests", f"sft-{tmp_path.name}", "train/loss") == pytest.approx(losses)
+
+
+def read_tensorboard_scalars(log_dir: Path, tag: str) -> list[float]:
+    """The values of ``tag`` in the event files under ``log_dir`` (every run folder), in step order."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = []
+    for folder in sorted({path.parent for path in log_dir.rglob("events.out.tfevents.*")}):
+        accumulator = EventAccumulator(str(folder))
+        accumulator.Reload()
+        if tag in accumulator.Tags()["scalars"]:
+            events += accumulator.Scalars(tag)
+    return [event.value for event in sorted(events, key=lambda e: e.step)]
+
+
+def read_trackio_scalars(project: str, run: str, key: str) -> list[float]:
+    """The values of ``key`` logged to the trackio run, read from trackio's local SQLite file ($TRACKIO_DIR)."""
+    from trackio.sqlite_storage import SQLiteStorage
+
+    assert SQLiteStorage.get_project_db_path(project).is_file()
+    return [row[key] for row in SQLiteStorage.get_logs(project, run) if key in row]
 
 
 def test_steady_tokens_per_second_skips_the_first_step_and_earlier_sessions():

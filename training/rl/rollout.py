@@ -71,7 +71,7 @@ rejects the first one and tier 0 confirms).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -323,6 +323,31 @@ class Session(Protocol):
     def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]: ...
 
 
+@dataclass(frozen=True)
+class SampleRequest:
+    """What :meth:`EpisodePlayer.steps` asks the model for: one response to ``context_ids`` (the rollout's prompt and
+    completion so far), at most ``max_new_tokens`` ids."""
+
+    context_ids: list[int]
+    max_new_tokens: int
+
+
+def drive(
+    steps: Generator[SampleRequest, tuple[list[int], list[float]], Rollout], new_session: Callable[[], Session]
+) -> Rollout:
+    """Run a rollout generator (:meth:`EpisodePlayer.steps`) to its end, answering each request with one session of
+    ``new_session``, made at the first request."""
+    session = None
+    try:
+        request = next(steps)
+        while True:
+            if session is None:
+                session = new_session()
+            request = steps.send(session.sample(request.context_ids, request.max_new_tokens))
+    except StopIteration as stop:
+        return stop.value
+
+
 @dataclass
 class RolloutLimits:
     max_new_tokens: int = 64  # per response
@@ -352,23 +377,31 @@ class EpisodePlayer:
         self.record: Any = None  # the last rollout's EpisodeRecord (None when the episode was truncated)
 
     def play(self, start: StartPoint, new_session: Callable[[], Session]) -> Rollout:
-        """One rollout from ``start`` (see the module docstring)."""
+        """One rollout from ``start`` (see the module docstring), sampled from a session of ``new_session`` (made at
+        the first response the model samples)."""
+        return drive(self.steps(start), new_session)
+
+    def steps(self, start: StartPoint) -> Generator[SampleRequest, tuple[list[int], list[float]], Rollout]:
+        """The rollout from ``start`` as a generator: it yields a :class:`SampleRequest` wherever the model samples,
+        takes the sampled ``(ids, logprobs)`` back (``send``) and returns the :class:`Rollout`. :meth:`play` drives it
+        with a session in this process; :class:`training.rl.workers.EnvWorker` drives it in a Ray actor holding
+        the env, the sampling staying in the trainer process."""
         assert self.env.pool is not None
         reference = self.env.pool.entry(start.episode_id).gold_policy()
         obs, info = self.env.reset(options={"episode_id": start.episode_id})
         rollout = Rollout(start.episode_id, activation=start.activation)
         self.inputs, self.conversations, self.record = [], [], None
-        session, closed = None, None  # closed: how the last model response ended (None: no tokens)
+        took_over, closed = False, None  # closed: how the last model response ended (None: no tokens)
         reached = False  # whether the episode reached the start activation
         while True:
             inp: PolicyInput = info["policy_input"]
             activation: int = info["activation"]
-            if activation > start.activation and session is None:
+            if activation > start.activation and not took_over:
                 raise self._never_took_over(start, reached)
             reached |= activation == start.activation
             action = None  # None: the model answers
-            if activation != start.activation or (session is None and self.takeover == "decision"):
-                if session is not None and closed is not None:  # the model's activation just ended
+            if activation != start.activation or (not took_over and self.takeover == "decision"):
+                if took_over and closed is not None:  # the model's activation just ended
                     rollout.extend(self.tokens.end(closed), model=False)
                     closed = None
                 action = reference.respond(inp)
@@ -376,20 +409,20 @@ class EpisodePlayer:
                     action = None  # the decision takeover: the model answers in place of the gold's decision
             model = action is None
             if model:
-                if session is None:  # the conversation so far: the activation (flat) or the decision prompt (hier),
-                    session = new_session()  # and with takeover="decision" the gold's calls and their results
+                if not took_over:  # the conversation so far: the activation (flat) or the decision prompt (hier),
+                    took_over = True  # and with takeover="decision" the gold's calls and their results
                     rollout.prompt_ids = self.tokens.conversation(info["messages"])
                 elif closed is not None:  # obs: the <tool_response> of the model's previous call
                     rollout.extend(self.tokens.suffix(obs, closed), model=False)
                 self.inputs.append(inp)
                 self.conversations.append(info["messages"])
-                action, closed = self._respond(rollout, session)
+                action, closed = yield from self._respond(rollout)
             obs, reward, terminated, truncated, info = self.env.step(action)
             if model:
                 rollout.actions.append(action_stats(action, info.get("legal", False)))
             if terminated or truncated:
                 break
-        if session is None:
+        if not took_over:
             raise self._never_took_over(start, reached)
         if closed is not None:
             rollout.extend(self.tokens.end(closed), model=False)
@@ -416,12 +449,14 @@ class EpisodePlayer:
             "replay disagree (re-synthesize the pool)"
         )
 
-    def _respond(self, rollout: Rollout, session: Session) -> tuple[str, bool | None]:
+    def _respond(
+        self, rollout: Rollout
+    ) -> Generator[SampleRequest, tuple[list[int], list[float]], tuple[str, bool | None]]:
         """The model's next response text, and whether it ended with ``<|im_end|>`` (None: no tokens were sampled)."""
         budget = min(self.limits.max_new_tokens, self.limits.max_completion_length - rollout.model_tokens)
         if budget <= 0 or len(rollout.actions) >= self.limits.max_responses:
             return "", None
-        ids, logprobs = session.sample(rollout.prompt_ids + rollout.completion_ids, budget)
+        ids, logprobs = yield SampleRequest(rollout.prompt_ids + rollout.completion_ids, budget)
         rollout.extend(ids, model=True, logprobs=logprobs)
         closed = bool(ids) and ids[-1] == self.tokens.eos_id
         rollout.truncated |= not closed

@@ -117,6 +117,8 @@ class DynamicSampler:
     """DAPO's dynamic sampling (see the module docstring).
 
     ``play(start)`` plays one group (``group_size`` rollouts) from ``start``; ``points`` gives the start points.
+    ``play_many(starts)``, when given, plays the groups of a round together (one group per start, in their order;
+    e.g. on env workers that play them at once); the groups and the order they are kept in are the same.
     """
 
     points: StartPointSampler
@@ -126,6 +128,7 @@ class DynamicSampler:
     oversample: float = 1.0
     atol: float = 1e-6
     buffer: list[Group] = field(default_factory=list)
+    play_many: Callable[[list[StartPoint]], list[Group]] | None = None
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1:
@@ -141,8 +144,9 @@ class DynamicSampler:
         uniform: list[Group] = []
         while len(kept) < n_groups and stats.rounds < self.max_rounds:
             stats.rounds += 1
-            for _ in range(math.ceil((n_groups - len(kept)) * self.oversample)):
-                group = self.play(self.points.next())
+            starts = [self.points.next() for _ in range(math.ceil((n_groups - len(kept)) * self.oversample))]
+            groups = self.play_many(starts) if self.play_many is not None else [self.play(s) for s in starts]
+            for group in groups:
                 stats.groups_played += 1
                 if uniform_groups(group.rewards, self.group_size, self.atol)[0]:
                     stats.groups_filtered += 1

@@ -27,6 +27,11 @@
   ``manager/repair_precision``, ``manager/repair_recall``, ``manager/false_repair_rate`` (against the gold decision of
   the start activation and the pool's known fault), ``manager/activations_per_episode``,
   ``manager/responses_per_rollout``; with vLLM ``dapo/weight_sync_gap`` every ``weight_sync_steps`` steps.
+- Environments: ``executor: local`` (default) plays the rollouts in this process with one env, one after another;
+  ``executor: ray`` with ``rollout_workers: N`` puts N envs in Ray actors (one sandbox each,
+  :mod:`training.rl.workers`) that play a dynamic-sampling round's rollouts at once while this process only samples
+  (and trains); a crashed actor is replaced and its rollout replayed; ``dapo/env_actors_replaced`` counts the
+  replacements. The rollouts are the in-process ones for a deterministic policy.
 - Generation: transformers on CPU (:class:`training.rl.engines.TransformersEngine`), vLLM with ``use_vllm: true``
   (``vllm_mode`` server or colocate, :class:`~training.rl.engines.VLLMEngine`).
 - Model: ``model_name_or_path`` is an SFT output folder, a hub id, or ``tiny`` (the embedded tiny Qwen3, random
@@ -49,10 +54,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envs.manager import check_format
-from harness.import_utils import require
+from harness.executors import (
+    INSTALL_RAY,
+    ExecutorOptions,
+    RayUnavailableError,
+    address_field,
+    check_executor,
+    check_options,
+    ray_connect_timeout_field,
+    ray_num_cpus_field,
+)
+from harness.import_utils import is_available, require
 from harness.manager.hier import TIER1_MIN_ACTIONS
 from harness.manager.lifecycle import CONTROL_ACTIONS
 from harness.tokenizer import load_tokenizer
+from harness.tracking import check_report_to
 from training.dapo import overlong_penalty
 from training.prompt_view import check_prompt_view
 from training.rl.engines import vllm_settings
@@ -159,6 +175,27 @@ class RLArguments:
     weight_sync_threshold: float = field(
         default=0.05, metadata={"help": "vLLM only: warn when the probe's mean |logprob gap| exceeds this."}
     )
+    rollout_workers: int = field(
+        default=1,
+        metadata={
+            "help": "executor ray: env actors per training process (one CPU and one sandbox each) playing the "
+            "rollouts while this process samples; executor local: 1 (the env runs in this process)."
+        },
+    )
+    executor: str = field(
+        default="local",
+        metadata={
+            "help": "Where the rollouts' envs run: local (in the training process) | ray (rollout_workers Ray "
+            "actors, on a local Ray started for the run or on the cluster at `address`); the rollouts are the same."
+        },
+    )
+    address: str | None = address_field()
+    ray_num_cpus: int | None = ray_num_cpus_field("rollout_workers")
+    ray_max_retries: int = field(
+        default=3,
+        metadata={"help": "executor ray: times a rollout whose env actor died is replayed on a new actor."},
+    )
+    ray_connect_timeout_s: float = ray_connect_timeout_field()
 
     def __post_init__(self) -> None:
         for name in ("max_new_tokens", "max_responses", "max_actions", "max_rounds"):
@@ -181,6 +218,34 @@ class RLArguments:
             )
         if self.max_start_points is not None and self.max_start_points < 1:
             raise ValueError(f"max_start_points={self.max_start_points} must be >= 1; leave it unset to use all")
+        self.check_rollout_workers()
+
+    def check_rollout_workers(self) -> None:
+        """The env-worker fields: ``executor`` and the Ray options (:func:`harness.executors.check_options`),
+        ``rollout_workers`` >= 1 (only 1 with ``executor: local``), a local Ray with a CPU per actor, and Ray
+        installed for ``executor: ray`` (:class:`~harness.executors.RayUnavailableError` naming the install
+        command). Reaching ``address`` is checked when the workers start."""
+        check_options(self)
+        if self.rollout_workers < 1:
+            raise ValueError(f"rollout_workers={self.rollout_workers} must be >= 1 (env actors per process)")
+        if self.executor == "local" and self.rollout_workers != 1:
+            raise ValueError(
+                f"rollout_workers={self.rollout_workers} with executor local: the local path plays in this "
+                "process with one env; set executor: ray for env actors, or rollout_workers: 1"
+            )
+        if self.ray_num_cpus is not None and self.ray_num_cpus < self.rollout_workers:
+            raise ValueError(
+                f"ray_num_cpus={self.ray_num_cpus} is below rollout_workers={self.rollout_workers}: each env actor "
+                "takes one CPU; raise ray_num_cpus or leave it null"
+            )
+        if self.executor == "ray" and not is_available("ray"):
+            raise RayUnavailableError(
+                f"executor ray needs Ray, which is not installed; install it with: {INSTALL_RAY} (or use executor: "
+                "local)."
+            )
+
+    def executor_options(self) -> ExecutorOptions:
+        return ExecutorOptions.of(self)
 
 
 def check_config(rl_args: RLArguments, config: GRPOConfig) -> None:
@@ -230,18 +295,19 @@ class ManagerRollouts:
     """TRL's ``rollout_func``: gathers a batch of groups with dynamic sampling (see the module docstring)."""
 
     def __init__(self, rl_args: RLArguments, config: GRPOConfig, tokenizer: Any, reward_config: Any, seed: int):
-        from envs import ManagerEnv, ReplayPool
-        from harness.manager.runtime import RuntimeConfig
+        from envs import ReplayPool
+        from training.rl.workers import EnvSpec
 
         self.args, self.config = rl_args, config
         self.pool = ReplayPool(rl_args.pool)
         self.tokens = EpisodeTokens(tokenizer, prompt_view=rl_args.prompt_view, format=rl_args.format)
-        self.env = ManagerEnv(
-            pool=self.pool, worker="replay", isolation=rl_args.isolation, reward_config=reward_config,
-            runtime_config=RuntimeConfig(max_actions=rl_args.max_actions), format=rl_args.format,
-        )  # fmt: skip
         limits = RolloutLimits(rl_args.max_new_tokens, config.max_completion_length, rl_args.max_responses)
-        self.player = EpisodePlayer(self.env, self.tokens, limits, rl_args.takeover)
+        self.spec = EnvSpec(
+            str(rl_args.pool), tokenizer, limits, rl_args.takeover, rl_args.format, rl_args.prompt_view,
+            rl_args.isolation, rl_args.max_actions, reward_config,
+        )  # fmt: skip
+        self.player: EpisodePlayer | None = None  # executor local: the env in this process
+        self.workers: Any = None  # executor ray: training.rl.workers.EnvWorkers
         types = tuple(rl_args.event_types) if rl_args.event_types else None
         controls = tuple(rl_args.gold_controls) if rl_args.gold_controls is not None else None
         if controls is None and rl_args.takeover == "decision":
@@ -249,22 +315,43 @@ class ManagerRollouts:
         points = start_points(self.pool, types, rl_args.format, controls)[: rl_args.max_start_points]
         self.sampler = DynamicSampler(
             StartPointSampler(points, seed, rl_args.stratify_controls), self.play_group, config.num_generations,
-            rl_args.max_rounds, rl_args.oversample, rl_args.reward_atol,
+            rl_args.max_rounds, rl_args.oversample, rl_args.reward_atol, play_many=self.play_groups,
         )  # fmt: skip
         self.engine: Any = None
         self.seconds = 0.0  # time spent in rollouts, all calls together
+        if rl_args.executor == "ray":
+            from training.rl.workers import EnvWorkers
+
+            self.workers = EnvWorkers(self.spec, rl_args.rollout_workers, rl_args.executor_options())
+        else:
+            self.player = self.spec.player(self.pool, self.tokens)
 
     def close(self) -> None:
-        self.env.close()
+        if self.workers is not None:
+            self.workers.close()
+        if self.player is not None:
+            self.player.env.close()
 
     def play_group(self, start: StartPoint) -> Group:
-        rollouts = [self.player.play(start, self.engine.session) for _ in range(self.config.num_generations)]
+        """``num_generations`` rollouts from ``start``."""
+        return self.play_groups([start])[0]
+
+    def play_groups(self, starts: list[StartPoint]) -> list[Group]:
+        """A group of ``num_generations`` rollouts from each of ``starts``: played one after another in this
+        process (``executor: local``) or all at once on the env workers (``executor: ray``)."""
+        size = self.config.num_generations
+        every = [start for start in starts for _ in range(size)]
+        if self.workers is not None:
+            rollouts = self.workers.play(every, self.engine.session)
+        else:
+            assert self.player is not None
+            rollouts = [self.player.play(start, self.engine.session) for start in every]
         for rollout in rollouts:
             rollout.overlong = overlong_penalty(
                 rollout.model_tokens, self.config.max_completion_length, self.args.overlong_buffer,
                 self.args.overlong_factor,
             )  # fmt: skip
-        return Group(start, rollouts)
+        return [Group(start, rollouts[i * size : (i + 1) * size]) for i, start in enumerate(starts)]
 
     def use_model(self, model: Any) -> None:
         """Sample with ``model`` in this process (:class:`~training.rl.engines.TransformersEngine`); the system turn's
@@ -298,6 +385,8 @@ class ManagerRollouts:
         self.seconds += seconds
         metrics = rollout_metrics(groups, stats, self.pool)
         metrics["dapo/rollout_s"] = seconds
+        if self.workers is not None:
+            metrics["dapo/env_actors_replaced"] = float(self.workers.replaced)
         for name, value in metrics.items():
             trainer._metrics["train"][name].append(value)  # TRL averages and logs them with its own metrics
         return self.batch(rollouts)
@@ -476,6 +565,7 @@ def _share_callback(rollouts: ManagerRollouts) -> Any:
 def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig) -> Any:
     """The ``DapoTrainer`` over the replay pool (see the module docstring)."""
     require("trl")
+    check_report_to(config.report_to)
     import torch
     from accelerate import PartialState
     from datasets import Dataset
@@ -483,6 +573,7 @@ def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPO
     from rewards import RewardConfig
 
     check_config(rl_args, config)
+    check_executor(rl_args.executor_options())  # executor ray: Ray installed and `address` answering, before any work
     if rl_args.torch_threads:
         torch.set_num_threads(rl_args.torch_threads)
     model_path = resolve_model(model_args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -11,7 +12,14 @@ import pytest
 
 from harness.evaluation import suite as suite_module
 from harness.evaluation.cli import register
-from harness.evaluation.evaluate import EvaluationConfig, EvaluationError, run_evaluation, variant_file
+from harness.evaluation.evaluate import (
+    EvaluationConfig,
+    EvaluationError,
+    run_evaluation,
+    track_results,
+    tracked_metrics,
+    variant_file,
+)
 from harness.evaluation.suite import SuiteError, SuiteSpec, resolve_suite
 from harness.evaluation.summary import TaskInfo, compare_variants, summarize_variant
 from harness.manager.episode import EpisodeRecord, read_episodes
@@ -118,7 +126,12 @@ def smoke(cache):
 def evaluated(smoke, cache, tmp_path_factory):
     out = tmp_path_factory.mktemp("eval")
     config = EvaluationConfig(
-        suite="smoke", out=str(out), managers=["none", "rule"], cache=str(cache), isolation=ISOLATION
+        suite="smoke",
+        out=str(out),
+        managers=["none", "rule"],
+        cache=str(cache),
+        isolation=ISOLATION,
+        report_to="tensorboard",
     )
     return config, run_evaluation(config)
 
@@ -171,6 +184,34 @@ def test_numbers_match_the_episode_records(evaluated):
     assert none["manager"]["activations"] == 0 and none["repair_precision"] is None
     assert none["repair_recall"] == 0.0  # faults exist, none repaired
     assert results["variants"]["rule"]["manager"]["activations"] > 0
+
+
+def test_the_summary_metrics_and_plots_are_read_back_from_the_trackers(evaluated):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from trackio.sqlite_storage import SQLiteStorage
+
+    config, results = evaluated
+    out = Path(config.out)
+    metrics = tracked_metrics(results)
+    rule = results["variants"]["rule"]
+    assert metrics["eval/rule/turn_accuracy"] == rule["turn_accuracy"] and metrics["eval/none/n_episodes"] > 0
+    assert (
+        0 < metrics["eval/rule/manager/legal_action_rate"] <= 1
+        and "eval/none/manager/legal_action_rate" not in metrics
+    )
+    assert metrics["eval/rule_vs_none/turn_accuracy_diff"] == results["comparisons"][0]["turn_accuracy_diff"]
+    # tensorboard (the run's report_to): OUT/tb holds every scalar and the report's four plots
+    events = EventAccumulator(str(out / "tb"), size_guidance={"images": 0, "scalars": 0})
+    events.Reload()
+    assert {tag: events.Scalars(tag)[-1].value for tag in metrics} == pytest.approx(metrics)
+    assert set(events.Tags()["images"]) == {
+        f"eval/plots/{name}" for name in ("accuracy", "dcr", "relation_mix", "repairs")
+    }
+    # trackio: the same numbers in a local run (the SQLite file under $TRACKIO_DIR)
+    track_results(out, results, dataclasses.replace(config, report_to="trackio", project="stateguard-tests"))
+    rows = SQLiteStorage.get_logs("stateguard-tests", f"eval-{out.name}")
+    [row] = [r for r in rows if "eval/rule/turn_accuracy" in r]
+    assert {tag: row[tag] for tag in metrics} == pytest.approx(metrics)
 
 
 def test_resume_runs_only_missing_episodes(evaluated, caplog):

@@ -1,0 +1,281 @@
+"""Environment workers for RL: the manager envs in Ray actors, the sampling in the trainer process.
+
+With ``executor: ray`` and ``rollout_workers: N`` (:class:`training.rl.trainer.RLArguments`) the
+:class:`~training.rl.trainer.ManagerRollouts` of the trainer holds no env: :class:`EnvWorkers` starts N Ray actors
+(:class:`EnvWorker`, one CPU each), each with its own :class:`~envs.manager.ManagerEnv` (one sandbox) and
+:class:`~training.rl.rollout.EpisodePlayer`. An actor runs the player's rollout generator
+(:meth:`~training.rl.rollout.EpisodePlayer.steps`): env resets and steps, the reference manager's responses, the
+token bookkeeping; where the model answers it returns a :class:`~training.rl.rollout.SampleRequest` (the context ids
+and the token budget) and the trainer samples the response with its own engine session and sends the ids back. The
+trainer process only generates and trains.
+
+**Order.** :meth:`EnvWorkers.play` gives each actor one rollout at a time and serves the actors round-robin in a fixed
+order: while the trainer samples for one rollout, the other actors step their envs. With a deterministic env the
+requests, and so the sampling calls, come in the same order on every run with the same ``rollout_workers``; the
+ids, masks and rewards of a greedy policy are those of the in-process path (``executor: local``), which plays the
+rollouts one after another in this process.
+
+**A crashed actor** (its process killed, out of memory, its node lost) is replaced by a new actor and the rollout it
+was playing is replayed from its start: the new env replays the episode and each model response already sampled
+is answered from the trainer's log of that rollout (no new sampling), after which sampling continues in the same
+session. A replayed request whose context differs from the logged one (a nondeterministic env) is a
+``RuntimeError``; a rollout whose actors die more than ``ray_max_retries`` times ends the run. An exception raised
+by the env or the player itself is not retried: the trainer sees it as its own type.
+
+Ray is started or joined as by the other commands (:func:`harness.executors.open_executor`: ``address`` null starts a
+local Ray with ``rollout_workers`` CPUs for the run, an address joins a cluster whose nodes have the package and the
+replay pool at the same path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.executors import ExecutorOptions, check_executor, open_executor
+from training.rl.rollout import (
+    EpisodePlayer,
+    EpisodeTokens,
+    Rollout,
+    RolloutLimits,
+    SampleRequest,
+    Session,
+    StartPoint,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything an env worker builds its player from (sent once to each actor)."""
+
+    pool: str
+    tokenizer: Any
+    limits: RolloutLimits
+    takeover: str = "activation"
+    format: str = "flat"
+    prompt_view: str = "full"
+    isolation: str | None = None
+    max_actions: int = 8
+    reward_config: Any = None
+
+    def player(self, pool: Any = None, tokens: EpisodeTokens | None = None) -> EpisodePlayer:
+        """A new :class:`~envs.manager.ManagerEnv` (replay worker) over the pool and its player; ``pool`` and
+        ``tokens``, when given, are used instead of building them again."""
+        from envs import ManagerEnv, ReplayPool
+        from harness.manager.runtime import RuntimeConfig
+
+        pool = pool if pool is not None else ReplayPool(self.pool)
+        if tokens is None:
+            tokens = EpisodeTokens(self.tokenizer, prompt_view=self.prompt_view, format=self.format)
+        env = ManagerEnv(
+            pool=pool, worker="replay", isolation=self.isolation, reward_config=self.reward_config,
+            runtime_config=RuntimeConfig(max_actions=self.max_actions), format=self.format,
+        )  # fmt: skip
+        return EpisodePlayer(env, tokens, self.limits, self.takeover)
+
+
+class EnvWorker:
+    """The body of one env actor: a player over its own env, stepping one rollout generator at a time."""
+
+    def __init__(self, spec: EnvSpec):
+        self.player = spec.player()
+        self._steps: Any = None
+
+    def begin(self, start: StartPoint) -> SampleRequest | Rollout:
+        """Start a rollout from ``start`` (dropping any unfinished one): its first request, or the rollout."""
+        self._steps = self.player.steps(start)
+        return self._advance(None)
+
+    def answer(self, ids: list[int], logprobs: list[float]) -> SampleRequest | Rollout:
+        """The sampled response to the last request: the next request, or the finished rollout."""
+        if self._steps is None:
+            raise RuntimeError("answer() without a rollout in progress; call begin(start) first")
+        return self._advance((ids, logprobs))
+
+    def _advance(self, sent: tuple[list[int], list[float]] | None) -> SampleRequest | Rollout:
+        try:
+            return next(self._steps) if sent is None else self._steps.send(sent)
+        except StopIteration as stop:
+            self._steps = None
+            return stop.value
+        except BaseException:
+            self._steps = None
+            raise
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) of this process and its sandbox processes so far, reaped children included."""
+        import psutil
+
+        me = psutil.Process()
+        total = sum(me.cpu_times()[:4])  # user, system, children_user, children_system
+        for child in me.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                total += sum(child.cpu_times()[:4])
+        return total
+
+    def close(self) -> None:
+        self.player.env.close()
+
+
+@dataclass
+class _Slot:
+    """One rollout in progress on an actor, with the log of the responses sampled for it (for a replay)."""
+
+    index: int
+    start: StartPoint
+    ref: Any
+    session: Session | None = None
+    log: list[tuple[int, int, int, list[int], list[float]]] = field(default_factory=list)
+    position: int = 0  # requests answered in the current play of the rollout
+    deaths: int = 0
+
+    def answer(self, request: SampleRequest, new_session: Callable[[], Session]) -> tuple[list[int], list[float]]:
+        """The response to ``request``: from the log while replaying, else sampled (and logged)."""
+        context = request.context_ids
+        key = (len(context), hash(tuple(context)), request.max_new_tokens)
+        if self.position < len(self.log):
+            *logged, ids, logprobs = self.log[self.position]
+            if tuple(logged) != key:
+                raise RuntimeError(
+                    f"episode {self.start.episode_id}, start activation {self.start.activation}: the rollout replayed "
+                    f"after its actor died asked for another context at response {self.position} than before; the "
+                    "env is not deterministic, so the rollout cannot be replayed"
+                )
+        else:
+            if self.session is None:
+                self.session = new_session()
+            ids, logprobs = self.session.sample(context, request.max_new_tokens)
+            self.log.append((*key, list(ids), list(logprobs)))
+        self.position += 1
+        return ids, logprobs
+
+
+class EnvWorkers:
+    """``workers`` Ray actors playing rollouts for this process (see the module docstring).
+
+    Runs :func:`~harness.executors.check_executor` before starting anything; a cluster with fewer CPUs than
+    ``workers`` is refused with a ``ValueError`` (each actor takes one CPU)."""
+
+    def __init__(self, spec: EnvSpec, workers: int, options: ExecutorOptions):
+        if workers < 1:
+            raise ValueError(f"rollout_workers={workers}: use 1 or more env actors")
+        if options.executor != "ray":
+            raise ValueError(f"executor={options.executor!r}: env workers run on Ray; use executor: ray")
+        check_executor(options)
+        import ray
+
+        self.options = options
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(open_executor(options, ray_num_cpus=workers))
+        try:
+            cpus = ray.cluster_resources().get("CPU", 0)
+            if cpus < workers:
+                raise ValueError(
+                    f"rollout_workers={workers}: the Ray cluster has {cpus:g} CPUs and each env actor takes one; "
+                    "lower rollout_workers, raise ray_num_cpus or add nodes"
+                )
+            self._spec = ray.put(spec)
+            self._actor = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(EnvWorker)
+            self.actors = [self._new_actor() for _ in range(workers)]
+        except BaseException:
+            self._stack.close()
+            raise
+        self.replaced = 0  # actors replaced after they died, all calls together
+
+    def _new_actor(self) -> Any:
+        return self._actor.remote(self._spec)
+
+    def pids(self) -> list[int]:
+        """The process ids of the actors (they wait for the actors to start)."""
+        import ray
+
+        return ray.get([actor.pid.remote() for actor in self.actors])
+
+    def cpu_seconds(self) -> list[float]:
+        """Each actor's CPU seconds so far (its process and its sandbox's, :meth:`EnvWorker.cpu_seconds`)."""
+        import ray
+
+        return ray.get([actor.cpu_seconds.remote() for actor in self.actors])
+
+    def play(self, starts: Sequence[StartPoint], new_session: Callable[[], Session]) -> list[Rollout]:
+        """One rollout from each of ``starts``, in their order; each samples from its own session of
+        ``new_session``, made at its first request."""
+        queue = deque(enumerate(starts))
+        results: list[Rollout | None] = [None] * len(starts)
+        slots: list[_Slot | None] = [None] * len(self.actors)
+
+        def assign(worker: int) -> None:
+            slots[worker] = None
+            if queue:
+                index, start = queue.popleft()
+                slots[worker] = _Slot(index, start, self.actors[worker].begin.remote(start))
+
+        for worker in range(len(self.actors)):
+            assign(worker)
+        while any(slot is not None for slot in slots):
+            for worker, slot in enumerate(slots):
+                if slot is None:
+                    continue
+                reply = self._reply(worker, slot)
+                if reply is None:  # the actor died: the rollout restarts on its replacement
+                    continue
+                if isinstance(reply, Rollout):
+                    results[slot.index] = reply
+                    assign(worker)
+                    continue
+                ids, logprobs = slot.answer(reply, new_session)
+                slot.ref = self.actors[worker].answer.remote(ids, logprobs)
+        assert all(r is not None for r in results)
+        return results  # type: ignore[return-value]
+
+    def _reply(self, worker: int, slot: _Slot) -> SampleRequest | Rollout | None:
+        """The actor's reply to the slot's last call; None when the actor died (it is replaced, the rollout begun
+        again on the new one)."""
+        import ray
+
+        try:
+            return ray.get(slot.ref)
+        except ray.exceptions.RayTaskError as error:  # the env or the player raised: the trainer sees its own type
+            cause = error.cause if isinstance(error.cause, Exception) else error.as_instanceof_cause()
+            raise cause from None
+        except ray.exceptions.RayActorError as error:
+            slot.deaths += 1
+            where = f"episode {slot.start.episode_id}, start activation {slot.start.activation}"
+            if slot.deaths > self.options.ray_max_retries:
+                raise RuntimeError(
+                    f"{where}: its env actor died {slot.deaths} time(s) ({type(error).__name__}); raise "
+                    "ray_max_retries or read the worker logs (/tmp/ray/session_latest/logs on its node)"
+                ) from error
+            logger.warning("%s: env actor %d died (%s); replacing it and replaying the rollout", where, worker,
+                           type(error).__name__)  # fmt: skip
+            with contextlib.suppress(Exception):
+                ray.kill(self.actors[worker], no_restart=True)
+            self.actors[worker] = self._new_actor()
+            self.replaced += 1
+            slot.position = 0
+            slot.ref = self.actors[worker].begin.remote(slot.start)
+            return None
+
+    def close(self) -> None:
+        """Close the actors' envs, end the actors, and stop (or leave) Ray as :func:`open_executor` started it."""
+        import ray
+
+        try:
+            with contextlib.suppress(Exception):
+                ray.get([actor.close.remote() for actor in self.actors], timeout=30)
+            for actor in self.actors:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor, no_restart=True)
+            self.actors = []
+        finally:
+            self._stack.close()
