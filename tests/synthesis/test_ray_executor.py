@@ -7,44 +7,22 @@ starts a local Ray for the run and prints the local run's progress and summary. 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.cli import main
 from harness.evaluation.evaluate import EvaluationConfig, run_evaluation, variant_file
-from synthesis.config import SynthesisConfig
 from synthesis.driver import SynthesisResult, episodes_path, shard_path, summary_table, synthesize
+from tests.synthesis.test_pipeline import ISOLATION, small_config, tree_digest
 
 ray = pytest.importorskip("ray")
 
-ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
-FIELDS = dict(
-    domains=["commerce", "energy"],
-    tasks_per_domain=1,
-    n_turns=[6, 6],
-    max_faults_per_task=3,
-    workers=1,
-    validation_fraction=0.5,
-    isolation=ISOLATION,
-)
 TIMINGS = ("episode_id", "duration_s", "latency_s")
 """Record fields that differ between any two runs (a random id, wall-clock times), whatever the executor."""
-
-
-def tree_digest(folder: Path) -> dict[str, str]:
-    """sha256 of every output file (the shards' config marker included)."""
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
 
 
 def without(value: Any, keys: tuple[str, ...]) -> Any:
@@ -72,7 +50,7 @@ def cluster():
 @pytest.fixture(scope="module")
 def local_synthesis(tmp_path_factory) -> SynthesisResult:
     out = tmp_path_factory.mktemp("local") / "synth"
-    return synthesize(SynthesisConfig(**FIELDS), out, progress=False)
+    return synthesize(small_config(), out, progress=False)
 
 
 class UnitKiller(threading.Thread):
@@ -108,7 +86,7 @@ def test_the_cluster_has_two_nodes_of_one_cpu(cluster):
 
 def test_a_killed_worker_is_retried_and_the_outputs_equal_the_local_bytes(cluster, local_synthesis, tmp_path):
     out = tmp_path / "ray"
-    config = SynthesisConfig(**FIELDS, executor="ray", address=cluster.address)
+    config = small_config(executor="ray", address=cluster.address)
     killer = UnitKiller()
     killer.start()
     try:
