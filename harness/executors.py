@@ -33,6 +33,7 @@ import logging
 import multiprocessing
 import socket
 import uuid
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -230,13 +231,13 @@ def _run_unit(key: str, work: Work, item: Any) -> Any:
 _ATEXIT: list[bool] = []
 
 
-class Executor:
+class Executor(ABC):
     """Runs :class:`Work` over items; :meth:`imap` yields results in submission order."""
 
     name = "local"
 
-    def imap(self, work: Work, items: Iterable[Any]) -> Iterator[Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def imap(self, work: Work, items: Iterable[Any]) -> Iterator[Any]: ...
 
 
 class InProcessExecutor(Executor):

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -89,17 +90,17 @@ def tag(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "_"
 
 
-class Tracker:
+class Tracker(ABC):
     """One run of a tracker: :meth:`log` scalars, :meth:`log_images` PNG files, :meth:`finish`."""
 
-    def log(self, metrics: Mapping[str, float], step: int = 0) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def log(self, metrics: Mapping[str, float], step: int = 0) -> None: ...
 
-    def log_images(self, images: Mapping[str, Path], step: int = 0) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def log_images(self, images: Mapping[str, Path], step: int = 0) -> None: ...
 
-    def finish(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def finish(self) -> None: ...
 
 
 class TensorBoardTracker(Tracker):
