@@ -405,7 +405,7 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
     """Run (or resume) the whole study; writes and returns the results (see :mod:`training.study_report`)."""
     from harness.evaluation.evaluate import EvaluationConfig, run_evaluation
     from training.smollm2 import build_smollm2
-    from training.study_report import collect, write_outputs
+    from training.study_report import collect, track_study, write_outputs
 
     study = Study(config, Path(out) if out is not None else config.path(config.out))
     study.out.mkdir(parents=True, exist_ok=True)
@@ -485,4 +485,5 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
     )
     results["config"] = asdict(config)
     write_outputs(study.out, results)
+    track_study(study.out, results, resolve_report_to(config.report_to), f"{study.out.name}-study")
     return results

@@ -267,6 +267,45 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- outputs
+def study_metrics(results: dict[str, Any]) -> dict[str, float]:
+    """The scalars a tracker gets, ``study/<arm>/<metric>``: every number of each arm's metrics (a metric with an
+    interval gives its value), nested names joined with ``/`` (``decisions_by_group/heldout/repair_f1``); missing
+    values (None) are left out."""
+    from harness.tracking import tag
+
+    metrics: dict[str, float] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and "value" in value and "ci95" in value:
+            value = value["value"]
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}/{tag(str(key))}", inner)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            metrics[prefix] = float(value)
+
+    for arm, entry in results["arms"].items():
+        walk(f"study/{tag(arm)}", entry.get("metrics", {}))
+    return metrics
+
+
+def track_study(out: Path, results: dict[str, Any], report_to: str, run_name: str) -> None:
+    """Log :func:`study_metrics` and the plots written in ``out`` to one run of ``report_to`` (nothing for
+    ``none``), project ``stateguard``."""
+    from harness.tracking import open_tracker
+
+    tracker = open_tracker(report_to, project="stateguard", name=run_name, out=out, config=results.get("config"))
+    if tracker is None:
+        return
+    try:
+        tracker.log(study_metrics(results))
+        plots = {f"study/plots/{Path(name).stem}": out / name for name in PLOTS if (out / name).is_file()}
+        if plots:
+            tracker.log_images(plots)
+    finally:
+        tracker.finish()
+
+
 def write_outputs(out: Path, results: dict[str, Any]) -> None:
     """``results.json``, ``report.md`` and the plots into ``out``."""
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -222,3 +222,29 @@ def test_miniature_study(tmp_path: Path) -> None:
     resumed = json.loads((out / "results.json").read_text())
     assert resumed["arms"] == results["arms"] and resumed["timing"]["train/sft-lora"] == timing["train/sft-lora"]
     assert all(resumed["timing"][stage] >= seconds for stage, seconds in timing.items())  # summed, never reset
+
+
+def test_the_study_logs_every_arm_metric_to_the_tracker_and_reads_back(tmp_path):
+    from tests.training.test_sft import read_tensorboard_scalars
+    from training.study_report import study_metrics, track_study
+
+    interval = {"value": 0.5, "ci95": [0.0, 1.0], "n": 2}
+    metrics = {
+        "episodes": 4,
+        "repair_f1": interval,
+        "exact_match": {"value": None, "ci95": None, "n": 0},  # not measured: left out
+        "decisions_by_group": {"heldout": {"repair_f1": {"value": 0.25, "ci95": [0.0, 0.5], "n": 6}}},
+        "reward": {"total": 0.75},
+    }
+    results = {"arms": {"sft-lora": {"metrics": metrics}, "none": {"metrics": {}}}, "config": {"seed": 0}}
+    assert study_metrics(results) == {
+        "study/sft-lora/episodes": 4.0,
+        "study/sft-lora/repair_f1": 0.5,
+        "study/sft-lora/decisions_by_group/heldout/repair_f1": 0.25,
+        "study/sft-lora/reward/total": 0.75,
+    }
+    track_study(tmp_path, results, "tensorboard", "mini-study")
+    assert read_tensorboard_scalars(tmp_path, "study/sft-lora/decisions_by_group/heldout/repair_f1") == [0.25]
+    assert read_tensorboard_scalars(tmp_path, "study/sft-lora/repair_f1") == [0.5]
+    track_study(tmp_path / "none", results, "none", "mini-study")  # none: nothing written
+    assert not (tmp_path / "none").exists()
