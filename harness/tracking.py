@@ -21,6 +21,7 @@ naming the install command (trackio and tensorboard: the ``tracking`` extra).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import re
@@ -137,38 +138,22 @@ class TensorBoardTracker(Tracker):
         self.writer.close()
 
 
-class TrackioTracker(Tracker):
-    def __init__(self, project: str, name: str, config: Mapping[str, Any]) -> None:
-        import trackio
+class WandbApiTracker(Tracker):
+    """trackio or wandb: both offer wandb's module-level API (``init``, ``log``, ``Image``, ``finish``); ``init_args``
+    are the tracker's own ``init`` options."""
 
-        self.trackio = trackio
-        trackio.init(project=project, name=name, config=dict(config), auto_log_gpu=False, auto_log_cpu=False)
-
-    def log(self, metrics: Mapping[str, float], step: int = 0) -> None:
-        self.trackio.log(dict(metrics), step=step)
-
-    def log_images(self, images: Mapping[str, Path], step: int = 0) -> None:
-        self.trackio.log({name: self.trackio.Image(str(path)) for name, path in images.items()}, step=step)
-
-    def finish(self) -> None:
-        self.trackio.finish()
-
-
-class WandbTracker(Tracker):
-    def __init__(self, project: str, name: str, config: Mapping[str, Any], out: Path) -> None:
-        import wandb
-
-        self.wandb = wandb
-        self.run = wandb.init(project=project, name=name, config=dict(config), dir=str(out))
+    def __init__(self, module: str, project: str, name: str, config: Mapping[str, Any], **init_args: Any) -> None:
+        self.module = importlib.import_module(module)
+        self.module.init(project=project, name=name, config=dict(config), **init_args)
 
     def log(self, metrics: Mapping[str, float], step: int = 0) -> None:
-        self.run.log(dict(metrics), step=step)
+        self.module.log(dict(metrics), step=step)
 
     def log_images(self, images: Mapping[str, Path], step: int = 0) -> None:
-        self.run.log({name: self.wandb.Image(str(path)) for name, path in images.items()}, step=step)
+        self.module.log({name: self.module.Image(str(path)) for name, path in images.items()}, step=step)
 
     def finish(self) -> None:
-        self.run.finish()
+        self.module.finish()
 
 
 def open_tracker(
@@ -181,7 +166,7 @@ def open_tracker(
     if report_to == "tensorboard":
         return TensorBoardTracker(out / TENSORBOARD_DIR)
     if report_to == "trackio":
-        return TrackioTracker(project, name, config or {})
+        return WandbApiTracker("trackio", project, name, config or {}, auto_log_gpu=False, auto_log_cpu=False)
     if report_to == "wandb":
-        return WandbTracker(project, name, config or {}, out)
+        return WandbApiTracker("wandb", project, name, config or {}, dir=str(out))
     return None
