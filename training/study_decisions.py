@@ -22,7 +22,10 @@ there is a false one), in the real :class:`envs.ManagerEnv` over a held-out repl
    The gold's calls are kept in the row (``context``), not scored as the arm's;
 3. the gold manager finishes the episode; the replay worker carries the fault, so a REPAIR naming the corrupted
    variable leads to the recorded repaired branch and anything else to the faulty continuation. The episode's reward
-   (:func:`rewards.score_episode`) is the point's reward.
+   (:func:`rewards.score_episode`) is the point's reward. An arm that ends its part without a legal control action
+   has not decided: the harness confirms in its place at the next check request of the pause
+   (:func:`training.rl.rollout.undecided_confirm`; the row's ``harness_confirmed``), so an undecided point scores as a
+   confirmation and never inherits the gold's later decision at the same pause, exactly as in the RL rollouts.
 
 :func:`decision_points` draws the points of one pool: half ``REPAIR`` (rounded up), half ``FINALIZE_RELATIONS``, each
 kind spread over as many tasks as it has (one point per task in a seeded task order, then a second per task, ...).
@@ -45,7 +48,15 @@ from typing import TYPE_CHECKING, Any
 from harness.jsonl import append_jsonl, read_jsonl_resumable
 from harness.manager.hier import HARNESS, POLICY
 from harness.manager.lifecycle import CONTROL_ACTIONS
-from training.rl.rollout import StartPoint, action_stats, check_takeover, gold_decision, start_points
+from training.rl.rollout import (
+    StartPoint,
+    action_stats,
+    check_takeover,
+    decided,
+    gold_decision,
+    start_points,
+    undecided_confirm,
+)
 from training.study_arms import model_usage
 
 if TYPE_CHECKING:
@@ -117,14 +128,23 @@ def play_decision(
     _, info = env.reset(options={"episode_id": point.episode_id})
     activation, actions, context, seconds, answered = -1, [], [], 0.0, 0
     reward, terminated, truncated, taken = 0.0, False, False, takeover == "activation"
+    undecided: bool | None = None  # set when the arm's part ends: it took no legal control action
+    confirmed = False  # the harness confirmed in the arm's place
     before = model_usage(manager)
     while not (terminated or truncated):
         inp = info["policy_input"]
         activation += int(not inp.previous)
         ours = activation == point.activation
         actor, asked, gold_call = POLICY, False, False
+        if activation > point.activation and undecided is None:  # the runtime ended the point's activation
+            undecided = not decided(actions)
         if not ours:
-            response = reference.respond(inp)
+            response = None
+            if undecided:  # the next check request of the pause: the harness confirms, not the gold
+                response, undecided = undecided_confirm(inp), False
+                confirmed = response is not None
+            if response is None:
+                response = reference.respond(inp)
         elif not taken and not gold_decision(response := reference.respond(inp)):
             gold_call = True  # the gold's verification call, run for the arm to read
         elif answered < max_responses:
@@ -134,8 +154,12 @@ def play_decision(
             seconds += time.perf_counter() - began
             actor, asked = getattr(manager, "last_actor", POLICY), True
             answered += actor != HARNESS
+        elif undecided is None and not decided(actions):  # over the budget undecided: the harness confirms
+            response, undecided = undecided_confirm(inp) or "", False
+            confirmed = response != ""
         else:
             response = ""  # over the budget: refused, then the runtime's fallback ends the activation
+            undecided = False if undecided is None else undecided
         _, reward, terminated, truncated, info = env.step(response)
         if asked:
             stats = action_stats(response, bool(info.get("legal")))
@@ -162,6 +186,7 @@ def play_decision(
         "actions": actions,
         "control": controls[-1] if controls else None,
         "repaired": "REPAIR" in controls,
+        "harness_confirmed": confirmed,
         "reward": float(reward),
         "reward_terms": dict(info.get("reward_terms") or {}),
         "truncated": bool(truncated),

@@ -14,7 +14,15 @@ import shutil
 import pytest
 
 from envs.manager import CONVERSATION
-from training.rl.rollout import EpisodePlayer, EpisodeTokens, RolloutLimits, StartPoint, start_points
+from training.rl.rollout import (
+    HARNESS_CONFIRM,
+    EpisodePlayer,
+    EpisodeTokens,
+    RolloutLimits,
+    StartPoint,
+    gold_decision,
+    start_points,
+)
 
 
 class ScriptedSession:
@@ -107,7 +115,7 @@ def test_a_cut_response_is_closed_by_env_tokens_and_still_renders_the_same(pool,
     assert rollout.completion_ids[position : position + 2] == tokens.close_ids
 
 
-def test_the_token_budget_ends_sampling_and_later_responses_are_empty(pool, tokens, env):
+def test_the_token_budget_ends_sampling_and_the_harness_confirms_for_an_undecided_model(pool, tokens, env):
     start = _one_turn(pool)[2]
     raws = [a["raw"] for a in _gold_activation(pool, start)["actions"]]
     first = tokens.encode(raws[0]) + [tokens.eos_id]
@@ -116,10 +124,32 @@ def test_the_token_budget_ends_sampling_and_later_responses_are_empty(pool, toke
     rollout = player.play(start, lambda: session)
     assert len(session.contexts) == 1 and rollout.model_tokens == len(first)
     played = [a for a in player.record.activations if a["actor"] == "policy"][start.activation]
-    assert played["actions"][0]["raw"] == raws[0] and {a["raw"] for a in played["actions"][1:]} == {""}
-    assert len(played["actions"]) == env.runtime_config.max_actions  # the runtime refused the blanks to its limit
+    assert played["actions"][0]["raw"] == raws[0] and not gold_decision(raws[0])  # a tool call: not a decision
+    # undecided with its budget spent: the harness confirms in the model's place (not the model's action) ...
+    assert played["actions"][1]["raw"] == HARNESS_CONFIRM and played["actions"][1]["legal"]
+    assert rollout.harness_confirmed and len(rollout.actions) == 1
+    assert len(played["actions"]) == 2  # ... which ends the activation (a control action)
     ids, mask, _ = rollout.trimmed()
     assert ids == first and mask == [1] * len(first)
+
+
+def test_an_activation_the_runtime_ends_undecided_is_confirmed_by_the_harness_not_the_gold(pool, tokens, env):
+    start = _one_turn(pool)[2]
+    probe = _gold_activation(pool, start)["actions"][0]["raw"]
+    assert not gold_decision(probe)
+    limit = env.runtime_config.max_actions
+    session = ScriptedSession([tokens.encode(probe) + [tokens.eos_id]] * limit)
+    player = EpisodePlayer(
+        env, tokens, RolloutLimits(max_new_tokens=4096, max_completion_length=10**6, max_responses=50)
+    )
+    rollout = player.play(start, lambda: session)
+    assert len(rollout.actions) == limit and rollout.harness_confirmed  # the runtime's budget ended it undecided
+    policy = [a for a in player.record.activations if a["actor"] == "policy"]
+    after = policy[start.activation + 1]  # the next activation at the same pause opens with the harness's confirmation
+    assert (
+        after["event_type"] == policy[start.activation]["event_type"] and after["actions"][0]["raw"] == HARNESS_CONFIRM
+    )
+    assert not any((a.get("parsed") or {}).get("name") == "REPAIR" for a in after["actions"])
 
 
 def test_the_bare_view_samples_from_the_study_bare_conversation_token_for_token(pool, qwen3_tokenizer, env):

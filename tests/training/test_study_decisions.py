@@ -69,16 +69,26 @@ def test_the_gold_manager_at_a_decision_point_repairs_exactly_where_gold_did(poo
         assert [a["name"] for a in row["actions"]] == [point.gold_control] and row["actions"][0]["legal"]
         assert [c["name"] for c in row["context"]] == [a["name"] for a in whole["actions"][:-1]]
         assert row["reward"] == pytest.approx(whole["reward"]) and row["key"] == f"g/{point_key(point)}"
-    # a manager that says nothing: its responses count (illegal) up to the budget, then the runtime's fallback
+    assert not any(row["harness_confirmed"] for row in rows)
+    # a manager that says nothing: its responses count (illegal) up to the budget, then the harness confirms for it
     silent = Silent()
     row = play_decision(env, points[0], silent, max_responses=2)
     assert silent.calls == 2 and [a["legal"] for a in row["actions"]] == [False, False]
-    assert row["control"] is None and not row["repaired"]
-    # the gold manager's repair is worth more than the fallback's outcome at the same point (same episode)
-    assert rows[0]["reward"] > row["reward"]
+    assert row["control"] is None and not row["repaired"] and row["harness_confirmed"]
+    # the gold manager's repair is worth more than the confirmation at the same point (same episode): the gold's
+    # later decision at that pause is not credited to the undecided arm
+    assert points[0].gold_control == "REPAIR" and rows[0]["reward"] > row["reward"]
+    # the runtime's action budget ends the activation first: the harness confirms in the next activation of the pause
+    silent = Silent()
+    late = play_decision(env, points[0], silent, max_responses=50)
+    assert silent.calls == env.runtime_config.max_actions and late["harness_confirmed"]
+    for term in ("intervention", "outcome"):  # the same decision (confirm); more refused blanks cost protocol
+        assert late["reward_terms"][term] == pytest.approx(row["reward_terms"][term])
+    assert late["reward"] < rows[0]["reward"]
     silent = Silent()
     row = play_decision(env, points[0], silent, max_responses=1, takeover="decision")
-    assert silent.calls == 1 and row["context"] and row["control"] is None
+    assert silent.calls == 1 and row["context"] and row["control"] is None and row["harness_confirmed"]
+    assert row["reward"] < rows[0]["reward"]
     with pytest.raises(ValueError, match="takeover=.x. is not understood"):
         play_decision(env, points[0], silent, max_responses=1, takeover="x")
 

@@ -12,7 +12,11 @@ played by the model in the real :class:`envs.ManagerEnv`:
 2. the model plays the start activation: tool calls, their ``<tool_response>`` and more calls, until a control action
    ends it (or the runtime's ``max_actions`` does); this is the multi-turn part the loss sees;
 3. the reference manager finishes the episode; the composed reward of the whole episode (:func:`rewards.score_episode`)
-   is the rollout's reward, so its differences within a group come from the model's activation alone.
+   is the rollout's reward, so its differences within a group come from the model's activation alone. A model that
+   ends its part without a legal control action (flat format: its responses spent on tool calls or on text the runtime
+   refused) has not decided, and the harness confirms in its place (:func:`undecided_confirm`) at the next check
+   request of that pause, so the gold's later decision at the same pause is never credited to the model
+   (:attr:`Rollout.harness_confirmed`). Only sampled responses are the model's :attr:`Rollout.actions`.
 
 A :class:`StartPoint` is ``(episode id, activation index)``; :func:`start_points` lists them from the pool's recorded
 gold episodes, optionally only those the gold ended with given control actions (``gold_controls``, e.g. ``("REPAIR",
@@ -63,8 +67,9 @@ everywhere else, ``tests/training/test_rl_rollout.py``):
 - a ``<think>`` block that is not in the template's canonical form (``<think>\\n...\\n</think>\\n\\n``): the template
   would normalise its whitespace when replaying it.
 
-Responses after the rollout's token budget is spent are sent to the env as ``""`` (no tokens): the runtime refuses
-them like a failed backend call and the ``llm`` policy leaves them out of the conversation, as here (``hier``: the env
+Responses after the rollout's budget is spent (``max_responses`` sampled responses, or its tokens) are not sampled:
+an undecided flat rollout gets the harness's confirmation, any other request ``""`` (no tokens), which the runtime
+refuses like a failed backend call and the ``llm`` policy leaves out of the conversation, as here (``hier``: the env
 rejects the first one and tier 0 confirms).
 """
 
@@ -76,9 +81,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from envs.manager import CONVERSATION, check_format
+from harness.manager.hier import CONFIRM
 from harness.manager.hier_prompts import DECISIONS, HIER_SYSTEM, tier1_tool_schemas
 from harness.manager.lifecycle import CONTROL_ACTIONS
-from harness.manager.policies import PolicyInput, execution_evidence
+from harness.manager.policies import PolicyInput, call, execution_evidence
 from harness.manager.wire import parse_response
 from training.prompt_view import check_prompt_view
 
@@ -195,7 +201,8 @@ class Rollout:
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)  # sampling log-probabilities (0.0 at env tokens)
     activation: int = 0
-    actions: list[dict[str, Any]] = field(default_factory=list)  # per model response: name, legal, error_variable
+    actions: list[dict[str, Any]] = field(default_factory=list)  # per sampled model response: name, legal, variable
+    harness_confirmed: bool = False  # the model left its start point undecided; the harness confirmed there
     truncated: bool = False  # a model response was cut by a token limit
     env_reward: float = 0.0  # the composed episode reward (rewards.score_episode total; 0 for a truncated episode)
     reward_terms: dict[str, float | None] = field(default_factory=dict)
@@ -288,6 +295,35 @@ def gold_decision(response: str) -> bool:
     or ``FINALIZE_RELATIONS``) rather than a tool call or an unparseable text."""
     parsed = parse_response(response)
     return parsed.action is not None and parsed.action.name in CONTROL_ACTIONS
+
+
+HARNESS_CONFIRM = call("FINALIZE_RELATIONS", CONFIRM)
+"""The harness's confirmation (``FINALIZE_RELATIONS``, mode confirm) that ends a start point the model left
+undecided (see :func:`undecided_confirm`)."""
+
+
+def undecided_confirm(inp: PolicyInput) -> str | None:
+    """:data:`HARNESS_CONFIRM` when ``inp`` is a request of a check activation (a draft is open,
+    ``FINALIZE_RELATIONS`` is legal and ``COMMIT_STATE`` is not), else None.
+
+    A model that takes over a start point and ends its part without a legal control action (its responses spent on
+    tool calls, unparseable or illegal text, or the activation's action budget spent) has not decided. The point is
+    then scored as a confirmation: the harness confirms at the next check request of the same pause (in the start
+    activation, or in the next activation at that pause if the runtime ended the start one) instead of the gold
+    manager, which would otherwise decide there and have its decision credited to the model. A request that is not a
+    check request (the pause is over) means there is nothing left to confirm."""
+    try:
+        draft = json.loads(inp.observation).get("current_draft")
+    except (TypeError, ValueError, AttributeError):
+        return None
+    legal = set(inp.legal_actions)
+    checking = draft is not None and "FINALIZE_RELATIONS" in legal and "COMMIT_STATE" not in legal
+    return HARNESS_CONFIRM if checking else None
+
+
+def decided(actions: Sequence[dict[str, Any]]) -> bool:
+    """Whether the model's ``actions`` (:func:`action_stats` dicts) hold a legal control action."""
+    return any(a["legal"] and a["name"] in CONTROL_ACTIONS for a in actions)
 
 
 def has_tier1_part(activation: dict[str, Any]) -> bool:
@@ -393,6 +429,7 @@ class EpisodePlayer:
         self.inputs, self.conversations, self.record = [], [], None
         took_over, closed = False, None  # closed: how the last model response ended (None: no tokens)
         reached = False  # whether the episode reached the start activation
+        undecided: bool | None = None  # set when the model's part ends: it took no legal control action
         while True:
             inp: PolicyInput = info["policy_input"]
             activation: int = info["activation"]
@@ -404,21 +441,38 @@ class EpisodePlayer:
                 if took_over and closed is not None:  # the model's activation just ended
                     rollout.extend(self.tokens.end(closed), model=False)
                     closed = None
-                action = reference.respond(inp)
-                if activation == start.activation and gold_decision(action):
-                    action = None  # the decision takeover: the model answers in place of the gold's decision
+                if took_over and undecided is None:  # the runtime ended the start activation
+                    undecided = self.env.hier is None and not decided(rollout.actions)
+                if undecided:  # the next check request of the pause is confirmed by the harness, not the gold
+                    action, undecided = undecided_confirm(inp), False
+                    rollout.harness_confirmed = action is not None
+                if action is None:
+                    action = reference.respond(inp)
+                    if activation == start.activation and gold_decision(action):
+                        action = None  # the decision takeover: the model answers in place of the gold's decision
             model = action is None
+            sampled = False
             if model:
                 if not took_over:  # the conversation so far: the activation (flat) or the decision prompt (hier),
                     took_over = True  # and with takeover="decision" the gold's calls and their results
                     rollout.prompt_ids = self.tokens.conversation(info["messages"])
                 elif closed is not None:  # obs: the <tool_response> of the model's previous call
                     rollout.extend(self.tokens.suffix(obs, closed), model=False)
+                    closed = None
                 self.inputs.append(inp)
                 self.conversations.append(info["messages"])
-                action, closed = yield from self._respond(rollout)
+                text, closed = yield from self._respond(rollout)
+                sampled = text is not None
+                if sampled:
+                    action = text
+                elif undecided is None and self.env.hier is None and not decided(rollout.actions):
+                    action = undecided_confirm(inp) or ""  # budget spent undecided: the harness confirms
+                    undecided, rollout.harness_confirmed = False, action != ""
+                else:
+                    action = ""  # over the budget: refused like a failed backend call
+                    undecided = False if undecided is None else undecided
             obs, reward, terminated, truncated, info = self.env.step(action)
-            if model:
+            if sampled:
                 rollout.actions.append(action_stats(action, info.get("legal", False)))
             if terminated or truncated:
                 break
@@ -451,11 +505,12 @@ class EpisodePlayer:
 
     def _respond(
         self, rollout: Rollout
-    ) -> Generator[SampleRequest, tuple[list[int], list[float]], tuple[str, bool | None]]:
-        """The model's next response text, and whether it ended with ``<|im_end|>`` (None: no tokens were sampled)."""
+    ) -> Generator[SampleRequest, tuple[list[int], list[float]], tuple[str | None, bool | None]]:
+        """The model's next response text and whether it ended with ``<|im_end|>``; ``(None, None)`` when its budget
+        (``max_responses`` sampled responses, the rollout's tokens) is spent and nothing is sampled."""
         budget = min(self.limits.max_new_tokens, self.limits.max_completion_length - rollout.model_tokens)
         if budget <= 0 or len(rollout.actions) >= self.limits.max_responses:
-            return "", None
+            return None, None
         ids, logprobs = yield SampleRequest(rollout.prompt_ids + rollout.completion_ids, budget)
         rollout.extend(ids, model=True, logprobs=logprobs)
         closed = bool(ids) and ids[-1] == self.tokens.eos_id

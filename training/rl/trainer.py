@@ -196,6 +196,21 @@ class RLArguments:
         metadata={"help": "executor ray: times a rollout whose env actor died is replayed on a new actor."},
     )
     ray_connect_timeout_s: float = ray_connect_timeout_field()
+    temperature_grid: list[float] | None = field(
+        default=None,
+        metadata={
+            "help": "Choose the sampling temperature on the training pool before training (training/rl/temperature.py)"
+            ": the highest of these whose sampled first responses are legal at least temperature_min_legal of the "
+            "time; replaces `temperature`. Unset: `temperature` as given."
+        },
+    )
+    temperature_min_legal: float = field(
+        default=0.8, metadata={"help": "Temperature probe: the legal rate the chosen temperature keeps."}
+    )
+    temperature_points: int = field(default=8, metadata={"help": "Temperature probe: start points sampled."})
+    temperature_samples: int = field(
+        default=4, metadata={"help": "Temperature probe: first responses sampled per start point and temperature."}
+    )
 
     def __post_init__(self) -> None:
         for name in ("max_new_tokens", "max_responses", "max_actions", "max_rounds"):
@@ -219,6 +234,15 @@ class RLArguments:
         if self.max_start_points is not None and self.max_start_points < 1:
             raise ValueError(f"max_start_points={self.max_start_points} must be >= 1; leave it unset to use all")
         self.check_rollout_workers()
+        if self.temperature_grid is not None:
+            from training.rl.temperature import check_grid
+
+            self.temperature_grid = check_grid(self.temperature_grid, self.temperature_min_legal)
+            if self.temperature_points < 1 or self.temperature_samples < 1:
+                raise ValueError(
+                    f"temperature_points={self.temperature_points} and temperature_samples="
+                    f"{self.temperature_samples} must be >= 1"
+                )
 
     def check_rollout_workers(self) -> None:
         """The env-worker fields: ``executor`` and the Ray options (:func:`harness.executors.check_options`),
@@ -352,6 +376,43 @@ class ManagerRollouts:
                 self.args.overlong_factor,
             )  # fmt: skip
         return [Group(start, rollouts[i * size : (i + 1) * size]) for i, start in enumerate(starts)]
+
+    def choose_temperature(self, model_path: str, dtype: Any = "auto") -> float:
+        """The sampling temperature chosen on this pool (:mod:`training.rl.temperature`) with the model at
+        ``model_path``; a resumed run reads the choice it wrote (``temperature_probe.json`` in ``output_dir``)."""
+        import torch
+        from accelerate import PartialState
+        from transformers import AutoModelForCausalLM
+
+        from training.rl.engines import TransformersEngine
+        from training.rl.temperature import PROBE_FILE, choose_temperature, probe_temperatures, write_probe
+
+        args = self.args
+        written = Path(self.config.output_dir) / PROBE_FILE
+        if written.is_file():
+            chosen = float(json.loads(written.read_text(encoding="utf-8"))["chosen"])
+            logger.info("temperature: %.2f, chosen earlier (%s)", chosen, written)
+            return chosen
+        torch.manual_seed(self.config.seed)
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+        player = self.player if self.player is not None else self.spec.player(self.pool, self.tokens)
+        try:
+            engine = TransformersEngine(model, self.tokens.eos_id, self.tokens.encode(self.tokens.system_text()))
+            table = probe_temperatures(
+                player, engine, self.sampler.points.points, args.temperature_grid,
+                points=args.temperature_points, samples=args.temperature_samples,
+                max_new_tokens=args.max_new_tokens, seed=self.config.seed + 1,
+            )  # fmt: skip
+        finally:
+            if player is not self.player:
+                player.env.close()
+        chosen = choose_temperature(table, args.temperature_min_legal)
+        if PartialState().is_main_process:
+            write_probe(self.config.output_dir, table, chosen, args.temperature_min_legal)
+        logger.info(
+            "temperature: %.2f chosen on the training pool (legal >= %.2f)", chosen, args.temperature_min_legal
+        )
+        return chosen
 
     def use_model(self, model: Any) -> None:
         """Sample with ``model`` in this process (:class:`~training.rl.engines.TransformersEngine`); the system turn's
@@ -583,6 +644,8 @@ def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPO
     config.model_init_kwargs = {"dtype": model_args.dtype, **(config.model_init_kwargs or {})}
     seed = config.seed + PartialState().process_index
     rollouts = ManagerRollouts(rl_args, config, tokenizer, reward_config, seed)
+    if rl_args.temperature_grid is not None:
+        config.temperature = rollouts.choose_temperature(model_path, model_args.dtype)
     per_process = config.per_device_train_batch_size * (
         config.steps_per_generation or config.gradient_accumulation_steps
     )
@@ -613,6 +676,7 @@ def run_rl(model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig)
     if rewards:
         metrics.update({"rl/reward_first_step": rewards[0], "rl/reward_last_step": rewards[-1]})
     metrics["rl/rollout_s_total"] = trainer.rollouts.seconds
+    metrics["rl/temperature"] = config.temperature
     trainer.save_model(config.output_dir)
     if trainer.accelerator.is_main_process:
         trainer.save_metrics("all", metrics, combined=False)
