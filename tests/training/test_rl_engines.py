@@ -1,5 +1,6 @@
-"""training.rl.engines: cached CPU sampling is the model's distribution, the weight-sync self-check (two transformers
-models standing in for trainer and engine), and the vLLM configuration built without vLLM installed."""
+"""training.rl.engines: cached CPU sampling is the model's distribution (one session, and a group's batched first
+call), the weight-sync self-check (two transformers models standing in for trainer and engine), and the vLLM
+configuration built without vLLM installed."""
 
 from __future__ import annotations
 
@@ -55,6 +56,78 @@ def test_sampling_is_seeded_and_the_prefix_cache_is_rebuilt_after_refresh(small_
     assert engine.prefix_cache() is not cache
     with pytest.raises(ValueError, match="temperature=0"):
         TransformersEngine(small_model, eos_id=1, temperature=0)
+
+
+def test_sample_many_rows_are_the_model_distribution_and_stop_at_eos(small_model):
+    prefix = list(range(100, 140))
+    context = prefix + [5, 6, 7]
+    engine = TransformersEngine(small_model, eos_id=151645, prefix_ids=prefix, temperature=0.7)
+    torch.manual_seed(2)
+    rows = engine.sample_many(context, 4, 6)
+    assert [len(ids) for ids, _ in rows] == [6] * 4 and len({tuple(ids) for ids, _ in rows}) == 4
+    eos = rows[0][0][2]  # row 0's third id now ends a response: that row stops there, the others leave the batch
+    engine.eos_id = eos
+    torch.manual_seed(2)
+    ended = engine.sample_many(context, 4, 6)
+    assert ended[0][0] == rows[0][0][:3]
+    for ids, logprobs in ended:
+        assert eos not in ids[:-1] and (ids[-1] == eos or len(ids) == 6)
+        assert logprobs == pytest.approx(sequence_logprobs(small_model, context, ids, 0.7), abs=1e-4)
+    training = small_model.training
+    small_model.train()
+    engine.sample_many([1, 2, 3], 2, 3, temperature=1.3)
+    assert small_model.training  # eval mode while sampling, the mode restored after
+    small_model.train(training)
+    with pytest.raises(ValueError, match="n=0: sample_many needs at least one row"):
+        engine.sample_many(context, 0, 6)
+    with pytest.raises(ValueError, match="max_new_tokens=0"):
+        engine.sample_many(context, 2, 0)
+
+
+def test_sample_many_at_a_tiny_temperature_is_the_greedy_session(small_model):
+    engine = TransformersEngine(small_model, eos_id=151645, prefix_ids=[1, 2, 3], temperature=1e-4)
+    context = [1, 2, 3, 40, 41, 42, 43]
+    greedy, _ = engine.session().sample(context, 8)
+    assert [ids for ids, _ in engine.sample_many(context, 3, 8)] == [greedy] * 3
+
+
+def test_group_sessions_share_the_first_call_and_go_on_with_their_own_cache(small_model):
+    prefix = list(range(100, 140))
+    context = prefix + [5, 6, 7]
+    engine = TransformersEngine(small_model, eos_id=151645, prefix_ids=prefix, temperature=0.7)
+    torch.manual_seed(3)
+    batch = engine.sample_many(context, 3, 6)
+    torch.manual_seed(3)
+    new_session = engine.group_sessions(3)
+    sessions = [new_session() for _ in range(3)]
+    firsts = [session.sample(context, 6) for session in sessions]
+    assert firsts == batch  # row k to the k-th session, drawn in one batch at the first call
+    for session, (first, _) in zip(sessions[1:], firsts[1:], strict=True):
+        second_context = context + first + [11, 12]  # the env's tokens after the response
+        second, second_lp = session.sample(second_context, 5)
+        assert second_lp == pytest.approx(sequence_logprobs(small_model, second_context, second, 0.7), abs=1e-4)
+        third_context = second_context + second + [13]
+        third, third_lp = session.sample(third_context, 4)
+        assert third_lp == pytest.approx(sequence_logprobs(small_model, third_context, third, 0.7), abs=1e-4)
+    with pytest.raises(ValueError, match="n=0: a group needs at least one rollout"):
+        engine.group_sessions(0)
+
+
+def test_a_group_session_with_another_first_request_samples_alone(small_model):
+    prefix = list(range(100, 140))
+    context = prefix + [5, 6, 7]
+    engine = TransformersEngine(small_model, eos_id=151645, prefix_ids=prefix, temperature=0.7)
+    new_session = engine.group_sessions(2)
+    shared = new_session().sample(context, 6)
+    other_context = prefix + [8, 9]
+    other, other_lp = new_session().sample(other_context, 6)  # another context: not the shared batch's row 1
+    assert new_session.given == 1
+    assert other_lp == pytest.approx(sequence_logprobs(small_model, other_context, other, 0.7), abs=1e-4)
+    assert len(new_session().sample(context, 4)[0]) == 4 and new_session.given == 1  # another budget
+    second = new_session().sample(context, 6)
+    assert new_session.given == 2 and second == tuple(new_session.rows[1]) and second != shared
+    extra, extra_lp = new_session().sample(context, 6)  # every row is taken: sampled alone
+    assert extra_lp == pytest.approx(sequence_logprobs(small_model, context, extra, 0.7), abs=1e-4)
 
 
 def test_weight_sync_check_passes_on_equal_weights_and_warns_on_stale_ones(small_model, caplog):
