@@ -1,5 +1,6 @@
 """Env workers on Ray (training.rl.workers): the same start points played in this process and through two Ray actors
-give the same token ids, masks, log-probabilities and rewards with a greedy tiny policy; an actor killed mid-rollout
+give the same token ids, masks, log-probabilities and rewards with a greedy tiny policy (also through the
+transformers engine's group sessions, a group's first responses sampled as one batch); an actor killed mid-rollout
 is replaced and its rollout replayed to the same result; the new RLArguments fields are checked up front.
 
 Real Ray (a local Ray of 2 CPUs started by the workers), the real ManagerEnv over the smoke synthesis pool, the tiny
@@ -158,6 +159,28 @@ def test_ray_env_actors_give_the_in_process_rollouts(local, remote):
     assert all(r.model_tokens > 0 and 0 in r.env_mask and r.reward_terms for r in got)
     assert [r.episode_id for r in got] == [s.episode_id for s in starts for _ in range(GENERATIONS)]
     assert remote.workers.replaced == 0
+
+
+def test_group_sessions_share_the_first_call_in_process_and_on_ray(local, remote, model):
+    """With the transformers engine a group's first responses come from one batch, in both paths (near-greedy
+    sampling: the same rollouts)."""
+    from training.rl.engines import TransformersEngine
+
+    saved = local.engine, remote.engine
+    batches = []
+    try:
+        for rollouts in (local, remote):
+            rollouts.engine = TransformersEngine(model, rollouts.tokens.eos_id, temperature=1e-4)
+            sample_many = rollouts.engine._sample_many
+            rollouts.engine._sample_many = lambda *a, f=sample_many, **k: batches.append(a[1]) or f(*a, **k)
+        starts = _starts(local)
+        expected = [r for g in local.play_groups(starts) for r in g.rollouts]
+        got = [r for g in remote.play_groups(starts) for r in g.rollouts]
+    finally:
+        local.engine, remote.engine = saved
+    assert batches == [GENERATIONS] * 2 * len(starts)  # one batch of the group's first responses per group and path
+    assert [_fields(r) for r in got] == [_fields(r) for r in expected]
+    assert all(r.model_tokens > 0 for r in got)
 
 
 def test_a_killed_env_actor_is_replaced_and_its_rollout_replayed(local, remote):

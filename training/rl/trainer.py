@@ -32,7 +32,8 @@
   :mod:`training.rl.workers`) that play a dynamic-sampling round's rollouts at once while this process only samples
   (and trains); a crashed actor is replaced and its rollout replayed; ``dapo/env_actors_replaced`` counts the
   replacements. The rollouts are the in-process ones for a deterministic policy.
-- Generation: transformers on CPU (:class:`training.rl.engines.TransformersEngine`), vLLM with ``use_vllm: true``
+- Generation: transformers on CPU (:class:`training.rl.engines.TransformersEngine`; a group's first responses, whose
+  context is the same, are sampled as one batch), vLLM with ``use_vllm: true``
   (``vllm_mode`` server or colocate, :class:`~training.rl.engines.VLLMEngine`).
 - Model: ``model_name_or_path`` is an SFT output folder, a hub id, or ``tiny`` (the embedded tiny Qwen3, random
   init, built once into the cache: the default, so the config runs with no SFT checkpoint at hand).
@@ -362,14 +363,20 @@ class ManagerRollouts:
 
     def play_groups(self, starts: list[StartPoint]) -> list[Group]:
         """A group of ``num_generations`` rollouts from each of ``starts``: played one after another in this
-        process (``executor: local``) or all at once on the env workers (``executor: ray``)."""
+        process (``executor: local``) or all at once on the env workers (``executor: ray``), each rollout with a
+        session of its own. With an engine that has ``group_sessions``
+        (:class:`~training.rl.engines.TransformersEngine`), a group's sessions come from one such factory: their
+        first responses (the same context: the gold prefix replays deterministically) are sampled as one batch."""
         size = self.config.num_generations
         every = [start for start in starts for _ in range(size)]
+        group_sessions = getattr(self.engine, "group_sessions", None)
+        groups = [group_sessions(size) if group_sessions is not None else self.engine.session for _ in starts]
+        factories = [groups[i // size] for i in range(len(every))]
         if self.workers is not None:
-            rollouts = self.workers.play(every, self.engine.session)
+            rollouts = self.workers.play(every, factories)
         else:
             assert self.player is not None
-            rollouts = [self.player.play(start, self.engine.session) for start in every]
+            rollouts = [self.player.play(start, factory) for start, factory in zip(every, factories, strict=True)]
         for rollout in rollouts:
             rollout.overlong = overlong_penalty(
                 rollout.model_tokens, self.config.max_completion_length, self.args.overlong_buffer,

@@ -207,9 +207,14 @@ class EnvWorkers:
 
         return ray.get([actor.cpu_seconds.remote() for actor in self.actors])
 
-    def play(self, starts: Sequence[StartPoint], new_session: Callable[[], Session]) -> list[Rollout]:
+    def play(
+        self, starts: Sequence[StartPoint], new_session: Callable[[], Session] | Sequence[Callable[[], Session]]
+    ) -> list[Rollout]:
         """One rollout from each of ``starts``, in their order; each samples from its own session of
-        ``new_session``, made at its first request."""
+        ``new_session`` (one factory for all, or a sequence of one factory per start), made at its first request."""
+        factories = list(new_session) if isinstance(new_session, Sequence) else [new_session] * len(starts)
+        if len(factories) != len(starts):
+            raise ValueError(f"{len(factories)} session factories for {len(starts)} start points; give one per start")
         queue = deque(enumerate(starts))
         results: list[Rollout | None] = [None] * len(starts)
         slots: list[_Slot | None] = [None] * len(self.actors)
@@ -233,7 +238,7 @@ class EnvWorkers:
                     results[slot.index] = reply
                     assign(worker)
                     continue
-                ids, logprobs = slot.answer(reply, new_session)
+                ids, logprobs = slot.answer(reply, factories[slot.index])
                 slot.ref = self.actors[worker].answer.remote(ids, logprobs)
         assert all(r is not None for r in results)
         return results  # type: ignore[return-value]
