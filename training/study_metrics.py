@@ -146,8 +146,10 @@ def f1_contributions(decisions: Sequence[tuple[str, bool, bool]]) -> list[tuple[
 def decision_metrics(rows: Sequence[dict[str, Any]], seed: int, n: int) -> dict[str, Any]:
     """The metrics of one arm's decision points (:mod:`training.study_decisions`): legal-action rate over the arm's
     actions in the point activations, control match (the control action that ended the activation equals the gold
-    one), repair precision / recall / F1 against the REPAIR points, the false-repair rate over the COMMIT points,
-    and the mean episode reward; each with its task-clustered bootstrap CI."""
+    one), the decided rate (the arm itself ended the point with a legal control action; an undecided point is
+    confirmed by the harness, ``harness_confirmed`` counts them), repair precision / recall / F1 against the REPAIR
+    points, the false-repair rate over the COMMIT points, and the mean episode reward; each with its task-clustered
+    bootstrap CI."""
     decisions = [(r["task_id"], r["gold"] == "REPAIR", bool(r["repaired"])) for r in rows]
     score = repair_precision_recall(
         [r["key"] for r in rows if r["repaired"]], [r["key"] for r in rows if r["gold"] == "REPAIR"]
@@ -159,6 +161,8 @@ def decision_metrics(rows: Sequence[dict[str, Any]], seed: int, n: int) -> dict[
         "repair_points": score.faulted,
         "legal_action_rate": _ci(legal, seed, n),
         "control_match": _ci([(r["task_id"], float(r["control"] == r["gold"])) for r in rows], seed, n),
+        "decided": _ci([(r["task_id"], float(r["control"] is not None)) for r in rows], seed, n),
+        "harness_confirmed": sum(bool(r.get("harness_confirmed")) for r in rows),
         "repair_precision": score.precision,
         "repair_recall": score.recall,
         "repair_f1": _ci(f1, seed, n),

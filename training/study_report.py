@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.evaluation.report import fmt, interval, markdown_table
+from training.rl.temperature import PROBE_FILE
 from training.study_metrics import (
     arm_metrics,
     comparisons,
@@ -67,6 +68,8 @@ def training_figures(folder: Path) -> dict[str, Any]:
     logs = state.get("log_history", [])
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
     results["steps"] = state.get("global_step")
+    probe_path = folder / PROBE_FILE
+    probe = json.loads(probe_path.read_text()) if probe_path.is_file() else None
     curves: dict[str, list[list[float]]] = {}
     for entry in logs:
         step = entry.get("step")
@@ -76,7 +79,7 @@ def training_figures(folder: Path) -> dict[str, Any]:
             )
             if wanted and isinstance(value, int | float) and step is not None:
                 curves.setdefault(key, []).append([step, float(value)])
-    return {"curves": curves, "results": results}
+    return {"curves": curves, "results": results, **({"temperature_probe": probe} if probe else {})}
 
 
 def collect(
@@ -436,6 +439,8 @@ DECISION_COLUMNS = [
     ("points (REPAIR)", lambda r: "{points} ({repair_points})".format(**r[1]["metrics"]["decisions"])),
     ("legal-action rate [95% CI]", _metric("decisions.legal_action_rate")),
     ("control = gold [95% CI]", _metric("decisions.control_match")),
+    ("decided [95% CI]", _metric("decisions.decided")),
+    ("harness-confirmed", lambda r: r[1]["metrics"]["decisions"].get("harness_confirmed")),
     ("repair P", _metric("decisions.repair_precision")),
     ("repair R", _metric("decisions.repair_recall")),
     ("repair F1 [95% CI]", _metric("decisions.repair_f1")),
@@ -484,7 +489,10 @@ def decision_section(results: dict[str, Any]) -> list[str]:
         f"the point {handover}, in the real manager env (tool calls run in the sandbox, at most "
         f"{held['decision_max_responses']} model responses). `heldout`: the held-out domain with the fault types "
         "never seen in training (generalization across fault types); `heldout-seen`: other held-out tasks with the "
-        "training fault types (across tasks). The reward is the whole episode's (SIMULATED worker). The `hier` arm "
+        "training fault types (across tasks). The reward is the whole episode's (SIMULATED worker). An arm that "
+        "ends its part without a legal control action has not decided (`decided`): the harness confirms in its "
+        "place (`harness-confirmed`), so the point scores as a confirmation, never as the gold's later decision at "
+        "that pause. The `hier` arm "
         "is the hierarchical manager: its tier 0 (no model) writes checks and bookkeeping, left out of its "
         "legal-action rate. Model calls and tokens are per point (prompt + completion); the paired differences "
         "(F1 included) are in the comparisons below. Module: `training/study_decisions.py`.\n",
@@ -530,8 +538,19 @@ TRAINING_COLUMNS = [
     ("first loss", lambda r: (r[1]["training"]["curves"].get("loss") or [[None, None]])[0][1]),
     ("last loss", lambda r: (r[1]["training"]["curves"].get("loss") or [[None, None]])[-1][1]),
     ("eval loss", lambda r: r[1]["training"]["results"].get("eval/loss")),
+    ("sampling temperature (probe: legal rate per T)", lambda r: _temperature(r[1]["training"])),
     ("seconds", lambda r: r[1]["training"].get("seconds")),
 ]
+
+
+def _temperature(training: dict[str, Any]) -> str | None:
+    """A DAPO arm's sampling temperature and, when it was chosen on the training split, the probe's legal rates."""
+    temperature = training["results"].get("rl/temperature")
+    probe = training.get("temperature_probe")
+    if probe is None:
+        return None if temperature is None else fmt(temperature, 2)
+    rates = ", ".join(f"{row['temperature']:g}: {row['legal_rate']:.2f}" for row in probe["table"])
+    return f"{probe['chosen']:g} ({rates}; rule: highest with >= {probe['min_legal']:g})"
 
 
 def _strata(results: dict[str, Any], prefix: str) -> str | None:

@@ -54,8 +54,10 @@ def test_tiny_config_completes_its_steps_and_logs_the_training_signal(rl_run):
         for key in ("rewards/protocol/mean", "rewards/outcome/mean", "rewards/overlong/mean", "frac_reward_zero_std",
                     "completions/mean_length",
                     "dapo/filtered_groups_frac", "dapo/sampling_rounds", "dapo/rollout_share", "dapo/rollout_s",
-                    "manager/illegal_action_rate", "manager/activations_per_episode"):  # fmt: skip
+                    "manager/illegal_action_rate", "manager/activations_per_episode", "manager/decided_rate",
+                    "manager/harness_confirmed_rate"):  # fmt: skip
             assert key in entry, key
+        assert entry["manager/decided_rate"] == 0 and entry["manager/illegal_action_rate"] == 1  # never a legal action
         # the random tiny model never ends a response: every group is uniform, filtered, and nothing is trained
         filtered, uniform = entry["dapo/filtered_groups_frac"], entry["frac_reward_zero_std"]
         assert filtered == uniform == entry["dapo/sampling_rounds"] == 1

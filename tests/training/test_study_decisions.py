@@ -125,7 +125,9 @@ def test_decision_metrics_by_hand() -> None:
         _row("d@4", "t2", "FINALIZE_RELATIONS", "FINALIZE_RELATIONS", [True], 1.0),  # TN
         _row("e@5", "t2", "FINALIZE_RELATIONS", None, [False, False], 0.5),  # TN, no control
     ]
+    rows[-1]["harness_confirmed"] = True
     m = decision_metrics(rows, seed=0, n=300)
+    assert m["decided"]["value"] == pytest.approx(4 / 5) and m["harness_confirmed"] == 1
     assert m["legal_action_rate"]["value"] == pytest.approx(5 / 8)
     assert m["control_match"]["value"] == pytest.approx(2 / 5)
     assert (m["repair_precision"], m["repair_recall"]) == (0.5, 0.5)

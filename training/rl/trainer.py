@@ -23,7 +23,9 @@
 - Logged each step besides TRL's own (``reward``, ``completions/*``, ``clip_ratio/low_mean`` and ``high_mean``,
   ``frac_reward_zero_std``, ``entropy``): ``dapo/filtered_groups_frac``, ``dapo/sampling_rounds``,
   ``dapo/groups_played``, ``dapo/buffered_groups``, ``dapo/truncated_frac``, ``dapo/rollout_s``,
-  ``dapo/rollout_share`` (rollout seconds over step seconds), ``manager/illegal_action_rate``,
+  ``dapo/rollout_share`` (rollout seconds over step seconds), ``manager/illegal_action_rate`` (over the sampled
+  responses), ``manager/decided_rate`` (rollouts whose model took a legal control action),
+  ``manager/harness_confirmed_rate`` (rollouts left undecided, confirmed by the harness),
   ``manager/repair_precision``, ``manager/repair_recall``, ``manager/false_repair_rate`` (against the gold decision of
   the start activation and the pool's known fault), ``manager/activations_per_episode``,
   ``manager/responses_per_rollout``; with vLLM ``dapo/weight_sync_gap`` every ``weight_sync_steps`` steps.
@@ -81,6 +83,7 @@ from training.rl.rollout import (
     StartPoint,
     check_gold_controls,
     check_takeover,
+    decided,
     start_points,
 )
 from training.rl.sampling import DynamicSampler, GatherStats, Group, StartPointSampler
@@ -503,6 +506,8 @@ def rollout_metrics(groups: list[Group], stats: GatherStats, pool: Any) -> dict[
         "dapo/truncated_frac": sum(r.truncated for _, r in rollouts) / len(rollouts),
         "manager/activations_per_episode": sum(r.episode_activations for _, r in rollouts) / len(rollouts),
         "manager/responses_per_rollout": len(actions) / len(rollouts),
+        "manager/decided_rate": sum(decided(r.actions) for _, r in rollouts) / len(rollouts),
+        "manager/harness_confirmed_rate": sum(r.harness_confirmed for _, r in rollouts) / len(rollouts),
     }
     if actions:
         metrics["manager/illegal_action_rate"] = sum(not a["legal"] for a in actions) / len(actions)
