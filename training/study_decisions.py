@@ -58,6 +58,7 @@ from training.rl.rollout import (
     undecided_confirm,
 )
 from training.study_arms import model_usage
+from training.study_metrics import harness_confirmed, own_control
 
 if TYPE_CHECKING:
     from envs.manager import ManagerEnv
@@ -172,8 +173,8 @@ def play_decision(
             f"{point.activation}{'' if taken else ' was handed over (the gold never decided there)'}; the pool's gold "
             "record and its replay disagree (re-synthesize the held-out split)"
         )
-    controls = [a["name"] for a in actions if a["legal"] and a["name"] in CONTROL_ACTIONS]
-    return {
+    controls = [a["name"] for a in actions if a["legal"] and a["name"] in CONTROL_ACTIONS]  # the manager's, tier 0 too
+    row = {
         "key": point_key(point, group),
         "group": group,
         "takeover": takeover,
@@ -184,7 +185,7 @@ def play_decision(
         "gold": point.gold_control,
         "context": context,
         "actions": actions,
-        "control": controls[-1] if controls else None,
+        "control": None,  # the model's own, below
         "repaired": "REPAIR" in controls,
         "harness_confirmed": confirmed,
         "reward": float(reward),
@@ -193,6 +194,8 @@ def play_decision(
         "seconds": round(seconds, 3),
         **_usage(before, model_usage(manager)),
     }
+    row["control"], row["harness_confirmed"] = own_control(row), harness_confirmed(row)
+    return row
 
 
 def _usage(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int | None]:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.evaluation.stats import cluster_bootstrap_ci, paired_cluster_bootstrap, repair_precision_recall
+from harness.manager.lifecycle import CONTROL_ACTIONS
 
 if TYPE_CHECKING:
     from harness.manager.episode import EpisodeRecord
@@ -143,13 +144,36 @@ def f1_contributions(decisions: Sequence[tuple[str, bool, bool]]) -> list[tuple[
     return values
 
 
+HARNESS_ACTOR = "harness"
+"""The ``actor`` of an action at a decision point that no model wrote (the ``hier`` manager's tier 0)."""
+
+
+def own_control(row: dict[str, Any]) -> str | None:
+    """The last legal control action the arm's *model* took at a decision point (its ``actions`` without the harness's:
+    the ``hier`` manager's tier-0 confirmation of a rejected reply is not the model's decision); None: undecided."""
+    names = [
+        a["name"]
+        for a in row["actions"]
+        if a["legal"] and a["name"] in CONTROL_ACTIONS and a.get("actor") != HARNESS_ACTOR
+    ]
+    return names[-1] if names else None
+
+
+def harness_confirmed(row: dict[str, Any]) -> bool:
+    """Whether the harness confirmed in the arm's place at a decision point: the undecided arm's confirmation
+    (``row["harness_confirmed"]``) or the ``hier`` manager's tier-0 confirmation of a rejected tier-1 reply."""
+    return bool(row.get("harness_confirmed")) or any(
+        a.get("actor") == HARNESS_ACTOR and a["legal"] and a["name"] == "FINALIZE_RELATIONS" for a in row["actions"]
+    )
+
+
 def decision_metrics(rows: Sequence[dict[str, Any]], seed: int, n: int) -> dict[str, Any]:
     """The metrics of one arm's decision points (:mod:`training.study_decisions`): legal-action rate over the arm's
     actions in the point activations, control match (the control action that ended the activation equals the gold
-    one), the decided rate (the arm itself ended the point with a legal control action; an undecided point is
-    confirmed by the harness, ``harness_confirmed`` counts them), repair precision / recall / F1 against the REPAIR
-    points, the false-repair rate over the COMMIT points, and the mean episode reward; each with its task-clustered
-    bootstrap CI."""
+    one), the decided rate (the arm's model ended the point with a legal control action, :func:`own_control`; an
+    undecided point is confirmed by the harness, :func:`harness_confirmed` counts them), repair precision / recall / F1
+    against the REPAIR points, the false-repair rate over the COMMIT points, and the mean episode reward; each with its
+    task-clustered bootstrap CI. Control match and the controls counted are the model's own."""
     decisions = [(r["task_id"], r["gold"] == "REPAIR", bool(r["repaired"])) for r in rows]
     score = repair_precision_recall(
         [r["key"] for r in rows if r["repaired"]], [r["key"] for r in rows if r["gold"] == "REPAIR"]
@@ -160,16 +184,16 @@ def decision_metrics(rows: Sequence[dict[str, Any]], seed: int, n: int) -> dict[
         "points": len(rows),
         "repair_points": score.faulted,
         "legal_action_rate": _ci(legal, seed, n),
-        "control_match": _ci([(r["task_id"], float(r["control"] == r["gold"])) for r in rows], seed, n),
-        "decided": _ci([(r["task_id"], float(r["control"] is not None)) for r in rows], seed, n),
-        "harness_confirmed": sum(bool(r.get("harness_confirmed")) for r in rows),
+        "control_match": _ci([(r["task_id"], _control_match(r)) for r in rows], seed, n),
+        "decided": _ci([(r["task_id"], float(own_control(r) is not None)) for r in rows], seed, n),
+        "harness_confirmed": sum(harness_confirmed(r) for r in rows),
         "repair_precision": score.precision,
         "repair_recall": score.recall,
         "repair_f1": _ci(f1, seed, n),
         "repair_counts": {"true_positive": score.true_positives, "repaired": score.repaired, "faulted": score.faulted},
         "false_repair_rate": _ci([(task, float(did)) for task, should, did in decisions if not should], seed, n),
         "reward_total": _ci([(r["task_id"], r["reward"]) for r in rows], seed, n),
-        "controls": dict(sorted(Counter(str(r["control"]) for r in rows).items())),
+        "controls": dict(sorted(Counter(str(own_control(r)) for r in rows).items())),
         "usage": decision_usage(rows),
     }
 
@@ -322,4 +346,4 @@ def comparisons(
 
 
 def _control_match(row: dict[str, Any]) -> float:
-    return float(row["control"] == row["gold"])
+    return float(own_control(row) == row["gold"])

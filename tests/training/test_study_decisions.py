@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from training.study_decisions import DECISION_CONTROLS, decision_points, play_decision, point_key, score_decisions
+from training.study_metrics import harness_confirmed, own_control
 from training.study_report import decision_metrics, render_report
 
 
@@ -113,6 +114,8 @@ def test_score_decisions_appends_and_resumes(pool, env, tmp_path: Path) -> None:
 
 def _row(key: str, task: str, gold: str, control: str | None, legal: list[bool], reward: float) -> dict:
     actions = [{"name": "x", "legal": v} for v in legal]
+    if control is not None:
+        actions[-1]["name"] = control  # the model's own control ends its actions
     return {"key": key, "task_id": task, "gold": gold, "control": control, "repaired": control == "REPAIR",
             "actions": actions, "reward": reward}  # fmt: skip
 
@@ -137,6 +140,11 @@ def test_decision_metrics_by_hand() -> None:
     assert m["controls"] == {"FINALIZE_RELATIONS": 2, "None": 1, "REPAIR": 2}
     lo, hi = m["repair_f1"]["ci95"]
     assert 0.0 <= lo <= 0.5 <= hi <= 1.0
+    # the hier manager's tier 0 confirming a rejected reply: the harness's confirmation, not the model's decision
+    tier0 = _row("f@6", "t3", "REPAIR", None, [], 0.3)
+    tier0["actions"] = [{"name": "FINALIZE_RELATIONS", "legal": True, "actor": "harness"}]
+    assert own_control(tier0) is None and harness_confirmed(tier0) and not harness_confirmed(rows[0])
+    assert decision_metrics([tier0], seed=0, n=50)["controls"] == {"None": 1}
 
 
 def test_the_report_has_the_decision_table() -> None:

@@ -66,8 +66,10 @@ def test_decision_points_with_the_hier_policy(pool, env, tiny_model_dir: Path) -
     for point, row in zip(points, rows, strict=True):
         assert row["key"] == point_key(point) and not row["truncated"]
         assert row["actions"] and all(a["actor"] in ("harness", "policy") for a in row["actions"])
-        # the random model's replies are rejected and confirmed by tier 0: every action is legal
-        assert all(a["legal"] for a in row["actions"]) and row["control"] is not None
+        # the random model's replies are rejected and tier 0 confirms (or repairs a failed execution): every action is
+        # legal, and the decision is the harness's, not the model's
+        assert all(a["legal"] for a in row["actions"]) and row["control"] is None
+        assert row["harness_confirmed"] or row["repaired"]
         assert row["model_calls"] <= 1  # one model response per point; tier 0's checks are free
         assert (row["prompt_tokens"] > 0) == (row["model_calls"] > 0)
     confirms = [r for r in rows if r["gold"] == "FINALIZE_RELATIONS"]
@@ -83,7 +85,7 @@ def test_decision_points_with_the_hier_policy(pool, env, tiny_model_dir: Path) -
     # taking over at the gold's decision: tier 1 reads the gold's checks (as its own calls) and decides once
     row = play_decision(env, confirms_point := points[1], hier, max_responses=1, takeover="decision")
     assert confirms_point.gold_control == "FINALIZE_RELATIONS" and row["context"] and row["model_calls"] == 1
-    assert row["control"] == "FINALIZE_RELATIONS" and all(a["legal"] for a in row["actions"])
+    assert row["control"] is None and row["harness_confirmed"] and all(a["legal"] for a in row["actions"])
     # a flat model arm at the same points: every response is a model call, counted the same way
     flat = model_policy(tiny_model_dir, 8, "bare")
     flat_rows = [play_decision(env, p, flat, max_responses=1) for p in points[:2]]
