@@ -388,7 +388,7 @@ def drive(
 class RolloutLimits:
     max_new_tokens: int = 64  # per response
     max_completion_length: int = 256  # model tokens per rollout (the overlong shaping's maximum)
-    max_responses: int = 8  # model responses per rollout; later ones are sent as "" (no tokens)
+    max_responses: int = 8  # sampled responses per rollout; later requests get the harness confirm or "" (no tokens)
 
 
 def check_takeover(takeover: str) -> str:
