@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.evaluation.stats import cluster_bootstrap_ci, paired_cluster_bootstrap, repair_precision_recall
+from harness.manager.hier import HARNESS
 from harness.manager.lifecycle import CONTROL_ACTIONS
 
 if TYPE_CHECKING:
@@ -144,17 +145,11 @@ def f1_contributions(decisions: Sequence[tuple[str, bool, bool]]) -> list[tuple[
     return values
 
 
-HARNESS_ACTOR = "harness"
-"""The ``actor`` of an action at a decision point that no model wrote (the ``hier`` manager's tier 0)."""
-
-
 def own_control(row: dict[str, Any]) -> str | None:
     """The last legal control action the arm's *model* took at a decision point (its ``actions`` without the harness's:
     the ``hier`` manager's tier-0 confirmation of a rejected reply is not the model's decision); None: undecided."""
     names = [
-        a["name"]
-        for a in row["actions"]
-        if a["legal"] and a["name"] in CONTROL_ACTIONS and a.get("actor") != HARNESS_ACTOR
+        a["name"] for a in row["actions"] if a["legal"] and a["name"] in CONTROL_ACTIONS and a.get("actor") != HARNESS
     ]
     return names[-1] if names else None
 
@@ -163,7 +158,7 @@ def harness_confirmed(row: dict[str, Any]) -> bool:
     """Whether the harness confirmed in the arm's place at a decision point: the undecided arm's confirmation
     (``row["harness_confirmed"]``) or the ``hier`` manager's tier-0 confirmation of a rejected tier-1 reply."""
     return bool(row.get("harness_confirmed")) or any(
-        a.get("actor") == HARNESS_ACTOR and a["legal"] and a["name"] == "FINALIZE_RELATIONS" for a in row["actions"]
+        a.get("actor") == HARNESS and a["legal"] and a["name"] == "FINALIZE_RELATIONS" for a in row["actions"]
     )
 
 
