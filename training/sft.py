@@ -8,7 +8,10 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
   format with tools: ``SFTTrainer`` renders each row with the tokenizer's chat template, passing ``tools``, so the
   system prompt carries the ``# Tools`` block exactly as at inference. ``formats`` picks the rows by their ``format``
   column: ``flat`` (the default: the ``llm`` manager's conversations), ``hier`` (tier 1's of the ``hier`` manager),
-  or both (:func:`select_formats`).
+  or both (:func:`select_formats`). ``last_turn_only`` trains each sample's final assistant turn (its control
+  action: the decision) and nothing before it: rows become TRL's conversational prompt-completion pairs
+  (:func:`to_last_turn`), ``SFTTrainer`` masks the prompt (``completion_only_loss``) and the assistant mask still
+  applies, so the loss covers exactly that turn's tokens.
 - Loss on assistant tokens only (``assistant_only_loss=True``, forced): the project's chat template
   (``harness/chat_template.jinja``) wraps each assistant body, tool-call JSON and ``<|im_end|>`` included, in
   ``{% generation %}`` markers, and TRL turns everything outside them into label -100.
@@ -139,6 +142,14 @@ class DataArguments:
         },
     )
 
+    last_turn_only: bool = field(
+        default=False,
+        metadata={
+            "help": "Train on each sample's last assistant turn only (its control action), the turns before it "
+            "(checks, probes) being context: the rows become prompt-completion pairs, the prompt masked."
+        },
+    )
+
     def __post_init__(self) -> None:
         from synthesis.samples import FORMATS
 
@@ -248,6 +259,29 @@ def select_formats(dataset: Dataset, formats: list[str]) -> Dataset:
     return dataset if len(keep) == len(dataset) else dataset.select(keep)
 
 
+def to_last_turn(dataset: Dataset) -> Dataset:
+    """``dataset``'s rows as TRL conversational prompt-completion pairs: ``prompt`` is every message before the last,
+    ``completion`` the last (an assistant turn), ``tools`` unchanged. A row that does not end in an assistant turn is
+    a data error (its name and index in the message)."""
+    ends = [row[-1]["role"] if row else None for row in dataset["messages"]]
+    bad = [i for i, role in enumerate(ends) if role != "assistant"]
+    if bad:
+        raise ValueError(
+            f"last_turn_only needs samples that end in an assistant turn; row {bad[0]} ends in {ends[bad[0]]!r} "
+            f"({len(bad)} such rows); re-run synthesis or turn last_turn_only off"
+        )
+
+    if len(dataset) == 0:  # map adds no column to an empty dataset
+        from datasets import Dataset
+
+        return Dataset.from_dict({"prompt": [], "completion": [], "tools": []})
+
+    def split(row: dict[str, Any]) -> dict[str, Any]:
+        return {"prompt": row["messages"][:-1], "completion": row["messages"][-1:]}
+
+    return dataset.map(split, remove_columns=["messages"]).select_columns(["prompt", "completion", "tools"])
+
+
 def load_sft_splits(
     data_args: DataArguments, max_length: int | None, tokenizer: PreTrainedTokenizerBase | None = None
 ) -> tuple[DatasetDict, dict[str, int]]:
@@ -255,7 +289,8 @@ def load_sft_splits(
     (``dropped_overlong_<split>``) and, with ``stratify_by``, the rows kept per value (``<split>_<column>/<value>``).
 
     Only the rows of ``data_args.formats`` are used (:func:`select_formats`), and only their ``messages`` and
-    ``tools`` are kept (the other columns are metadata TRL would ignore or trip over).
+    ``tools`` are kept (the other columns are metadata TRL would ignore or trip over); with ``last_turn_only`` they
+    are ``prompt``, ``completion`` and ``tools`` (:func:`to_last_turn`).
     """
     from datasets import DatasetDict, load_from_disk
 
@@ -283,7 +318,8 @@ def load_sft_splits(
             logger.info("%s subset by %s: %s", name, column, strata)
         elif limit is not None:
             kept = kept.select(range(min(limit, len(kept))))
-        out[name] = kept.select_columns(["messages", "tools"])
+        kept = kept.select_columns(["messages", "tools"])
+        out[name] = to_last_turn(kept) if data_args.last_turn_only else kept
     if len(out["train"]) == 0:
         raise ValueError(
             f"no training sample of {directory} in formats {data_args.formats} fits max_length={max_length} "
@@ -307,6 +343,11 @@ def build_trainer(
     if not sft_config.assistant_only_loss:
         logger.info("assistant_only_loss forced to True: the manager is trained on its own turns only")
         sft_config.assistant_only_loss = True
+    if data_args.last_turn_only and sft_config.completion_only_loss is False:
+        raise ValueError(
+            "last_turn_only trains the last assistant turn alone, but completion_only_loss=false puts the loss on "
+            "every assistant turn; drop completion_only_loss (or set it true), or turn last_turn_only off"
+        )
     if sft_config.include_num_input_tokens_seen == "no":  # per-step token counts, for the throughput metric
         sft_config.include_num_input_tokens_seen = "non_padding"
     model_path = resolve_model(model_args)
@@ -413,13 +454,13 @@ def write_model_card(
             "gradient_accumulation_steps", "max_length", "bf16", "gradient_checkpointing", "seed",
         )
     }  # fmt: skip
+    loss_on = "each sample's last assistant turn (its control action)" if data_args.last_turn_only else "assistant tokens"
     lines = [
         "# StateGuard manager (SFT)",
         "",
         f"- base model: `{model_args.model_name_or_path}`" + (" with LoRA adapters" if model_args.use_peft else ""),
         f"- data: `{resolve_dataset_dir(data_args.dataset_path)}` (train / validation splits of a synthesis run)",
-        "- loss: assistant tokens only (tool-call JSON and `<|im_end|>` included); over-length samples dropped, "
-        "never truncated",
+        f"- loss: {loss_on} (tool-call JSON and `<|im_end|>` included); over-length samples dropped, never truncated",
         "- trained with TRL `SFTTrainer` via `scripts/sft.py`",
         "",
         "## Settings",

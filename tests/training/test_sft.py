@@ -54,7 +54,8 @@ def _script_parser():
 # --- golden assistant mask ----------------------------------------------------------------------------------------
 
 
-def test_labels_are_exactly_the_assistant_tokens(sft_smoke_dir, tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("last_turn_only", [False, True], ids=["every-turn", "last-turn"])
+def test_labels_are_exactly_the_assistant_tokens(sft_smoke_dir, tiny_model_dir, tmp_path, last_turn_only):
     from datasets import DatasetDict, load_from_disk
 
     from training.sft import DataArguments, ModelArguments, build_trainer
@@ -69,13 +70,15 @@ def test_labels_are_exactly_the_assistant_tokens(sft_smoke_dir, tiny_model_dir, 
 
     trainer, data_stats = build_trainer(
         ModelArguments(model_name_or_path=str(tiny_model_dir)),
-        DataArguments(dataset_path=str(short)),
+        DataArguments(dataset_path=str(short), last_turn_only=last_turn_only),
         _cpu_config(tmp_path / "out", max_length=40_960),
     )
     assert data_stats == {"dropped_overlong_train": 0, "dropped_overlong_validation": 0}
     batch = trainer.data_collator([trainer.train_dataset[0]])
     input_ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
-    assert len(input_ids) == sample["n_tokens"]  # the synthesis counted exactly what the trainer trains on
+    # The synthesis counted exactly what the trainer trains on; as a prompt-completion pair the sample renders the
+    # same tokens (the template is prefix-preserving), only the labels differ.
+    assert len(input_ids) == sample["n_tokens"]
 
     # Contiguous runs of trained tokens, decoded: one per assistant message, its wire text plus <|im_end|>.
     runs, current = [], []
@@ -90,10 +93,48 @@ def test_labels_are_exactly_the_assistant_tokens(sft_smoke_dir, tiny_model_dir, 
     tokenizer = trainer.processing_class
     decoded = [tokenizer.decode(run) for run in runs]
     expected = [m["content"] + "<|im_end|>" for m in sample["messages"] if m["role"] == "assistant"]
+    if last_turn_only:  # the control action alone: the checks and probes before it are context
+        expected = expected[-1:]
+        assert sample["messages"][-1]["role"] == "assistant"
     assert decoded == expected
     assert any("<tool_call>" in text for text in decoded)
     # Nothing else has loss: the trained token count is exactly the assistant bodies' token count.
     assert sum(len(run) for run in runs) == sum(len(tokenizer(text)["input_ids"]) for text in expected)
+
+
+def test_last_turn_only_rows_and_errors(sft_smoke_dir, tmp_path):
+    from datasets import Dataset
+
+    from training.sft import DataArguments, load_sft_splits, to_last_turn
+
+    full, _ = load_sft_splits(DataArguments(dataset_path=str(sft_smoke_dir)), None)
+    last, _ = load_sft_splits(DataArguments(dataset_path=str(sft_smoke_dir), last_turn_only=True), None)
+    assert last["train"].column_names == ["prompt", "completion", "tools"]
+    for whole, pair in zip(full["train"], last["train"], strict=True):
+        assert pair["prompt"] + pair["completion"] == whole["messages"] and pair["tools"] == whole["tools"]
+        assert [m["role"] for m in pair["completion"]] == ["assistant"]
+
+    ends_in_tool = Dataset.from_list([
+        {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "tools": "[]"},
+        {"messages": [{"role": "user", "content": "q"}], "tools": "[]"},
+    ])  # fmt: skip
+    with pytest.raises(ValueError, match=r"^last_turn_only needs .* row 1 ends in 'user' \(1 such rows\)"):
+        to_last_turn(ends_in_tool)
+    empty = to_last_turn(ends_in_tool.select([]))  # an empty split (validation_fraction 0) keeps the columns
+    assert len(empty) == 0 and empty.column_names == ["prompt", "completion", "tools"]
+
+
+def test_last_turn_only_refuses_completion_loss_off(sft_smoke_dir, tiny_model_dir, tmp_path):
+    from training.sft import DataArguments, ModelArguments, build_trainer
+
+    config = _cpu_config(tmp_path / "out", max_length=40_960)
+    config.completion_only_loss = False
+    with pytest.raises(ValueError, match=r"^last_turn_only trains the last assistant turn alone"):
+        build_trainer(
+            ModelArguments(model_name_or_path=str(tiny_model_dir)),
+            DataArguments(dataset_path=str(sft_smoke_dir), last_turn_only=True),
+            config,
+        )
 
 
 # --- configs --------------------------------------------------------------------------------------------------------
