@@ -454,7 +454,9 @@ def write_model_card(
             "gradient_accumulation_steps", "max_length", "bf16", "gradient_checkpointing", "seed",
         )
     }  # fmt: skip
-    loss_on = "each sample's last assistant turn (its control action)" if data_args.last_turn_only else "assistant tokens"
+    loss_on = "assistant tokens"
+    if data_args.last_turn_only:
+        loss_on = "each sample's last assistant turn (its control action)"
     lines = [
         "# StateGuard manager (SFT)",
         "",
