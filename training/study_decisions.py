@@ -48,15 +48,7 @@ from typing import TYPE_CHECKING, Any
 from harness.jsonl import append_jsonl, read_jsonl_resumable
 from harness.manager.hier import HARNESS, POLICY
 from harness.manager.lifecycle import CONTROL_ACTIONS
-from training.rl.rollout import (
-    StartPoint,
-    action_stats,
-    check_takeover,
-    decided,
-    gold_decision,
-    start_points,
-    undecided_confirm,
-)
+from training.rl.rollout import HarnessConfirm, StartPoint, action_stats, check_takeover, gold_decision, start_points
 from training.study_arms import model_usage
 from training.study_metrics import harness_confirmed, own_control
 
@@ -129,21 +121,17 @@ def play_decision(
     _, info = env.reset(options={"episode_id": point.episode_id})
     activation, actions, context, seconds, answered = -1, [], [], 0.0, 0
     reward, terminated, truncated, taken = 0.0, False, False, takeover == "activation"
-    undecided: bool | None = None  # set when the arm's part ends: it took no legal control action
-    confirmed = False  # the harness confirmed in the arm's place
+    confirm = HarnessConfirm()  # the harness confirms in the arm's place when it ends its part undecided
     before = model_usage(manager)
     while not (terminated or truncated):
         inp = info["policy_input"]
         activation += int(not inp.previous)
         ours = activation == point.activation
         actor, asked, gold_call = POLICY, False, False
-        if activation > point.activation and undecided is None:  # the runtime ended the point's activation
-            undecided = not decided(actions)
-        if not ours:
-            response = None
-            if undecided:  # the next check request of the pause: the harness confirms, not the gold
-                response, undecided = undecided_confirm(inp), False
-                confirmed = response is not None
+        if activation > point.activation:  # the runtime ended the point's activation
+            confirm.part_ended(actions)
+        if not ours:  # the next check request of the pause is the harness's when the arm left it undecided
+            response = confirm.due(inp)
             if response is None:
                 response = reference.respond(inp)
         elif not taken and not gold_decision(response := reference.respond(inp)):
@@ -155,12 +143,8 @@ def play_decision(
             seconds += time.perf_counter() - began
             actor, asked = getattr(manager, "last_actor", POLICY), True
             answered += actor != HARNESS
-        elif undecided is None and not decided(actions):  # over the budget undecided: the harness confirms
-            response, undecided = undecided_confirm(inp) or "", False
-            confirmed = response != ""
-        else:
-            response = ""  # over the budget: refused, then the runtime's fallback ends the activation
-            undecided = False if undecided is None else undecided
+        else:  # over the budget: the harness confirms an undecided point, else refused (the runtime ends it)
+            response = confirm.over_budget(inp, actions)
         _, reward, terminated, truncated, info = env.step(response)
         if asked:
             stats = action_stats(response, bool(info.get("legal")))
@@ -187,7 +171,7 @@ def play_decision(
         "actions": actions,
         "control": None,  # the model's own, below
         "repaired": "REPAIR" in controls,
-        "harness_confirmed": confirmed,
+        "harness_confirmed": confirm.confirmed,
         "reward": float(reward),
         "reward_terms": dict(info.get("reward_terms") or {}),
         "truncated": bool(truncated),

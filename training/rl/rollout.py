@@ -326,6 +326,48 @@ def decided(actions: Sequence[dict[str, Any]]) -> bool:
     return any(a["legal"] and a["name"] in CONTROL_ACTIONS for a in actions)
 
 
+@dataclass
+class HarnessConfirm:
+    """The bookkeeping of :func:`undecided_confirm` for one model part (a rollout's start activation, a study
+    decision point), shared by the loops that play them.
+
+    The part ends either when the runtime ends its activation (:meth:`part_ended`) or when the model's response budget
+    is spent (:meth:`over_budget`). If the model's ``actions`` then hold no legal control action, the harness answers
+    the next check request of the pause with :data:`HARNESS_CONFIRM` (:meth:`due`) and :attr:`confirmed` is set.
+    ``enabled`` False (the ``hier`` env, whose tier 0 confirms on its own) never confirms."""
+
+    enabled: bool = True
+    pending: bool | None = None
+    """None while the part runs; True once it ended undecided and the confirmation is not yet sent; False after."""
+    confirmed: bool = False
+
+    def part_ended(self, actions: Sequence[dict[str, Any]]) -> None:
+        """The runtime ended the part's activation: it is undecided unless ``actions`` hold a legal control action."""
+        if self.pending is None:
+            self.pending = self.enabled and not decided(actions)
+
+    def due(self, inp: PolicyInput) -> str | None:
+        """The confirmation of ``inp`` when one is pending (it is then spent), else None (the gold answers)."""
+        if not self.pending:
+            return None
+        response, self.pending = undecided_confirm(inp), False
+        self.confirmed = response is not None
+        return response
+
+    def over_budget(self, inp: PolicyInput, actions: Sequence[dict[str, Any]]) -> str:
+        """The answer to a request after the model's budget is spent: at the first, if ``actions`` hold no legal
+        control action, the harness's confirmation (or ``""`` when ``inp`` is no check request); otherwise ``""`` (a
+        refusal, after which the runtime's fallback ends the activation)."""
+        if self.pending is not None:
+            return ""
+        self.pending = False
+        if not self.enabled or decided(actions):
+            return ""
+        response = undecided_confirm(inp) or ""
+        self.confirmed = response != ""
+        return response
+
+
 def has_tier1_part(activation: dict[str, Any]) -> bool:
     """Whether a recorded gold activation is a check activation in which the ``hier`` manager asks tier 1: its first
     response is a legal ``check_execution`` whose step did not fail (a failed one is tier 0's to repair), and a
@@ -429,7 +471,7 @@ class EpisodePlayer:
         self.inputs, self.conversations, self.record = [], [], None
         took_over, closed = False, None  # closed: how the last model response ended (None: no tokens)
         reached = False  # whether the episode reached the start activation
-        undecided: bool | None = None  # set when the model's part ends: it took no legal control action
+        confirm = HarnessConfirm(enabled=self.env.hier is None)  # the harness confirms an undecided start point
         while True:
             inp: PolicyInput = info["policy_input"]
             activation: int = info["activation"]
@@ -441,11 +483,9 @@ class EpisodePlayer:
                 if took_over and closed is not None:  # the model's activation just ended
                     rollout.extend(self.tokens.end(closed), model=False)
                     closed = None
-                if took_over and undecided is None:  # the runtime ended the start activation
-                    undecided = self.env.hier is None and not decided(rollout.actions)
-                if undecided:  # the next check request of the pause is confirmed by the harness, not the gold
-                    action, undecided = undecided_confirm(inp), False
-                    rollout.harness_confirmed = action is not None
+                if took_over:  # the runtime ended the start activation
+                    confirm.part_ended(rollout.actions)
+                action = confirm.due(inp)  # the next check request of the pause: the harness's, not the gold's
                 if action is None:
                     action = reference.respond(inp)
                     if activation == start.activation and gold_decision(action):
@@ -465,17 +505,14 @@ class EpisodePlayer:
                 sampled = text is not None
                 if sampled:
                     action = text
-                elif undecided is None and self.env.hier is None and not decided(rollout.actions):
-                    action = undecided_confirm(inp) or ""  # budget spent undecided: the harness confirms
-                    undecided, rollout.harness_confirmed = False, action != ""
-                else:
-                    action = ""  # over the budget: refused like a failed backend call
-                    undecided = False if undecided is None else undecided
+                else:  # over the budget: the harness confirms an undecided part, else refused like a failed call
+                    action = confirm.over_budget(inp, rollout.actions)
             obs, reward, terminated, truncated, info = self.env.step(action)
             if sampled:
                 rollout.actions.append(action_stats(action, info.get("legal", False)))
             if terminated or truncated:
                 break
+        rollout.harness_confirmed = confirm.confirmed
         if not took_over:
             raise self._never_took_over(start, reached)
         if closed is not None:
