@@ -1,0 +1,102 @@
+"""Teacher-forced decision margins: the cached scoring equals a full forward, the AUC by hand, the sample selection,
+and the script's output and input errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_auc_by_hand() -> None:
+    from training.decision_margin import auc, summary
+
+    rows = [
+        {"gold": "REPAIR", "margin": 1.0},
+        {"gold": "REPAIR", "margin": -1.0},
+        {"gold": "FINALIZE_RELATIONS", "margin": 0.0},
+        {"gold": "FINALIZE_RELATIONS", "margin": -1.0},
+    ]
+    # repair 1.0 beats both confirms (2), repair -1.0 ties -1.0 (0.5) and loses to 0.0: 2.5 of 4 pairs
+    assert auc(rows) == pytest.approx(2.5 / 4)
+    assert auc(rows[:2]) is None and auc(rows[2:]) is None
+    assert summary(rows) == {
+        "samples": 4,
+        "auc": pytest.approx(0.625),
+        "n_REPAIR": 2,
+        "mean_margin_REPAIR": 0.0,
+        "n_FINALIZE_RELATIONS": 2,
+        "mean_margin_FINALIZE_RELATIONS": -0.5,
+    }
+
+
+def test_samples_alternate_decisions_in_the_view(sft_smoke_dir: Path) -> None:
+    from datasets import load_from_disk
+
+    from training.decision_margin import DECISIONS, decision_samples
+
+    train = load_from_disk(str(sft_smoke_dir / "dataset"))["train"]
+    counts = {name: sum(r["format"] == "flat" and r["control"] == name for r in train) for name in DECISIONS}
+    assert all(counts.values()), counts
+    every = decision_samples(sft_smoke_dir, "train", "full")
+    assert len(every) == sum(counts.values())
+    assert [s["gold"] for s in every[:2]] == list(DECISIONS)  # repair and confirm in turn
+    first = next(r for r in train if r["content_hash"] == every[0]["content_hash"])
+    assert every[0]["messages"] == first["messages"][:-1]  # the gold context: the decision itself left out
+    assert json.loads(first["messages"][-1]["content"].split("<tool_call>")[1].split("</tool_call>")[0])["name"] == (
+        "REPAIR"
+    )
+    bare = decision_samples(sft_smoke_dir, "train", "bare", limit=3)
+    assert len(bare) == 3 and all(m["role"] != "system" for s in bare for m in s["messages"])
+    assert all(s["tools"] is None for s in bare)
+    with pytest.raises(ValueError, match=r"has no split 'test'"):
+        decision_samples(sft_smoke_dir, "test", "full")
+
+
+def test_cached_margins_equal_full_forwards(sft_smoke_dir: Path, tiny_model_dir: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from training.decision_margin import decision_samples, decision_text, margins
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32).eval()
+    samples = decision_samples(sft_smoke_dir, "train", "bare", limit=2)
+    rows = margins(model, tokenizer, samples, progress=False)
+    for sample, row in zip(samples, rows, strict=True):
+        prompt = tokenizer.apply_chat_template(sample["messages"], add_generation_prompt=True, tokenize=False)
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        assert row["prompt_tokens"] == len(prompt_ids)
+        expected = {}
+        for name in ("REPAIR", "FINALIZE_RELATIONS"):
+            ids = tokenizer(decision_text(name), add_special_tokens=False)["input_ids"]
+            with torch.no_grad():
+                logits = model(torch.tensor([prompt_ids + ids])).logits[0, len(prompt_ids) - 1 : -1]
+            expected[name] = float(torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(ids)[:, None]).sum())
+            assert row[f"logprob_{name}"] == pytest.approx(expected[name], abs=1e-3)
+        assert row["margin"] == pytest.approx(expected["REPAIR"] - expected["FINALIZE_RELATIONS"], abs=1e-3)
+        assert row["gold"] == sample["gold"] and row["margin"] != 0.0
+
+
+def test_the_script_writes_rows_and_summary_and_refuses_bad_input(
+    sft_smoke_dir: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    script = [sys.executable, str(REPO / "scripts" / "decision_margin.py")]
+    out = tmp_path / "margins.json"
+    args = ["--model", str(tiny_model_dir), "--data", str(sft_smoke_dir), "--split", "train", "--prompt_view", "bare"]
+    done = subprocess.run([*script, *args, "--limit", "2", "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads(out.read_text())
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == written["summary"]
+    assert written["summary"]["samples"] == len(written["rows"]) == 2
+    assert {row["gold"] for row in written["rows"]} == {"REPAIR", "FINALIZE_RELATIONS"}
+
+    bad_model = subprocess.run([*script, "--model", str(tmp_path), "--data", str(sft_smoke_dir)], capture_output=True)
+    assert bad_model.returncode == 2 and b"no config.json there" in bad_model.stderr
+    bad_split = subprocess.run([*script, *args, "--split", "test"], capture_output=True, text=True)
+    assert bad_split.returncode == 2 and "has no split 'test'" in bad_split.stderr

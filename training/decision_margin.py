@@ -1,0 +1,122 @@
+"""Teacher-forced decision margins: how much a model prefers ``REPAIR`` to confirming at a check activation's decision.
+
+For each flat sample of a synthesis split whose gold control action is ``REPAIR`` or ``FINALIZE_RELATIONS`` (the
+decision that ends a check activation), the model reads the gold context (every message before the decision, in the
+asked prompt view) and the log-probability of the start of each decision's wire text is scored:
+``<tool_call>\\n{"name": "REPAIR"`` against ``<tool_call>\\n{"name": "FINALIZE_RELATIONS"``. The sample's margin is
+their difference. A model that reads the evidence (a failed check or probe) has higher margins at repair samples than
+at confirm samples whatever its threshold, so :func:`auc` (the probability that a random repair sample's margin
+exceeds a random confirm sample's; 0.5 is no separation) shows a recipe that moves the preference before it flips the
+greedy decision. Run it on a training split's validation rows to compare SFT recipes without held-out data:
+
+    python scripts/decision_margin.py --model runs/study-smollm2/arms/sft-lora/merged \\
+        --data runs/study-smollm2/data/train-bare --split validation --out margins.json
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from training.prompt_view import view
+
+DECISIONS = ("REPAIR", "FINALIZE_RELATIONS")
+"""The two decisions compared: a repair (positive) and the confirmation."""
+
+
+def decision_text(name: str) -> str:
+    """The start of a control action's wire text, up to and including its quoted name."""
+    return '<tool_call>\n{"name": "' + name + '"'
+
+
+def decision_samples(dataset_dir: str | Path, split: str, prompt_view: str, limit: int | None = None) -> list[dict]:
+    """The flat samples of ``split`` that end in one of :data:`DECISIONS`, as ``{messages, tools, gold, task_id,
+    content_hash}`` with the gold context (the final message dropped) in ``prompt_view``; with ``limit``, at most that
+    many, taken alternately from the repair and the confirm samples in dataset order."""
+    from datasets import load_from_disk
+
+    from training.sft import resolve_dataset_dir
+
+    splits = load_from_disk(str(resolve_dataset_dir(dataset_dir)))
+    if split not in splits:
+        raise ValueError(f"{dataset_dir} has no split {split!r} (it has {list(splits)}); pick one of them")
+    queues: dict[str, list[dict[str, Any]]] = {name: [] for name in DECISIONS}
+    for row in splits[split]:
+        if row.get("format", "flat") != "flat" or row.get("control") not in DECISIONS:
+            continue
+        tools = json.loads(row["tools"]) if isinstance(row["tools"], str) else row["tools"]
+        messages, tools = view(row["messages"][:-1], tools, prompt_view)
+        queues[row["control"]].append(
+            {
+                "messages": messages,
+                "tools": tools,
+                "gold": row["control"],
+                "task_id": row["task_id"],
+                "content_hash": row["content_hash"],
+            }
+        )
+    chosen: list[dict[str, Any]] = []
+    while any(queues.values()) and (limit is None or len(chosen) < limit):
+        for name in DECISIONS:
+            if queues[name] and (limit is None or len(chosen) < limit):
+                chosen.append(queues[name].pop(0))
+    return chosen
+
+
+def margins(model: Any, tokenizer: Any, samples: Sequence[dict[str, Any]], progress: bool = True) -> list[dict]:
+    """Each sample with its log-probabilities (``logprob_<decision>``) and ``margin`` (repair minus confirm).
+
+    The context is prefilled once (logits of its last position only); each decision's tokens (tokenized on their own, as a model generates after the
+    generation prompt) are scored on a copy of its key/value cache."""
+    import torch
+    from tqdm import tqdm
+
+    rows = []
+    for sample in tqdm(samples, desc="decision margins", unit="sample", disable=not progress):
+        prompt = tokenizer.apply_chat_template(
+            sample["messages"], tools=sample["tools"] or None, add_generation_prompt=True, tokenize=False
+        )
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([prompt_ids]), use_cache=True, logits_to_keep=1)
+            scores = {}
+            for name in DECISIONS:
+                ids = tokenizer(decision_text(name), add_special_tokens=False)["input_ids"]
+                cont = model(input_ids=torch.tensor([ids[:-1]]), cache=copy.deepcopy(out.cache), use_cache=True)
+                logits = torch.cat([out.logits[0, -1:], cont.logits[0]]).float()
+                logprobs = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids)[:, None])
+                scores[name] = float(logprobs.sum())
+        rows.append(
+            {
+                "task_id": sample["task_id"],
+                "content_hash": sample["content_hash"],
+                "gold": sample["gold"],
+                "prompt_tokens": len(prompt_ids),
+                **{f"logprob_{name}": value for name, value in scores.items()},
+                "margin": scores["REPAIR"] - scores["FINALIZE_RELATIONS"],
+            }
+        )
+    return rows
+
+
+def auc(rows: Sequence[dict[str, Any]]) -> float | None:
+    """The probability that a repair row's margin exceeds a confirm row's (ties count half); None without both."""
+    positive = [r["margin"] for r in rows if r["gold"] == "REPAIR"]
+    negative = [r["margin"] for r in rows if r["gold"] != "REPAIR"]
+    if not positive or not negative:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
+    return wins / (len(positive) * len(negative))
+
+
+def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """AUC, counts and the mean margin per decision."""
+    out: dict[str, Any] = {"samples": len(rows), "auc": auc(rows)}
+    for name in DECISIONS:
+        values = [r["margin"] for r in rows if r["gold"] == name]
+        out[f"n_{name}"] = len(values)
+        out[f"mean_margin_{name}"] = sum(values) / len(values) if values else None
+    return out
