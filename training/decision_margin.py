@@ -69,8 +69,8 @@ def decision_samples(dataset_dir: str | Path, split: str, prompt_view: str, limi
 def margins(model: Any, tokenizer: Any, samples: Sequence[dict[str, Any]], progress: bool = True) -> list[dict]:
     """Each sample with its log-probabilities (``logprob_<decision>``) and ``margin`` (repair minus confirm).
 
-    The context is prefilled once (logits of its last position only); each decision's tokens (tokenized on their own, as a model generates after the
-    generation prompt) are scored on a copy of its key/value cache."""
+    The context is prefilled once (logits of its last position only); each decision's tokens (tokenized on their
+    own, as a model generates after the generation prompt) are scored on a copy of its key/value cache."""
     import torch
     from tqdm import tqdm
 
