@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from training.prompt_view import view
-
-DECISIONS = ("REPAIR", "FINALIZE_RELATIONS")
-"""The two decisions compared: a repair (positive) and the confirmation."""
+from training.study_decisions import DECISION_CONTROLS as DECISIONS  # a repair (the positive) and the confirmation
 
 
 def decision_text(name: str) -> str:
