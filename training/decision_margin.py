@@ -72,6 +72,7 @@ def margins(model: Any, tokenizer: Any, samples: Sequence[dict[str, Any]], progr
     import torch
     from tqdm import tqdm
 
+    decision_ids = {name: tokenizer(decision_text(name), add_special_tokens=False)["input_ids"] for name in DECISIONS}
     rows = []
     for sample in tqdm(samples, desc="decision margins", unit="sample", disable=not progress):
         prompt = tokenizer.apply_chat_template(
@@ -81,8 +82,7 @@ def margins(model: Any, tokenizer: Any, samples: Sequence[dict[str, Any]], progr
         with torch.no_grad():
             out = model(input_ids=torch.tensor([prompt_ids]), use_cache=True, logits_to_keep=1)
             scores = {}
-            for name in DECISIONS:
-                ids = tokenizer(decision_text(name), add_special_tokens=False)["input_ids"]
+            for name, ids in decision_ids.items():
                 cont = model(input_ids=torch.tensor([ids[:-1]]), cache=copy.deepcopy(out.cache), use_cache=True)
                 logits = torch.cat([out.logits[0, -1:], cont.logits[0]]).float()
                 logprobs = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids)[:, None])
