@@ -11,7 +11,8 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
   or both (:func:`select_formats`). ``last_turn_only`` trains each sample's final assistant turn (its control
   action: the decision) and nothing before it: rows become TRL's conversational prompt-completion pairs
   (:func:`to_last_turn`), ``SFTTrainer`` masks the prompt (``completion_only_loss``) and the assistant mask still
-  applies, so the loss covers exactly that turn's tokens.
+  applies, so the loss covers exactly that turn's tokens. ``action_name_weight`` multiplies the training loss of
+  the tokens naming each trained action (:mod:`training.action_weight`): the decision inside a long repair turn.
 - Loss on assistant tokens only (``assistant_only_loss=True``, forced): the project's chat template
   (``harness/chat_template.jinja``) wraps each assistant body, tool-call JSON and ``<|im_end|>`` included, in
   ``{% generation %}`` markers, and TRL turns everything outside them into label -100.
@@ -149,6 +150,14 @@ class DataArguments:
             "(checks, probes) being context: the rows become prompt-completion pairs, the prompt masked."
         },
     )
+    action_name_weight: float = field(
+        default=1.0,
+        metadata={
+            "help": "Training-loss weight of the tokens that name each trained tool call's action (the decision, "
+            "e.g. REPAIR vs FINALIZE_RELATIONS), every other token weighing 1; 1 is TRL's plain per-token loss "
+            "(training.action_weight)."
+        },
+    )
 
     def __post_init__(self) -> None:
         from synthesis.samples import FORMATS
@@ -164,6 +173,8 @@ class DataArguments:
                 f"stratify_by={self.stratify_by!r} picks which rows a limited subset keeps, but neither "
                 "max_train_samples nor max_eval_samples is set; set one, or drop stratify_by"
             )
+        if not self.action_name_weight > 0:
+            raise ValueError(f"action_name_weight={self.action_name_weight} must be positive; 1 leaves the loss plain")
 
 
 def resolve_dataset_dir(dataset_path: str | Path) -> Path:
@@ -338,6 +349,7 @@ def build_trainer(
         require("peft")
     from trl import SFTTrainer
 
+    from training.action_weight import weighted_trainer_class
     from training.lm_head import use_compact_lm_head
 
     if not sft_config.assistant_only_loss:
@@ -357,7 +369,13 @@ def build_trainer(
     if model_args.attn_implementation is not None:
         model_init_kwargs["attn_implementation"] = model_args.attn_implementation
     sft_config.model_init_kwargs = {**model_init_kwargs, **(sft_config.model_init_kwargs or {})}
-    trainer = SFTTrainer(
+    if data_args.action_name_weight != 1.0 and (sft_config.label_smoothing_factor > 0 or getattr(sft_config, "use_liger_kernel", False)):
+        raise ValueError(
+            f"action_name_weight={data_args.action_name_weight} reweights TRL's fused per-token loss; it cannot be "
+            "combined with label_smoothing_factor > 0 or use_liger_kernel; set action_name_weight to 1"
+        )
+    trainer_class = SFTTrainer if data_args.action_name_weight == 1.0 else weighted_trainer_class(SFTTrainer)
+    trainer = trainer_class(
         model=model_path,
         args=sft_config,
         train_dataset=splits["train"],
@@ -365,6 +383,8 @@ def build_trainer(
         processing_class=tokenizer,
         peft_config=_lora_config(model_args),
     )
+    if data_args.action_name_weight != 1.0:
+        trainer.action_name_weight = data_args.action_name_weight
     # On CPU, score only the labelled positions (TRL scores every position there; see training/lm_head.py)
     use_compact_lm_head(trainer.model.get_base_model() if model_args.use_peft else trainer.model)
     return trainer, data_stats
@@ -457,6 +477,8 @@ def write_model_card(
     loss_on = "assistant tokens"
     if data_args.last_turn_only:
         loss_on = "each sample's last assistant turn (its control action)"
+    if data_args.action_name_weight != 1.0:
+        loss_on += f", the tokens naming each action weighted {data_args.action_name_weight:g}x in training"
     lines = [
         "# StateGuard manager (SFT)",
         "",

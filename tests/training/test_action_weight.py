@@ -1,0 +1,95 @@
+"""The action-name loss weight (training.action_weight): which tokens it weighs, and the loss TRL's trainer returns."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+CALL = '<tool_call>\n{"name": "REPAIR", "arguments": {"error_hint": {"name": "not an action"}}}\n</tool_call><|im_end|>'
+
+
+def test_weights_cover_exactly_each_labelled_action_name(qwen3_tokenizer):
+    from training.action_weight import action_name_weights
+
+    tokenizer = qwen3_tokenizer
+    first = tokenizer(CALL, add_special_tokens=False)["input_ids"]
+    second = tokenizer(CALL.replace("REPAIR", "FINALIZE_RELATIONS"), add_special_tokens=False)["input_ids"]
+    prompt = tokenizer('context: {"name": "OPEN_STATE"}', add_special_tokens=False)["input_ids"]
+    # prompt (unlabelled) | first call (labelled) | one unlabelled token | second call (labelled) | padding
+    targets = [-100] * len(prompt) + first + [-100] + second + [-100, -100]
+    weights = action_name_weights(torch.tensor([targets, [-100] * len(targets)]), lambda t: tokenizer.decode([t]), 7.0)
+
+    assert weights.shape == (2, len(targets)) and weights.dtype == torch.float32
+    heavy = [i for i, w in enumerate(weights[0].tolist()) if w == 7.0]
+    assert set(weights[0].tolist()) == {1.0, 7.0} and weights[1].eq(1.0).all()
+    spans, current = [], [heavy[0]]
+    for index in heavy[1:]:
+        if index == current[-1] + 1:
+            current.append(index)
+        else:
+            spans.append(current)
+            current = [index]
+    spans.append(current)
+    names = [tokenizer.decode([targets[i] for i in span]) for span in spans]
+    # exactly the two calls' names (their tokens may carry the quotes around them); never the nested "name" key,
+    # never the unlabelled prompt's
+    assert [name.strip('"') for name in names] == ["REPAIR", "FINALIZE_RELATIONS"]
+    assert all(len(name) - len(name.strip('"')) <= 2 for name in names)
+
+
+def _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, weight):
+    from tests.training.test_sft import _cpu_config
+    from training.sft import DataArguments, ModelArguments, build_trainer
+
+    trainer, _ = build_trainer(
+        ModelArguments(model_name_or_path=str(tiny_model_dir)),
+        DataArguments(dataset_path=str(sft_short_dataset_dir), max_train_samples=2, action_name_weight=weight),
+        _cpu_config(tmp_path / f"out-{weight}"),
+    )
+    return trainer
+
+
+def test_trainer_loss_weights_the_action_names_and_eval_stays_plain(sft_short_dataset_dir, tiny_model_dir, tmp_path):
+    from training.action_weight import action_name_weights
+
+    plain = _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, 1.0)
+    heavy = _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, 5.0)
+    assert type(plain).__name__ == "SFTTrainer" and heavy.action_name_weight == 5.0
+    batch = heavy.data_collator([heavy.train_dataset[i] for i in range(2)])
+    model = heavy.model
+    model.train()
+
+    # the reference: per-token log-probabilities of the labels from an ordinary forward
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1].float()
+        targets = batch["labels"][:, 1:]
+        mask = targets != -100
+        log_probs = torch.log_softmax(logits, -1).gather(-1, targets.clamp(min=0)[..., None])[..., 0] * mask
+    weights = action_name_weights(targets, lambda t: heavy.processing_class.decode([t]), 5.0)
+    assert int((weights == 5.0).sum()) >= 2  # each sample's reply is a tool call with a named action
+
+    weighted = heavy.compute_loss(model, dict(batch))
+    assert weighted.requires_grad
+    assert float(weighted.detach()) == pytest.approx(float(-(log_probs * weights).sum() / mask.sum()), rel=1e-4)
+    with torch.no_grad():
+        unweighted = plain.compute_loss(model, dict(batch))  # TRL's own loss, the same weights
+    assert float(unweighted) == pytest.approx(float(-log_probs.sum() / mask.sum()), rel=1e-4)
+    assert float(weighted) > float(unweighted)
+
+    model.eval()  # evaluation reports the plain per-token loss, comparable across weights
+    with torch.no_grad():
+        assert float(heavy.compute_loss(model, dict(batch))) == pytest.approx(float(unweighted), rel=1e-4)
+
+
+def test_action_name_weight_bad_values_are_refused(sft_short_dataset_dir, tiny_model_dir, tmp_path):
+    from tests.training.test_sft import _cpu_config
+    from training.sft import DataArguments, ModelArguments, build_trainer
+
+    with pytest.raises(ValueError, match=r"^action_name_weight=0 must be positive"):
+        DataArguments(action_name_weight=0)
+    with pytest.raises(ValueError, match=r"^action_name_weight=3.0 reweights TRL's fused per-token loss"):
+        build_trainer(
+            ModelArguments(model_name_or_path=str(tiny_model_dir)),
+            DataArguments(dataset_path=str(sft_short_dataset_dir), action_name_weight=3.0),
+            _cpu_config(tmp_path / "out", label_smoothing_factor=0.1),
+        )
