@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None and args.limit <= 0:
         print(f"--limit {args.limit}: must be positive; leave it out for every sample", file=sys.stderr)
         return 2
-    from training.decision_margin import decision_samples, margins, summary
+    from training.decision_margin import decision_samples, score_model, summary
 
     try:
         samples = decision_samples(args.data, args.split, args.prompt_view, args.limit)
@@ -53,14 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--data {args.data}: split {args.split!r} {what}", file=sys.stderr)
         return 2
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if args.threads:
+        import torch
+
         torch.set_num_threads(args.threads)
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
-    rows = margins(model, tokenizer, samples)
+    rows = score_model(model_dir, samples)
     result = {
         "model": str(model_dir),
         "data": str(args.data),

@@ -6,16 +6,18 @@ the rest being arguments the model copies from the evidence; a wrong decision th
 (a 3.5-nat miss spread over ~100 tokens reads as a loss of 0.035). ``action_name_weight`` multiplies the loss of
 those name tokens, so the decision carries the gradient it needs, and leaves every other token's weight at 1.
 
-The name tokens are found from the labels alone (:func:`action_name_weights`): each run of labelled positions is
-decoded token by token, each call's ``<tool_call>{"name": "..."`` is matched in that text, and every token overlapping the name's
-characters is weighted. Nothing outside the model's own targets is read.
+The name tokens are found from the labels alone (:func:`action_name_mask`): each run of labelled positions is
+decoded token by token, each call's ``<tool_call>{"name": "..."`` is matched in that text, and every token
+overlapping the name's characters is marked. Nothing outside the model's own targets is read.
 
 :func:`weighted_trainer_class` subclasses TRL's ``SFTTrainer``: in training its ``compute_loss`` runs TRL's own
 (which logs entropy and token accuracy from the fused LM head's outputs), captures those outputs with a forward
 hook, and returns the weighted loss over the same per-token log-probabilities, normalized by the same token count
-as TRL's (so a weight of 1 returns TRL's loss exactly). Evaluation keeps the plain per-token loss, comparable across
-weights. TRL's ``nll`` and ``dft`` losses are supported; label smoothing and a custom ``compute_loss_func`` (which
-build the loss from full logits) are refused when the weight is not 1.
+as TRL's (a weight of 1 returns TRL's loss itself). Every training step also logs ``action_name_nll``, the mean
+loss of the name tokens alone: whether the decision is being learned, which the per-token mean hides. Evaluation
+keeps the plain per-token loss, comparable across weights. TRL's ``nll`` and ``dft`` losses can be weighted; label
+smoothing and a custom ``compute_loss_func`` (which build the loss from full logits) are refused when the weight is
+not 1.
 """
 
 from __future__ import annotations
@@ -30,14 +32,13 @@ NAME_PATTERN = re.compile(r'<tool_call>\s*\{\s*"name"\s*:\s*"([^"]*)"')
 """A tool call's action name: the first JSON key of the call (a ``"name"`` inside its arguments is not matched)."""
 
 
-def action_name_weights(targets: torch.Tensor, piece: Callable[[int], str], weight: float) -> torch.Tensor:
-    """Per-position loss weights for next-token ``targets`` (``-100`` = no label): ``weight`` at the tokens whose
-    text overlaps an action name (``<tool_call>{"name": "<here>"``) inside a run of labelled positions, 1 elsewhere.
+def action_name_mask(targets: torch.Tensor, piece: Callable[[int], str]) -> torch.Tensor:
+    """``True`` at the next-token ``targets`` (``-100`` = no label) whose text overlaps an action name
+    (``<tool_call>{"name": "<here>"``) inside a run of labelled positions.
 
     ``piece(token_id)`` is the token's text (the tokenizer's decode of that one id)."""
-    weights = torch.ones(targets.shape, dtype=torch.float32, device=targets.device)
-    rows = targets.tolist()
-    for row, ids in enumerate(rows):
+    mask = torch.zeros(targets.shape, dtype=torch.bool, device=targets.device)
+    for row, ids in enumerate(targets.tolist()):
         position = 0
         while position < len(ids):
             if ids[position] == -100:
@@ -56,14 +57,20 @@ def action_name_weights(targets: torch.Tensor, piece: Callable[[int], str], weig
                 offset = 0
                 for index, end in enumerate(ends):
                     if offset < name_end and end > name_start:  # the token's characters overlap the name's
-                        weights[row, start + index] = weight
+                        mask[row, start + index] = True
                     offset = end
-    return weights
+    return mask
+
+
+def action_name_weights(targets: torch.Tensor, piece: Callable[[int], str], weight: float) -> torch.Tensor:
+    """Per-position loss weights: ``weight`` where :func:`action_name_mask` is set, 1 elsewhere (float32)."""
+    return torch.where(action_name_mask(targets, piece), float(weight), 1.0).to(torch.float32)
 
 
 def weighted_trainer_class(base: type) -> type:
-    """``base`` (TRL's ``SFTTrainer``) with :meth:`compute_loss` weighting the action-name tokens by the instance's
-    ``action_name_weight`` (set it after construction; 1.0 leaves TRL's loss untouched)."""
+    """``base`` (TRL's ``SFTTrainer``) whose training :meth:`compute_loss` weighs the action-name tokens by the
+    instance's ``action_name_weight`` (set it after construction; 1.0 returns TRL's loss untouched) and logs their
+    mean negative log-likelihood as ``action_name_nll`` (the decision's loss, whatever the weight)."""
 
     class ActionWeightedSFTTrainer(base):
         action_name_weight: float = 1.0
@@ -75,9 +82,12 @@ def weighted_trainer_class(base: type) -> type:
             return cache[token]
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            if self.action_name_weight == 1.0 or not model.training or return_outputs:
+            if not model.training or return_outputs:
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            if self.compute_loss_func is not None or self.args.label_smoothing_factor > 0 or self.aux_loss_enabled:
+            weighted = self.action_name_weight != 1.0
+            if weighted and (
+                self.compute_loss_func is not None or self.args.label_smoothing_factor > 0 or self.aux_loss_enabled
+            ):
                 raise ValueError(
                     "action_name_weight reweights TRL's fused per-token loss; it cannot be combined with "
                     "compute_loss_func, label_smoothing_factor > 0 or a MoE router loss; set it to 1"
@@ -85,20 +95,30 @@ def weighted_trainer_class(base: type) -> type:
             captured: list[Any] = []
             handle = model.register_forward_hook(lambda module, args, output: captured.append(output))
             try:
-                super().compute_loss(model, inputs, False, num_items_in_batch)
+                loss = super().compute_loss(model, inputs, False, num_items_in_batch)
             finally:
                 handle.remove()
-            outputs = captured[-1]
-            if getattr(outputs, "log_probs", None) is None:
-                raise ValueError("action_name_weight needs TRL's fused LM head outputs (log_probs); set it to 1")
+            outputs = next((o for o in reversed(captured) if getattr(o, "log_probs", None) is not None), None)
+            if outputs is None:  # a loss built from full logits (label smoothing, compute_loss_func): nothing to add
+                if weighted:
+                    raise ValueError("action_name_weight needs TRL's fused LM head outputs (log_probs); set it to 1")
+                return loss
             labels = inputs.get("shift_labels")
-            targets = labels if labels is not None else inputs["labels"][:, 1:]
-            weights = action_name_weights(targets, self._piece, self.action_name_weight)
+            names = action_name_mask(labels if labels is not None else inputs["labels"][:, 1:], self._piece)
+            with torch.no_grad():
+                gather = self.accelerator.gather_for_metrics
+                total = gather(-outputs.log_probs.detach()[names].sum()).sum()
+                count = gather(names.sum()).sum()
+                if count > 0:
+                    self._metrics["train"]["action_name_nll"].append(float(total / count))
+            if not weighted:
+                return loss
             per_token = -outputs.log_probs
             if self.args.loss_type == "dft":
                 per_token = per_token * outputs.log_probs.exp().detach()
+            weights = torch.where(names, float(self.action_name_weight), 1.0).to(per_token.dtype)
             num_tokens = outputs.label_mask.sum() if num_items_in_batch is None else num_items_in_batch
-            loss = (per_token * weights.to(per_token.dtype)).sum() / torch.as_tensor(num_tokens).clamp(min=1)
+            loss = (per_token * weights).sum() / torch.as_tensor(num_tokens).clamp(min=1)
             if self.args.average_tokens_across_devices and num_items_in_batch is not None:
                 loss = loss * (self.accelerator.num_processes // self.get_tp_size())
             return loss

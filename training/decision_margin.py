@@ -11,6 +11,9 @@ greedy decision. Run it on a training split's validation rows to compare SFT rec
 
     python scripts/decision_margin.py --model runs/study-smollm2/arms/sft-lora/merged \\
         --data runs/study-smollm2/data/train-bare --split validation --out margins.json
+
+The study scores every flat model arm this way after training (:func:`arm_margins`, ``margin_split`` in its config),
+so its report shows what each recipe does to the decision on the split it was chosen on.
 """
 
 from __future__ import annotations
@@ -111,10 +114,51 @@ def auc(rows: Sequence[dict[str, Any]]) -> float | None:
 
 
 def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """AUC, counts and the mean margin per decision."""
+    """AUC, and per gold decision: the count, the mean margin and how many rows prefer REPAIR (margin > 0: the
+    decision greedy decoding starts on)."""
     out: dict[str, Any] = {"samples": len(rows), "auc": auc(rows)}
     for name in DECISIONS:
         values = [r["margin"] for r in rows if r["gold"] == name]
         out[f"n_{name}"] = len(values)
         out[f"mean_margin_{name}"] = sum(values) / len(values) if values else None
+        out[f"prefers_repair_{name}"] = sum(value > 0 for value in values)
     return out
+
+
+def score_model(model_dir: str | Path, samples: Sequence[dict[str, Any]], progress: bool = True) -> list[dict]:
+    """:func:`margins` of the saved model (and its tokenizer) in ``model_dir``, in float32."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    return margins(model, tokenizer, samples, progress=progress)
+
+
+MARGINS_FILE = "margins.json"
+"""A study arm's decision margins on the training split (in its arm folder)."""
+
+
+def arm_margins(study: Any, arm: str) -> dict[str, Any]:
+    """The decision margins of a study arm's model on the ``margin_split`` rows of the training data it was trained
+    on (as the arms see it: the study's prompt view), at most ``margin_limit`` of them: ``{model, data, split,
+    summary, rows}``, kept in the arm's :data:`MARGINS_FILE` (a resumed study reuses it)."""
+    from training.study_data import sft_dataset
+
+    config = study.config
+    path = study.arm_dir(arm) / MARGINS_FILE
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    data = sft_dataset(study)  # already in the prompt view
+    samples = decision_samples(data, config.margin_split, "full", config.margin_limit)
+    rows = score_model(study.model_dir(arm), samples) if samples else []
+    result = {
+        "model": str(study.model_dir(arm)),
+        "data": str(data),
+        "split": config.margin_split,
+        "summary": summary(rows),
+        "rows": rows,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result

@@ -12,7 +12,8 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
   action: the decision) and nothing before it: rows become TRL's conversational prompt-completion pairs
   (:func:`to_last_turn`), ``SFTTrainer`` masks the prompt (``completion_only_loss``) and the assistant mask still
   applies, so the loss covers exactly that turn's tokens. ``action_name_weight`` multiplies the training loss of
-  the tokens naming each trained action (:mod:`training.action_weight`): the decision inside a long repair turn.
+  the tokens naming each trained action (:mod:`training.action_weight`): the decision inside a long repair turn;
+  their mean loss is logged as ``action_name_nll`` at every step, whatever the weight.
 - Loss on assistant tokens only (``assistant_only_loss=True``, forced): the project's chat template
   (``harness/chat_template.jinja``) wraps each assistant body, tool-call JSON and ``<|im_end|>`` included, in
   ``{% generation %}`` markers, and TRL turns everything outside them into label -100.
@@ -369,13 +370,14 @@ def build_trainer(
     if model_args.attn_implementation is not None:
         model_init_kwargs["attn_implementation"] = model_args.attn_implementation
     sft_config.model_init_kwargs = {**model_init_kwargs, **(sft_config.model_init_kwargs or {})}
-    if data_args.action_name_weight != 1.0 and (sft_config.label_smoothing_factor > 0 or getattr(sft_config, "use_liger_kernel", False)):
+    if data_args.action_name_weight != 1.0 and (
+        sft_config.label_smoothing_factor > 0 or getattr(sft_config, "use_liger_kernel", False)
+    ):
         raise ValueError(
             f"action_name_weight={data_args.action_name_weight} reweights TRL's fused per-token loss; it cannot be "
             "combined with label_smoothing_factor > 0 or use_liger_kernel; set action_name_weight to 1"
         )
-    trainer_class = SFTTrainer if data_args.action_name_weight == 1.0 else weighted_trainer_class(SFTTrainer)
-    trainer = trainer_class(
+    trainer = weighted_trainer_class(SFTTrainer)(
         model=model_path,
         args=sft_config,
         train_dataset=splits["train"],
@@ -383,8 +385,7 @@ def build_trainer(
         processing_class=tokenizer,
         peft_config=_lora_config(model_args),
     )
-    if data_args.action_name_weight != 1.0:
-        trainer.action_name_weight = data_args.action_name_weight
+    trainer.action_name_weight = data_args.action_name_weight
     # On CPU, score only the labelled positions (TRL scores every position there; see training/lm_head.py)
     use_compact_lm_head(trainer.model.get_base_model() if model_args.use_peft else trainer.model)
     return trainer, data_stats

@@ -223,6 +223,15 @@ class StudyConfig:
         metadata={"help": "Where the arm takes over a decision point (and DAPO's rollouts): decision (the gold runs "
                   "its checks, the arm reads their results and decides) or activation (it writes its own checks)."},
     )  # fmt: skip
+    margin_split: str | None = field(
+        default="validation",
+        metadata={"help": "The training data's split whose flat REPAIR / FINALIZE_RELATIONS rows score each flat "
+                  "model arm's decision margins after training (training.decision_margin: the recipe's check on the "
+                  "split it is chosen on, never a held-out one); null: not scored."},
+    )  # fmt: skip
+    margin_limit: int | None = field(
+        default=None, metadata={"help": "At most this many margin rows (repair and confirm in turn; None: all)."}
+    )
     manager_max_tokens: int = field(default=160, metadata={"help": "Cap on one manager reply (tokens)."})
     runtime: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "RuntimeConfig fields of the episodes (e.g. max_actions)."}
@@ -247,6 +256,12 @@ class StudyConfig:
             missing = [n for n in ARMS[arm].needs if n not in self.arms]
             if missing:
                 raise ValueError(f"arms: {arm} is trained from {missing[0]}; add {missing[0]} to arms")
+        if self.margin_split not in (None, "train", "validation"):
+            raise ValueError(
+                f"margin_split={self.margin_split!r}: use train or validation (a training-data split), or null"
+            )
+        if self.margin_limit is not None and self.margin_limit <= 0:
+            raise ValueError(f"margin_limit={self.margin_limit} must be positive (or null: every row)")
         if self.comparisons is None:
             self.comparisons = [[a, b] for i, a in enumerate(self.arms) for b in self.arms[i + 1 :]]
         for pair in self.comparisons:
@@ -441,6 +456,12 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
 
     exact: dict[str, list[dict[str, Any]]] = {}
     model_arms = [a for a in arms if ARMS[a].model]
+    margins: dict[str, dict[str, Any]] = {}
+    if config.margin_split is not None:  # the flat arms read the SFT samples' context (windowed has its own prompt)
+        from training.decision_margin import arm_margins
+
+        for arm in [a for a in model_arms if ARMS[a].format == "flat" and a != "windowed"]:
+            margins[arm] = timed(f"margins/{arm}", lambda a=arm: arm_margins(study, a))
     exact_arms = [a for a in model_arms if ARMS[a].format == "flat"]  # the samples are flat conversations
     if exact_arms:
         from transformers import AutoTokenizer
@@ -481,7 +502,14 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
     factories = {arm: (lambda a=arm: policy(a)) for arm in model_arms if arm in episode_arms}
     evaluation = timed("episodes", lambda: run_evaluation(eval_config, policy_factories=factories))
     results = collect(
-        study, data=data, trained=trained, exact=exact, evaluation=evaluation, timing=timing, decisions=decisions
+        study,
+        data=data,
+        trained=trained,
+        exact=exact,
+        evaluation=evaluation,
+        timing=timing,
+        decisions=decisions,
+        margins=margins,
     )
     results["config"] = asdict(config)
     write_outputs(study.out, results)

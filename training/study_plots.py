@@ -12,8 +12,8 @@ PLOTS = ("metrics.png", "rewards.png", "training_sft.png", "training_rl.png")
 
 def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
     """``metrics.png`` (rates with CIs per arm), ``rewards.png`` (reward by term), ``training_sft.png`` (loss per
-    step of every SFT arm) and, when a DAPO arm trained, ``training_rl.png`` (reward, illegal-action rate, repair
-    precision and recall per step)."""
+    step of every SFT arm and, when logged, the action-name tokens' own loss) and, when a DAPO arm trained,
+    ``training_rl.png`` (reward, illegal-action rate, repair precision and recall per step)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -59,14 +59,22 @@ def write_plots(out: Path, results: dict[str, Any]) -> list[Path]:
     paths.append(save_figure(fig, out / PLOTS[1]))
 
     trained = {a: v["training"]["curves"] for a, v in arms.items() if v["training"]}
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    for arm, curves in trained.items():
+    sft = {a: c for a, c in trained.items() if a not in ("sft-dapo", "rl-only")}
+    decision = any(c.get("action_name_nll") for c in sft.values())  # the SFT logs the action names' own loss
+    fig, axes = plt.subplots(1, 2 if decision else 1, figsize=(11 if decision else 6, 3.6), squeeze=False)
+    for arm, curves in sft.items():
         for key, style in (("loss", "-"), ("eval_loss", "o--")):
             if curves.get(key):
                 steps, values = zip(*curves[key], strict=True)
-                ax.plot(steps, values, style, label=f"{arm} {key}")
-    ax.set(xlabel="step", ylabel="loss", title="SFT loss (assistant tokens)")
-    ax.legend(fontsize=7)
+                axes[0][0].plot(steps, values, style, label=f"{arm} {key}")
+        if decision and curves.get("action_name_nll"):
+            steps, values = zip(*curves["action_name_nll"], strict=True)
+            axes[0][1].plot(steps, values, ".", alpha=0.6, label=arm)
+    axes[0][0].set(xlabel="step", ylabel="loss", title="SFT loss (trained tokens)")
+    axes[0][0].legend(fontsize=7)
+    if decision:
+        axes[0][1].set(xlabel="step", ylabel="nats", title="loss of the action-name tokens (the decision)")
+        axes[0][1].legend(fontsize=7)
     paths.append(save_figure(fig, out / PLOTS[2]))
 
     rl = {arm: trained[arm] for arm in ("sft-dapo", "rl-only") if trained.get(arm)}

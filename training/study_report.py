@@ -74,7 +74,7 @@ def training_figures(folder: Path) -> dict[str, Any]:
     for entry in logs:
         step = entry.get("step")
         for key, value in entry.items():
-            wanted = key in ("loss", "eval_loss", "reward") or key.startswith(
+            wanted = key in ("loss", "eval_loss", "reward", "action_name_nll") or key.startswith(
                 ("rewards/", "clip", "dapo/", "manager/")
             )
             if wanted and isinstance(value, int | float) and step is not None:
@@ -91,6 +91,7 @@ def collect(
     evaluation: dict[str, Any],
     timing: dict[str, float],
     decisions: dict[str, list[dict[str, Any]]] | None = None,
+    margins: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The study's results dict (written to ``results.json``)."""
     from harness.evaluation.evaluate import read_variant, variant_file
@@ -136,6 +137,7 @@ def collect(
             "description": ARMS[arm].description,
             "metrics": metrics,
             "training": {**training_figures(Path(folder)), "seconds": trained[arm].get("seconds")} if folder else None,
+            "margins": {"split": margins[arm]["split"], **margins[arm]["summary"]} if arm in (margins or {}) else None,
         }
     results = {
         "simulated": True,
@@ -409,6 +411,7 @@ def render_report(results: dict[str, Any]) -> str:
         markdown_table(RESULT_COLUMNS, list(arms.items())),
         "\n![metrics](metrics.png)\n",
         *decision_section(results),
+        *margin_section(results),
         "## Reward by term (mean over episodes)\n",
         markdown_table(reward_columns, list(arms.items())),
         "\n![rewards](rewards.png)\n",
@@ -508,6 +511,34 @@ def decision_section(results: dict[str, Any]) -> list[str]:
         ]
         lines += [f"### {group}\n", markdown_table(DECISION_COLUMNS, grouped), ""]
     return lines
+
+
+MARGIN_COLUMNS = [
+    ("arm", lambda r: r[0]),
+    ("rows (REPAIR / confirm)", lambda r: f"{r[1]['n_REPAIR']} / {r[1]['n_FINALIZE_RELATIONS']}"),
+    ("AUC", lambda r: fmt(r[1]["auc"], 2)),
+    ("mean margin at REPAIR rows", lambda r: fmt(r[1]["mean_margin_REPAIR"], 2)),
+    ("mean margin at confirm rows", lambda r: fmt(r[1]["mean_margin_FINALIZE_RELATIONS"], 2)),
+    ("prefer REPAIR: REPAIR rows", lambda r: r[1]["prefers_repair_REPAIR"]),
+    ("prefer REPAIR: confirm rows", lambda r: r[1]["prefers_repair_FINALIZE_RELATIONS"]),
+]
+
+
+def margin_section(results: dict[str, Any]) -> list[str]:
+    """The decision margins of the flat model arms on the training data (when scored)."""
+    rows = [(arm, a["margins"]) for arm, a in results["arms"].items() if a.get("margins")]
+    if not rows:
+        return []
+    split = rows[0][1]["split"]
+    return [
+        f"## Decision margins on the training data ({split} split; a check of the recipe, not a held-out result)\n",
+        f"At each flat {split} sample whose gold decision is REPAIR or FINALIZE_RELATIONS the model reads the gold "
+        "context; the margin is log P(REPAIR) - log P(FINALIZE_RELATIONS) of the decision's first tokens "
+        "(`training/decision_margin.py`). AUC: the chance a REPAIR row's margin exceeds a confirm row's (0.5: the "
+        "evidence is not read). A row prefers REPAIR when its margin is positive (where greedy decoding starts).\n",
+        markdown_table(MARGIN_COLUMNS, rows),
+        "",
+    ]
 
 
 def scale_notes(results: dict[str, Any]) -> list[str]:

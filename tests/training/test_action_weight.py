@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-CALL = '<tool_call>\n{"name": "REPAIR", "arguments": {"error_hint": {"name": "not an action"}}}\n</tool_call><|im_end|>'
+CALL = (
+    '<tool_call>\n{"name": "REPAIR", "arguments": {"error_hint": {"name": "not an action"}}}\n</tool_call><|im_end|>'
+)
 
 
 def test_weights_cover_exactly_each_labelled_action_name(qwen3_tokenizer):
@@ -50,11 +52,11 @@ def _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, weight):
 
 
 def test_trainer_loss_weights_the_action_names_and_eval_stays_plain(sft_short_dataset_dir, tiny_model_dir, tmp_path):
-    from training.action_weight import action_name_weights
+    from training.action_weight import action_name_mask, action_name_weights
 
     plain = _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, 1.0)
     heavy = _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, 5.0)
-    assert type(plain).__name__ == "SFTTrainer" and heavy.action_name_weight == 5.0
+    assert (plain.action_name_weight, heavy.action_name_weight) == (1.0, 5.0)
     batch = heavy.data_collator([heavy.train_dataset[i] for i in range(2)])
     model = heavy.model
     model.train()
@@ -75,6 +77,13 @@ def test_trainer_loss_weights_the_action_names_and_eval_stays_plain(sft_short_da
         unweighted = plain.compute_loss(model, dict(batch))  # TRL's own loss, the same weights
     assert float(unweighted) == pytest.approx(float(-log_probs.sum() / mask.sum()), rel=1e-4)
     assert float(weighted) > float(unweighted)
+    # both log the decision's own loss: the mean over the action-name tokens, whatever the weight
+    names = action_name_mask(targets, lambda t: heavy.processing_class.decode([t]))
+    assert names.equal(weights == 5.0)
+    for trainer in (heavy, plain):
+        assert trainer._metrics["train"]["action_name_nll"][-1] == pytest.approx(
+            float(-log_probs[names].mean()), rel=1e-4
+        )
 
     model.eval()  # evaluation reports the plain per-token loss, comparable across weights
     with torch.no_grad():

@@ -32,6 +32,8 @@ def test_auc_by_hand() -> None:
         "mean_margin_REPAIR": 0.0,
         "n_FINALIZE_RELATIONS": 2,
         "mean_margin_FINALIZE_RELATIONS": -0.5,
+        "prefers_repair_REPAIR": 1,  # margin 1.0 > 0
+        "prefers_repair_FINALIZE_RELATIONS": 0,  # a margin of 0.0 is a tie, not a preference
     }
 
 

@@ -47,6 +47,8 @@ def test_study_configs_load() -> None:
         ({"heldout_fault_types": ["typo"]}, "heldout_fault_types: unknown"),
         ({"comparisons": [["none"]]}, "not a pair"),
         ({"exact_match_samples": 0}, "at least 1"),
+        ({"margin_split": "heldout"}, "margin_split='heldout': use train or validation"),
+        ({"margin_limit": 0}, "margin_limit=0 must be positive"),
     ],
 )
 def test_bad_study_configs_name_the_fix(overrides: dict, message: str) -> None:
@@ -206,8 +208,18 @@ def test_miniature_study(tmp_path: Path) -> None:
         "data/train_control/COMMIT_STATE": 1,
         "data/train_control/FINALIZE_RELATIONS": 1,
     }
+    # decision margins on the training data's validation rows: the flat model arms, at most margin_limit rows each
+    scored = {arm for arm in ran if results["arms"][arm]["margins"]}
+    assert scored == {"prompt", "sft-lora"}
+    for arm in scored:
+        margins = results["arms"][arm]["margins"]
+        assert (
+            margins["split"] == "validation"
+            and margins["n_REPAIR"] + margins["n_FINALIZE_RELATIONS"] == margins["samples"] <= config["margin_limit"]
+        )
     report = (out / "report.md").read_text()
     assert "| COMMIT_STATE 1, FINALIZE_RELATIONS 1 |" in report
+    assert "## Decision margins on the training data (validation split" in report
     for arm in config["arms"]:
         assert f"| {arm} |" in report or f"- {arm}: " in report  # in the table, or listed as not run
     for plot in ("metrics.png", "rewards.png", "training_sft.png"):
@@ -219,10 +231,11 @@ def test_miniature_study(tmp_path: Path) -> None:
     assert results["timing"] == {**timing, "total": pytest.approx(sum(timing.values()), abs=0.1)}
     assert timing["train/sft-lora"] == json.loads((out / "arms" / "sft-lora" / "train.json").read_text())["seconds"]
     # a re-run resumes everything: nothing is trained or generated again, the numbers are the same
-    rows = {arm: (out / "arms" / arm / "decisions.jsonl").read_text() for arm in ran if arm != "none"}
+    files = [out / "arms" / arm / "decisions.jsonl" for arm in ran if arm != "none"]
+    kept = {path: path.read_text() for path in files + [out / "arms" / arm / "margins.json" for arm in scored]}
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert {arm: (out / "arms" / arm / "decisions.jsonl").read_text() for arm in rows} == rows
+    assert {path: path.read_text() for path in kept} == kept
     resumed = json.loads((out / "results.json").read_text())
     assert resumed["arms"] == results["arms"] and resumed["timing"]["train/sft-lora"] == timing["train/sft-lora"]
     assert all(resumed["timing"][stage] >= seconds for stage, seconds in timing.items())  # summed, never reset
