@@ -31,7 +31,6 @@ def test_study_configs_load() -> None:
         assert config.prompt_view == "bare"  # SFT data, inference and DAPO rollouts alike
         # the SFT's loss is on each sample's control action (the decision), the checks and probes before it context
         assert config.sft_args[config.sft_args.index("--last_turn_only") + 1] == "true"
-        assert float(config.sft_args[config.sft_args.index("--action_name_weight") + 1]) == 10.0  # the decision
         assert config.heldout_synthesis.get("domains") is None  # the split's domain is forced to the held-out one
         assert len(config.heldout_fault_types) == 2 and "fault_types" not in config.train_synthesis  # set by the study
 
