@@ -62,11 +62,6 @@ def action_name_mask(targets: torch.Tensor, piece: Callable[[int], str]) -> torc
     return mask
 
 
-def action_name_weights(targets: torch.Tensor, piece: Callable[[int], str], weight: float) -> torch.Tensor:
-    """Per-position loss weights: ``weight`` where :func:`action_name_mask` is set, 1 elsewhere (float32)."""
-    return torch.where(action_name_mask(targets, piece), float(weight), 1.0).to(torch.float32)
-
-
 def weighted_trainer_class(base: type) -> type:
     """``base`` (TRL's ``SFTTrainer``) whose training :meth:`compute_loss` weighs the action-name tokens by the
     instance's ``action_name_weight`` (set it after construction; 1.0 returns TRL's loss untouched) and logs their

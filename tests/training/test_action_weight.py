@@ -10,8 +10,8 @@ CALL = (
 )
 
 
-def test_weights_cover_exactly_each_labelled_action_name(qwen3_tokenizer):
-    from training.action_weight import action_name_weights
+def test_the_mask_covers_exactly_each_labelled_action_name(qwen3_tokenizer):
+    from training.action_weight import action_name_mask
 
     tokenizer = qwen3_tokenizer
     first = tokenizer(CALL, add_special_tokens=False)["input_ids"]
@@ -19,11 +19,11 @@ def test_weights_cover_exactly_each_labelled_action_name(qwen3_tokenizer):
     prompt = tokenizer('context: {"name": "OPEN_STATE"}', add_special_tokens=False)["input_ids"]
     # prompt (unlabelled) | first call (labelled) | one unlabelled token | second call (labelled) | padding
     targets = [-100] * len(prompt) + first + [-100] + second + [-100, -100]
-    weights = action_name_weights(torch.tensor([targets, [-100] * len(targets)]), lambda t: tokenizer.decode([t]), 7.0)
+    mask = action_name_mask(torch.tensor([targets, [-100] * len(targets)]), lambda t: tokenizer.decode([t]))
 
-    assert weights.shape == (2, len(targets)) and weights.dtype == torch.float32
-    heavy = [i for i, w in enumerate(weights[0].tolist()) if w == 7.0]
-    assert set(weights[0].tolist()) == {1.0, 7.0} and weights[1].eq(1.0).all()
+    assert mask.shape == (2, len(targets)) and mask.dtype == torch.bool
+    heavy = [i for i, marked in enumerate(mask[0].tolist()) if marked]
+    assert heavy and not mask[1].any()
     spans, current = [], [heavy[0]]
     for index in heavy[1:]:
         if index == current[-1] + 1:
@@ -52,7 +52,7 @@ def _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, weight):
 
 
 def test_trainer_loss_weights_the_action_names_and_eval_stays_plain(sft_short_dataset_dir, tiny_model_dir, tmp_path):
-    from training.action_weight import action_name_mask, action_name_weights
+    from training.action_weight import action_name_mask
 
     plain = _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, 1.0)
     heavy = _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, 5.0)
@@ -67,8 +67,9 @@ def test_trainer_loss_weights_the_action_names_and_eval_stays_plain(sft_short_da
         targets = batch["labels"][:, 1:]
         mask = targets != -100
         log_probs = torch.log_softmax(logits, -1).gather(-1, targets.clamp(min=0)[..., None])[..., 0] * mask
-    weights = action_name_weights(targets, lambda t: heavy.processing_class.decode([t]), 5.0)
-    assert int((weights == 5.0).sum()) >= 2  # each sample's reply is a tool call with a named action
+    names = action_name_mask(targets, lambda t: heavy.processing_class.decode([t]))
+    assert int(names.sum()) >= 2  # each sample's reply is a tool call with a named action
+    weights = torch.where(names, 5.0, 1.0)
 
     weighted = heavy.compute_loss(model, dict(batch))
     assert weighted.requires_grad
@@ -78,8 +79,6 @@ def test_trainer_loss_weights_the_action_names_and_eval_stays_plain(sft_short_da
     assert float(unweighted) == pytest.approx(float(-log_probs.sum() / mask.sum()), rel=1e-4)
     assert float(weighted) > float(unweighted)
     # both log the decision's own loss: the mean over the action-name tokens, whatever the weight
-    names = action_name_mask(targets, lambda t: heavy.processing_class.decode([t]))
-    assert names.equal(weights == 5.0)
     for trainer in (heavy, plain):
         assert trainer._metrics["train"]["action_name_nll"][-1] == pytest.approx(
             float(-log_probs[names].mean()), rel=1e-4
