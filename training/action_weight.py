@@ -64,11 +64,27 @@ def action_name_mask(targets: torch.Tensor, piece: Callable[[int], str]) -> torc
 
 def weighted_trainer_class(base: type) -> type:
     """``base`` (TRL's ``SFTTrainer``) whose training :meth:`compute_loss` weighs the action-name tokens by the
-    instance's ``action_name_weight`` (set it after construction; 1.0 returns TRL's loss untouched) and logs their
-    mean negative log-likelihood as ``action_name_nll`` (the decision's loss, whatever the weight)."""
+    instance's ``action_name_weight`` (set it after construction, then call ``check_weighting``; 1.0 returns TRL's
+    loss untouched) and logs their mean negative log-likelihood as ``action_name_nll`` (the decision's loss, whatever
+    the weight)."""
 
     class ActionWeightedSFTTrainer(base):
         action_name_weight: float = 1.0
+
+        def check_weighting(self) -> None:
+            """Refuse, before training, the losses this weighting cannot apply to (built from full logits, or with
+            a MoE router term)."""
+            if self.action_name_weight != 1.0 and (
+                self.compute_loss_func is not None
+                or self.args.label_smoothing_factor > 0
+                or getattr(self.args, "use_liger_kernel", False)
+                or self.aux_loss_enabled
+            ):
+                raise ValueError(
+                    f"action_name_weight={self.action_name_weight} reweights TRL's fused per-token loss; it cannot "
+                    "be combined with compute_loss_func, label_smoothing_factor > 0, use_liger_kernel or a MoE router "
+                    "loss; set action_name_weight to 1"
+                )
 
         def _piece(self, token: int) -> str:
             cache = self.__dict__.setdefault("_pieces", {})
@@ -80,13 +96,6 @@ def weighted_trainer_class(base: type) -> type:
             if not model.training or return_outputs:
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             weighted = self.action_name_weight != 1.0
-            if weighted and (
-                self.compute_loss_func is not None or self.args.label_smoothing_factor > 0 or self.aux_loss_enabled
-            ):
-                raise ValueError(
-                    "action_name_weight reweights TRL's fused per-token loss; it cannot be combined with "
-                    "compute_loss_func, label_smoothing_factor > 0 or a MoE router loss; set it to 1"
-                )
             captured: list[Any] = []
             handle = model.register_forward_hook(lambda module, args, output: captured.append(output))
             try:

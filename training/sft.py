@@ -370,13 +370,6 @@ def build_trainer(
     if model_args.attn_implementation is not None:
         model_init_kwargs["attn_implementation"] = model_args.attn_implementation
     sft_config.model_init_kwargs = {**model_init_kwargs, **(sft_config.model_init_kwargs or {})}
-    if data_args.action_name_weight != 1.0 and (
-        sft_config.label_smoothing_factor > 0 or getattr(sft_config, "use_liger_kernel", False)
-    ):
-        raise ValueError(
-            f"action_name_weight={data_args.action_name_weight} reweights TRL's fused per-token loss; it cannot be "
-            "combined with label_smoothing_factor > 0 or use_liger_kernel; set action_name_weight to 1"
-        )
     trainer = weighted_trainer_class(SFTTrainer)(
         model=model_path,
         args=sft_config,
@@ -386,6 +379,7 @@ def build_trainer(
         peft_config=_lora_config(model_args),
     )
     trainer.action_name_weight = data_args.action_name_weight
+    trainer.check_weighting()  # before any step: the losses the weighting cannot apply to
     # On CPU, score only the labelled positions (TRL scores every position there; see training/lm_head.py)
     use_compact_lm_head(trainer.model.get_base_model() if model_args.use_peft else trainer.model)
     return trainer, data_stats

@@ -456,13 +456,13 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
 
     exact: dict[str, list[dict[str, Any]]] = {}
     model_arms = [a for a in arms if ARMS[a].model]
+    exact_arms = [a for a in model_arms if ARMS[a].format == "flat"]  # the samples are flat conversations
     margins: dict[str, dict[str, Any]] = {}
-    if config.margin_split is not None:  # the flat arms read the SFT samples' context (windowed has its own prompt)
+    if config.margin_split is not None:  # the same flat arms, on the training data's decision rows
         from training.decision_margin import arm_margins
 
-        for arm in [a for a in model_arms if ARMS[a].format == "flat" and a != "windowed"]:
+        for arm in exact_arms:
             margins[arm] = timed(f"margins/{arm}", lambda a=arm: arm_margins(study, a))
-    exact_arms = [a for a in model_arms if ARMS[a].format == "flat"]  # the samples are flat conversations
     if exact_arms:
         from transformers import AutoTokenizer
 
