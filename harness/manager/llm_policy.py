@@ -8,7 +8,11 @@
    turn, the legal actions);
 3. then, for every earlier action of the activation (``PolicyInput.previous``): an ``assistant`` message holding the
    earlier raw response verbatim, and a ``user`` message holding its result wrapped in
-   ``<tool_response>\\n...\\n</tool_response>``.
+   ``<tool_response>\\n...\\n</tool_response>``, whose last line inside the tags is the evidence digest of the
+   activation's results so far (:func:`~harness.manager.prompts.render_tool_responses`): how many checks and probes
+   failed, quoting the first failure, or that every one passed. A small model reads a failure buried among several
+   long JSON results far better when it is restated next to the decision; the digest reads nothing but those
+   results.
 
 Why a ``user`` ``<tool_response>`` text and not a ``tool`` message: the Qwen3 chat template renders a ``tool`` message
 as exactly this text inside a user turn (``<|im_start|>user\\n<tool_response>\\n...\\n</tool_response><|im_end|>``)
@@ -34,7 +38,7 @@ from typing import Any
 from harness.llm import ChatBackend, ChatReply, HFChatBackend, Message, OpenAIChatBackend
 from harness.manager.actions import tool_schemas
 from harness.manager.policies import PolicyInput
-from harness.manager.prompts import FREEFORM_SYSTEM, MANAGER_SYSTEM_POLICY, render_activation, render_tool_response
+from harness.manager.prompts import FREEFORM_SYSTEM, MANAGER_SYSTEM_POLICY, render_activation, render_tool_responses
 from harness.manager.wire import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 
 logger = logging.getLogger(__name__)
@@ -125,11 +129,11 @@ class LLMPolicy:
             {"role": "system", "content": self.system},
             {"role": "user", "content": render_activation(inp)},
         ]
-        for raw, result in inp.previous:
-            if not raw.strip():
-                continue  # the backend failed on that call: there is no response to replay
+        replayed = [(raw, result) for raw, result in inp.previous if raw.strip()]  # a failed backend call said nothing
+        responses = render_tool_responses([result for _, result in replayed])
+        for (raw, _), response in zip(replayed, responses, strict=True):
             messages.append({"role": "assistant", "content": raw})
-            messages.append({"role": "user", "content": render_tool_response(result)})
+            messages.append({"role": "user", "content": response})
         return messages
 
     def respond(self, inp: PolicyInput) -> str:

@@ -11,7 +11,8 @@
 - :func:`render_activation`: the user message that opens one activation, built from a
   :class:`~harness.manager.policies.PolicyInput` (the observation as the activation started, the public turn as its
   ``view`` allows, and the legal actions). :func:`render_tool_response` wraps one action result for the continuation
-  of the activation.
+  of the activation; :func:`render_tool_responses` renders an activation's results in order, each with the evidence
+  digest (:func:`render_evidence`) of the results up to it as its last line.
 
 The action list and its argument schemas are not repeated here: they reach the model as the function-tool list
 (:func:`harness.manager.actions.tool_schemas`), which the chat template renders.
@@ -20,6 +21,7 @@ The action list and its argument schemas are not repeated here: they reach the m
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -79,11 +81,12 @@ _CHECKLIST = """\
 _REPAIR = """\
 # Evidence-gated repair
 REPAIR only on concrete evidence from a tool result: a failed execution, a violated constraint, a probe whose output
-contradicts the state. Name the error variable and the faulty reasoning in words, and quote the evidence. A hunch, a
-style concern or a result that merely looks surprising is not evidence. A false repair costs more than a missed one:
-when in doubt, finalize. You have at most 3 repair attempts per state (the first is light: a hint only; later ones
-are heavy: the harness also deletes the named variable before the worker retries); when they are spent the state is
-abandoned or rolled back."""
+contradicts the state. Each tool result ends with a line "[evidence this activation: ...]" that counts the failed
+checks and probes of this activation so far and quotes the first failure. Name the error variable and the faulty
+reasoning in words, and quote the evidence. A hunch, a style concern or a result that merely looks surprising is not
+evidence. A false repair costs more than a missed one: when in doubt, finalize. You have at most 3 repair attempts
+per state (the first is light: a hint only; later ones are heavy: the harness also deletes the named variable before
+the worker retries); when they are spent the state is abandoned or rolled back."""
 
 
 def _flows(checklist: bool) -> str:
@@ -215,9 +218,82 @@ def render_activation(inp: PolicyInput) -> str:
     return "\n".join(parts)
 
 
-def render_tool_response(result: str) -> str:
-    """One action's result as the Qwen3 chat template renders a ``tool`` message: ``<tool_response>`` tags."""
-    return f"<tool_response>\n{result}\n</tool_response>"
+TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
+EVIDENCE_CHARS = 200
+"""The longest failure message an evidence digest quotes (longer ones are cut)."""
+EVIDENCE_PREFIX = "[evidence this activation: "
+
+
+def render_tool_response(result: str, evidence: str | None = None) -> str:
+    """One action's result as the Qwen3 chat template renders a ``tool`` message: ``<tool_response>`` tags, with the
+    ``evidence`` digest (:func:`render_evidence`) as the last line inside them when given. Inside, so that the text
+    is still exactly a rendered ``tool`` message (whose content is the result and the digest) and the template still
+    takes it for tool output when it looks for the last real query."""
+    body = result if evidence is None else f"{result}\n{evidence}"
+    return f"{TOOL_RESPONSE_OPEN}\n{body}\n{TOOL_RESPONSE_CLOSE}"
+
+
+def tool_response_body(content: str) -> str | None:
+    """The result text of a rendered tool response (what :func:`render_tool_response` wrapped), without its evidence
+    digest line; None when ``content`` is not a tool response."""
+    text = content.strip()
+    if not text.startswith(TOOL_RESPONSE_OPEN):
+        return None
+    body = text.removeprefix(TOOL_RESPONSE_OPEN).removesuffix(TOOL_RESPONSE_CLOSE).strip("\n")
+    head, newline, last = body.rpartition("\n")
+    return head if newline and last.startswith(EVIDENCE_PREFIX) and last.endswith("]") else body
+
+
+def result_failure(result: Mapping[str, Any]) -> str | None:
+    """What a check or probe result shows failed, in one line; ``""`` when it passed; None when ``result`` is not
+    the result of a check or probe that ran (another action's, or a call the runtime refused: ``ok`` not true).
+    Failed: a ``check_constraint`` that did not pass, a ``check_execution`` whose verdict is not ``verified``, a
+    ``run_probe`` that did not succeed."""
+    if result.get("ok") is not True:
+        return None
+    if "passed" in result:
+        return "" if result["passed"] is not False else f"check_constraint failed: {result.get('reason')}"
+    if "verdict" in result:
+        verdict, step = result["verdict"], result.get("step_id")
+        if verdict == "verified":
+            return ""
+        if verdict == "failed":
+            return f"check_execution of step {step} failed: {result.get('error_type')}: {result.get('error_message')}"
+        return f"check_execution of step {step}: verdict {verdict}"
+    if "succeeded" in result:
+        if result["succeeded"] is not False:
+            return ""
+        return f"run_probe failed: {result.get('error_message') or result.get('error_type') or 'timed out'}"
+    return None
+
+
+def render_evidence(results: Iterable[str]) -> str:
+    """The evidence digest of an activation's results (texts, in order): one bracketed line that counts the
+    failures its checks and probes show (:func:`result_failure`) and quotes the first, says that every one passed,
+    or that none ran. Results that are not JSON objects are skipped. It restates the tool results next to the
+    decision; it reads nothing else."""
+    outcomes = []
+    for text in results:
+        try:
+            value = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(value, dict) and (outcome := result_failure(value)) is not None:
+            outcomes.append(outcome)
+    failed = [o for o in outcomes if o]
+    if failed:
+        first = failed[0] if len(failed[0]) <= EVIDENCE_CHARS else failed[0][: EVIDENCE_CHARS - 3] + "..."
+        return f"{EVIDENCE_PREFIX}{len(failed)} failed: {first}]"
+    if outcomes:
+        return f"{EVIDENCE_PREFIX}every check and probe passed]"
+    return f"{EVIDENCE_PREFIX}no check or probe has run]"
+
+
+def render_tool_responses(results: Sequence[str]) -> list[str]:
+    """Each result of an activation as a tool response carrying the evidence digest of the results up to and
+    including it: the k-th text depends on the first k results only, so a conversation built one response at a time
+    equals one rendered whole."""
+    return [render_tool_response(r, render_evidence(results[: k + 1])) for k, r in enumerate(results)]
 
 
 def render_window(turn: Turn | None, entries: list[dict[str, Any]], total: int) -> str:

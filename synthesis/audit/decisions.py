@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.manager.prompts import tool_response_body
 from synthesis.audit.markers import EXAMPLES
 
 logger = logging.getLogger(__name__)
@@ -42,9 +43,8 @@ def tool_results(messages: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
     last = max((k for k, m in enumerate(messages) if m["role"] == "assistant"), default=len(messages))
     out = []
     for message in messages[:last]:
-        content = message.get("content") or ""
-        if message["role"] in ("user", "tool") and content.lstrip().startswith("<tool_response>"):
-            body = content.strip().removeprefix("<tool_response>").removesuffix("</tool_response>")
+        body = tool_response_body(message.get("content") or "")
+        if message["role"] in ("user", "tool") and body is not None:
             try:
                 value = json.loads(body)
             except ValueError:

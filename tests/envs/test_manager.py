@@ -12,6 +12,7 @@ from gymnasium.utils.env_checker import check_env
 import envs
 from envs import EpisodeError, ManagerEnv, StepAfterDoneError, StepBeforeResetError
 from harness.manager.actions import make_action
+from harness.manager.prompts import render_evidence
 from harness.manager.wire import render_action
 from rewards import RewardConfig, score_episode
 from synthesis.gold import GoldPolicy
@@ -104,7 +105,7 @@ def test_info_reports_the_legality_and_result_of_each_action(env, pool):
     assert (reward, terminated, truncated, info["legal"]) == (0.0, False, False, False)
     assert (
         info["action_result"].startswith("rejected:")
-        and obs == f"<tool_response>\n{info['action_result']}\n</tool_response>"
+        and obs == f"<tool_response>\n{info['action_result']}\n{render_evidence([])}\n</tool_response>"
     )
     obs, _, _, _, info = env.step(render_action(make_action("COMMIT_STATE", {})))
     assert info["legal"] is False and info["action_result"].startswith("illegal:")

@@ -25,7 +25,10 @@ from harness.manager.prompts import (
     MANAGER_SYSTEM_POLICY,
     activation_observation,
     render_activation,
+    render_evidence,
     render_tool_response,
+    render_tool_responses,
+    tool_response_body,
 )
 from harness.manager.records import AnalyticalState, ManagerObservation
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
@@ -146,6 +149,43 @@ def test_the_oracle_switches_add_the_task_graph_and_the_constraint_code():
     assert "declared_relation" in inp.text() and "declared_relation" not in policy_input().text()
 
 
+NO_CHECK = "[evidence this activation: no check or probe has run]"
+VERIFIED = json.dumps({"ok": True, "step_id": 2, "verdict": "verified", "error_type": None})
+CRASHED = json.dumps(
+    {"ok": True, "step_id": 3, "verdict": "failed", "error_type": "KeyError", "error_message": "'Regio'"}
+)
+PROBE_FAILED = json.dumps({"ok": True, "succeeded": False, "error_type": "AssertionError", "error_message": "x" * 300})
+PROBE_PASSED = json.dumps({"ok": True, "succeeded": True, "error_type": None})
+REFUSED = json.dumps({"ok": False, "error": "no executed step with id 9"})
+
+
+def test_the_evidence_digest_counts_failures_and_quotes_the_first():
+    assert render_evidence([]) == render_evidence([REFUSED, "rejected: no action"]) == NO_CHECK
+    assert render_evidence([VERIFIED, PROBE_PASSED]) == "[evidence this activation: every check and probe passed]"
+    assert render_evidence([VERIFIED, CRASHED, PROBE_PASSED]) == (
+        "[evidence this activation: 1 failed: check_execution of step 3 failed: KeyError: 'Regio']"
+    )
+    both = render_evidence([PROBE_FAILED, CRASHED])
+    assert both.startswith("[evidence this activation: 2 failed: run_probe failed: xxx") and both.endswith("...]")
+    assert len(both) == len("[evidence this activation: 2 failed: ]") + 200  # the quote is cut at 200 characters
+    constraint = json.dumps({"ok": True, "passed": False, "reason": "evaluated to False", "succeeded": True})
+    assert render_evidence([constraint]).endswith(": 1 failed: check_constraint failed: evaluated to False]")
+    mismatch = json.dumps({"ok": True, "step_id": 4, "verdict": "code_mismatch"})
+    assert render_evidence([mismatch]).endswith("1 failed: check_execution of step 4: verdict code_mismatch]")
+
+
+def test_each_tool_response_carries_the_digest_of_the_results_up_to_it():
+    results = [VERIFIED, CRASHED, "rejected: no action"]
+    responses = render_tool_responses(results)
+    assert responses == [render_tool_response(r, render_evidence(results[: k + 1])) for k, r in enumerate(results)]
+    assert responses[0].endswith("every check and probe passed]\n</tool_response>")
+    assert responses[2].endswith("1 failed: check_execution of step 3 failed: KeyError: 'Regio']\n</tool_response>")
+    assert [tool_response_body(r) for r in responses] == results  # parsers read the result back without the digest
+    assert render_tool_responses(results[:2]) == responses[:2]  # built one response at a time: the same text
+    assert tool_response_body(render_tool_response("a\n[b]")) == "a\n[b]"  # a result's own bracketed line is kept
+    assert tool_response_body("prose") is None
+
+
 def test_the_conversation_replays_earlier_actions_and_keeps_its_prefix():
     backend = ScriptedBackend(["x"])
     policy = LLMPolicy(backend)
@@ -158,9 +198,9 @@ def test_the_conversation_replays_earlier_actions_and_keeps_its_prefix():
     assert later[:2] == first  # the activation's opening messages do not change within the activation
     assert later[2:] == [
         {"role": "assistant", "content": check},
-        {"role": "user", "content": '<tool_response>\n{"ok": true}\n</tool_response>'},
+        {"role": "user", "content": f'<tool_response>\n{{"ok": true}}\n{NO_CHECK}\n</tool_response>'},
         {"role": "assistant", "content": "prose"},  # the failed call (empty raw) is left out
-        {"role": "user", "content": render_tool_response("rejected: no action")},
+        {"role": "user", "content": render_tool_response("rejected: no action", NO_CHECK)},
     ]
     assert activation_observation(observation("rejected: no action")) == observation()
 
@@ -214,7 +254,7 @@ def test_tool_responses_as_user_text_render_like_tool_messages(tiny_folder):
         for messages in (ours, as_tool)
     ]
     assert rendered[0] == rendered[1]
-    assert '<|im_start|>user\n<tool_response>\n{"ok": true}\n</tool_response><|im_end|>' in rendered[0]
+    assert f'<|im_start|>user\n<tool_response>\n{{"ok": true}}\n{NO_CHECK}\n</tool_response><|im_end|>' in rendered[0]
 
 
 # ---------------------------------------------------------------- structured tool calls == wire text
@@ -337,7 +377,7 @@ def test_llm_policy_over_a_real_http_endpoint():
     assert posts[0]["body"]["tools"] == tool_schemas() and posts[0]["body"]["model"] == "tiny-manager"
     assert posts[1]["body"]["messages"][2:] == [
         {"role": "assistant", "content": first},
-        {"role": "user", "content": '<tool_response>\n{"ok": true}\n</tool_response>'},
+        {"role": "user", "content": f'<tool_response>\n{{"ok": true}}\n{NO_CHECK}\n</tool_response>'},
     ]
 
 
