@@ -77,7 +77,7 @@ from harness.manager.policies import (
     execution_evidence,
     turn_view,
 )
-from harness.manager.prompts import render_tool_response
+from harness.manager.prompts import render_evidence, render_tool_response
 from harness.manager.wire import THINK_CLOSE, THINK_OPEN, parse_response
 
 logger = logging.getLogger(__name__)
@@ -330,9 +330,12 @@ class HierPolicy:
             budget=budget,
         )
         messages: list[Message] = [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
-        for raw, result in inp.previous[len(check.steps) :]:
-            messages.append({"role": "assistant", "content": raw})
-            messages.append({"role": "user", "content": render_tool_response(result)})
+        results = [result for _, result in inp.previous]
+        for k in range(len(check.steps), len(results)):  # the digest counts tier 0's checks and tier 1's calls
+            messages.append({"role": "assistant", "content": inp.previous[k][0]})
+            messages.append(
+                {"role": "user", "content": render_tool_response(results[k], render_evidence(results[: k + 1]))}
+            )
         return messages
 
     def _ask(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], check: _Check) -> str:

@@ -10,7 +10,9 @@ model (tier 1) is asked one question per state check: does the updated state hol
    (verdict, error, reported results or the output tail, variables changed; the worker's code itself is not in any
    tool result, as for every manager), the committed-state index and the legal decisions with the action budget;
 3. then its own earlier calls of the activation: the raw reply as an ``assistant`` message and the result as a
-   ``user`` ``<tool_response>`` message, the same format as :class:`~harness.manager.llm_policy.LLMPolicy`.
+   ``user`` ``<tool_response>`` message whose last line is the evidence digest of the activation so far (tier 0's
+   checks and tier 1's calls: :func:`~harness.manager.prompts.render_evidence`), the same format as
+   :class:`~harness.manager.llm_policy.LLMPolicy`.
 
 The function-tool list (:func:`tier1_tool_schemas`) is :func:`~harness.manager.actions.tool_schemas` filtered to the
 read-only tools (:data:`TIER1_TOOLS`) and the two decisions (:data:`DECISIONS`): the same names and argument schemas
@@ -55,10 +57,12 @@ load_state shows a committed state in full. check_execution shows a worker step'
   Never code, never the answer.
 
 # Rules
-Judge only by runtime evidence. A hunch, a style concern or a surprising number is not evidence, and a false repair
-costs more than a missed one: when in doubt, confirm. A REPAIR whose evidence quotes no tool result, any other
-action, a malformed reply or a tool call that leaves no action for the decision is discarded and the state is
-confirmed. Use at most the actions the user message allows; keep the last one for the decision.
+Judge only by runtime evidence. Each tool result ends with a line "[evidence this activation: ...]" that counts the
+failed checks and probes of this activation so far and quotes the first failure. A hunch, a style concern or a
+surprising number is not evidence, and a false repair costs more than a missed one: when in doubt, confirm. A
+REPAIR whose evidence quotes no tool result, any other action, a malformed reply or a tool call that leaves no action
+for the decision is discarded and the state is confirmed. Use at most the actions the user message allows; keep the
+last one for the decision.
 
 # Response format
 Optionally a short <think>...</think> block, then exactly one

@@ -17,6 +17,7 @@ from harness.manager.actions import make_action
 from harness.manager.hier import HARNESS, POLICY, HierPolicy, quotes_tool_result
 from harness.manager.hier_prompts import DECISIONS, HIER_SYSTEM, TIER1_TOOLS, tier1_tool_schemas
 from harness.manager.policies import RulePolicy, get_policy
+from harness.manager.prompts import tool_response_body
 from harness.manager.runtime import ManagerRuntime
 from harness.manager.wire import parse_response, render_action
 from harness.sandbox import Sandbox, SandboxConfig
@@ -178,7 +179,9 @@ def probe_then_repair(turn_id, messages):
         return call(
             "run_probe", code="print(float((sales['revenue'] - sales['quantity'] * sales['unit_price']).abs().max()))"
         )
-    printed = json.loads(messages[-1]["content"].removeprefix("<tool_response>").removesuffix("</tool_response>"))
+    # tier 0's check and the probe ran cleanly: the digest under the probe's result says so (a wrong value is no error)
+    assert messages[-1]["content"].splitlines()[-2] == "[evidence this activation: every check and probe passed]"
+    printed = json.loads(tool_response_body(messages[-1]["content"]))
     gap = printed["stdout"].strip()
     hint = {"error_variable": "sales", "faulty_reasoning": "revenue was not computed as quantity times unit price"}
     return call(
