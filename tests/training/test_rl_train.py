@@ -16,6 +16,8 @@ torch = pytest.importorskip("torch")
 
 from rl_support import sft_tiny_dir  # noqa: E402, F401  (a fixture)
 
+from training.rl.records import GROUPS_FILE, read_records  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 TINY = REPO / "configs" / "rl" / "tiny-cpu.yaml"
@@ -68,6 +70,14 @@ def test_tiny_config_completes_its_steps_and_logs_the_training_signal(rl_run):
         weights = {"protocol": 0.2, "grounding": 0.2, "intervention": 0.4, "outcome": 0.4, "economy": 0.1}
         total = sum(w * (entry.get(f"rewards/{t}/mean") or 0.0) for t, w in weights.items())
         assert entry["reward"] == pytest.approx(total + entry["rewards/overlong/mean"], abs=1e-4)
+    # the rollout-group record holds the batch each step trained: 2 uniform groups of 4 illegal rollouts
+    records = read_records(rl_run / GROUPS_FILE)
+    assert [r["step"] for r in records] == [1, 1, 2, 2] and all(r["uniform"] for r in records)
+    for entry, pair in zip(steps, (records[:2], records[2:]), strict=True):
+        rollouts = [x for r in pair for x in r["rollouts"]]
+        assert len(rollouts) == 8 and {x["decision"] for x in rollouts} == {"illegal"}
+        assert sum(x["reward"] for x in rollouts) / 8 == pytest.approx(entry["reward"], abs=1e-4)
+        assert all(x["centered"] == 0 for x in rollouts)
 
 
 def test_the_trained_model_is_saved_servable(rl_run):
@@ -77,6 +87,9 @@ def test_the_trained_model_is_saved_servable(rl_run):
     assert "{% generation %}" in AutoTokenizer.from_pretrained(rl_run).chat_template
     card = (rl_run / "README.md").read_text()
     assert "- loss_type: dapo" in card and "- epsilon_high: 0.28" in card
+    rows = [line.split(" | ") for line in card.split("## What the trained groups sampled")[1].splitlines()]
+    rows = [row for row in rows if len(row) == 6 and row[2].isdigit()]  # the table's data rows
+    assert {row[1] for row in rows} == {"illegal"} and sum(int(row[2]) for row in rows) == 16  # 2 steps x 8
     results = json.loads((rl_run / "all_results.json").read_text())
     assert results["rl/reward_first_step"] == next(e["reward"] for e in _history(rl_run) if "reward" in e)
 
@@ -104,6 +117,8 @@ def test_resume_continues_from_the_saved_position(sft_tiny_dir, sft_smoke_dir, t
             "--resume_from_checkpoint", str(whole / "checkpoint-1"))  # fmt: skip
     assert [e["reward"] for e in _history(resumed) if "reward" in e] == rewards  # step 1 from the checkpoint
     assert json.loads((resumed / "checkpoint-2" / "rl_state-0.json").read_text()) == second
+    step_2 = [r for r in read_records(whole / GROUPS_FILE) if r["step"] == 2]
+    assert step_2 and read_records(resumed / GROUPS_FILE) == step_2  # the same groups, recorded once
     ours, theirs = load_file(resumed / "model.safetensors"), load_file(whole / "model.safetensors")
     start = load_file(sft_tiny_dir / "model.safetensors")
     assert any(not torch.equal(theirs[name], start[name]) for name in theirs)  # training moved the weights

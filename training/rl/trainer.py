@@ -43,7 +43,9 @@
   checkpoints) and, from ``rl_state-<process>.json`` in the checkpoint folder, the start-point sampler's position and
   the dynamic-sampling buffer.
 - Output (``output_dir``): the model and tokenizer (servable by ``transformers serve`` / vLLM), ``trainer_state.json``
-  (per-step logs), ``all_results.json`` and a model card ``README.md``.
+  (per-step logs), ``all_results.json``, ``rollout_groups.jsonl`` (every trained group: its start, each rollout's
+  sampled decision, reward and reward minus the group mean; :mod:`training.rl.records`) and a model card
+  ``README.md`` whose last table sums those groups up by gold control and sampled decision.
 """
 
 from __future__ import annotations
@@ -75,6 +77,15 @@ from harness.tracking import check_report_to
 from training.dapo import overlong_penalty
 from training.prompt_view import check_prompt_view
 from training.rl.engines import vllm_settings
+from training.rl.records import (
+    GROUPS_FILE,
+    append_records,
+    group_record,
+    read_records,
+    summarize_groups,
+    summary_lines,
+    truncate_records,
+)
 from training.rl.rollout import (
     EpisodePlayer,
     EpisodeTokens,
@@ -347,6 +358,7 @@ class ManagerRollouts:
         )  # fmt: skip
         self.engine: Any = None
         self.seconds = 0.0  # time spent in rollouts, all calls together
+        self.records_path: Path | None = None  # this process's rollout-group record, set at the first batch
         if rl_args.executor == "ray":
             from training.rl.workers import EnvWorkers
 
@@ -451,6 +463,7 @@ class ManagerRollouts:
             groups, stats = self.sampler.gather(len(prompts) // self.config.num_generations)
         finally:
             engine.release()
+        self.record(groups, trainer.state.global_step)
         rollouts = [r for g in groups for r in g.rollouts]
         seconds = time.perf_counter() - started
         self.seconds += seconds
@@ -461,6 +474,20 @@ class ManagerRollouts:
         for name, value in metrics.items():
             trainer._metrics["train"][name].append(value)  # TRL averages and logs them with its own metrics
         return self.batch(rollouts)
+
+    def record(self, groups: list[Group], done_steps: int) -> None:
+        """Append the batch's groups to this process's rollout-group record (:mod:`training.rl.records`;
+        ``output_dir/rollout_groups.jsonl`` on the main process, ``rollout_groups-<index>.jsonl`` on the others). At
+        the first batch the lines of steps after ``done_steps`` are dropped: a resumed run records them again."""
+        if self.records_path is None:
+            from accelerate import PartialState
+
+            index = PartialState().process_index
+            name = GROUPS_FILE if index == 0 else GROUPS_FILE.replace(".jsonl", f"-{index}.jsonl")
+            self.records_path = Path(self.config.output_dir) / name
+            truncate_records(self.records_path, done_steps)
+        records = [group_record(g, done_steps + 1, self.args.reward_atol) for g in groups]
+        append_records(self.records_path, records)
 
     def batch(self, rollouts: list[Rollout]) -> dict[str, list[Any]]:
         """The rollouts in ``rollout_func``'s output format (trailing env ids trimmed, see :meth:`Rollout.trimmed`)."""
@@ -693,14 +720,21 @@ def run_rl(model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig)
     if trainer.accelerator.is_main_process:
         trainer.save_metrics("all", metrics, combined=False)
         trainer.state.save_to_json(str(Path(config.output_dir) / "trainer_state.json"))
-        write_model_card(Path(config.output_dir), model_args, rl_args, config, metrics)
+        groups = summarize_groups(read_records(Path(config.output_dir) / GROUPS_FILE))
+        write_model_card(Path(config.output_dir), model_args, rl_args, config, metrics, groups)
     return metrics
 
 
 def write_model_card(
-    out_dir: Path, model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig, metrics: dict
+    out_dir: Path,
+    model_args: ModelArguments,
+    rl_args: RLArguments,
+    config: GRPOConfig,
+    metrics: dict,
+    groups: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """``out_dir/README.md``: base model, pool, the DAPO settings and the final metrics."""
+    """``out_dir/README.md``: base model, pool, the DAPO settings, the final metrics and, given ``groups``
+    (:func:`~training.rl.records.summarize_groups` rows), what the trained groups sampled and how it was rewarded."""
     settings = {name: getattr(config, name) for name in (
         "loss_type", "epsilon", "epsilon_high", "beta", "num_generations", "learning_rate", "max_steps",
         "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length", "temperature",
@@ -735,6 +769,17 @@ def write_model_card(
         *(f"| {k} | {v:.6g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()),
         "",
     ]
+    if groups is not None:
+        lines += [
+            "## What the trained groups sampled",
+            "",
+            "Every rollout of every trained group, by the gold's control at its start and the model's sampled "
+            f"decision (`{GROUPS_FILE}` holds each group). A negative mean of reward - group mean is a push away "
+            "from that decision there.",
+            "",
+            *summary_lines(groups),
+            "",
+        ]
     path = out_dir / "README.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path

@@ -1,0 +1,89 @@
+"""The rollout-group record of a DAPO run (training/rl/records.py): what each trained group sampled, its rewards
+centered on the group's mean, resumed runs recorded once, and the summary by gold control and sampled decision."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from training.rl.records import (
+    group_record,
+    read_records,
+    rollout_decision,
+    summarize_groups,
+    summary_lines,
+    truncate_records,
+)
+from training.rl.rollout import Rollout, StartPoint
+from training.rl.sampling import Group
+
+
+def act(name, legal=True, variable=None):
+    return {"name": name, "legal": legal, "error_variable": variable}
+
+
+def test_the_decision_is_the_first_legal_control_else_undecided_or_illegal():
+    assert rollout_decision([act("run_probe"), act("REPAIR", variable="sales")]) == "REPAIR"
+    assert rollout_decision([act("REPAIR", legal=False), act("FINALIZE_RELATIONS")]) == "FINALIZE_RELATIONS"
+    assert rollout_decision([act("run_probe"), act("run_probe")]) == "undecided"  # the harness confirmed
+    assert rollout_decision([act("run_probe"), act(None, legal=False)]) == "illegal"
+    assert rollout_decision([]) == "illegal"
+
+
+def group(gold, rewards, decisions, overlong=0.0):
+    rollouts = []
+    for reward, decision in zip(rewards, decisions, strict=True):
+        r = Rollout("ep-1", activation=3, actions=[act(decision, legal=decision != "bad")], env_reward=reward)
+        r.overlong = overlong
+        r.extend([5, 6, 7], model=True)
+        rollouts.append(r)
+    return Group(StartPoint("ep-1", 3, gold), rollouts)
+
+
+def test_a_group_record_centers_each_reward_on_the_group_mean():
+    record = group_record(group("REPAIR", [0.9, 0.5, 0.5, 0.5], ["REPAIR"] + ["FINALIZE_RELATIONS"] * 3, -0.1), 4)
+    assert (record["step"], record["episode_id"], record["activation"], record["gold_control"]) == (
+        4,
+        "ep-1",
+        3,
+        "REPAIR",
+    )
+    assert record["uniform"] is False
+    first = record["rollouts"][0]
+    assert first["decision"] == "REPAIR" and first["reward"] == pytest.approx(0.8) and first["env_reward"] == 0.9
+    assert [r["centered"] for r in record["rollouts"]] == pytest.approx([0.3, -0.1, -0.1, -0.1])
+    assert first["model_tokens"] == 3 and first["actions"] == [act("REPAIR")]
+    assert json.loads(json.dumps(record)) == record  # one JSON line
+    assert group_record(group("REPAIR", [0.5, 0.5], ["bad", "bad"]), 1)["uniform"] is True
+
+
+def test_the_summary_says_which_decision_dapo_pushes_down_where(tmp_path):
+    records = [
+        group_record(group("REPAIR", [0.2, 0.6, 0.6, 0.6], ["REPAIR"] + ["FINALIZE_RELATIONS"] * 3), 1),
+        group_record(group("FINALIZE_RELATIONS", [0.7, 0.7, 0.7, 0.7], ["FINALIZE_RELATIONS"] * 4), 1),
+    ]
+    rows = {(r["gold_control"], r["decision"]): r for r in summarize_groups(records)}
+    repair = rows[("REPAIR", "REPAIR")]
+    assert (repair["rollouts"], repair["in_informative_groups"]) == (1, 1)
+    assert repair["mean_reward"] == pytest.approx(0.2) and repair["mean_centered"] == pytest.approx(-0.3)
+    confirm = rows[("FINALIZE_RELATIONS", "FINALIZE_RELATIONS")]
+    assert (confirm["rollouts"], confirm["in_informative_groups"], confirm["mean_centered"]) == (4, 0, 0)
+    table = summary_lines(summarize_groups(records))
+    assert table[2] == "| FINALIZE_RELATIONS | FINALIZE_RELATIONS | 4 | 0 | 0.700 | +0.000 |"
+    assert summary_lines([]) == ["(no rollout group recorded)"]
+
+
+def test_a_resumed_run_drops_the_steps_after_its_checkpoint_and_bad_lines_are_named(tmp_path):
+    path = tmp_path / "rollout_groups.jsonl"
+    assert read_records(path) == [] and truncate_records(path, 0) == 0  # nothing recorded yet
+    lines = [json.dumps({"step": s, "rollouts": []}) for s in (1, 1, 2, 3)]
+    path.write_text("\n".join(lines) + "\n")
+    assert truncate_records(path, 2) == 1
+    assert [r["step"] for r in read_records(path)] == [1, 1, 2]
+    path.write_text(lines[0] + "\n{not json\n")
+    with pytest.raises(ValueError, match=r"rollout_groups.jsonl:2: not a JSON line"):
+        read_records(path)
+    path.write_text('["a list"]\n')
+    with pytest.raises(ValueError, match=r":1: not a rollout-group record"):
+        read_records(path)
