@@ -49,7 +49,7 @@ def test_a_group_record_centers_each_reward_on_the_group_mean():
         3,
         "REPAIR",
     )
-    assert record["uniform"] is False
+    assert record["uniform"] is False and record["trained"] is True and record["from_buffer"] is False
     first = record["rollouts"][0]
     assert first["decision"] == "REPAIR" and first["reward"] == pytest.approx(0.8) and first["env_reward"] == 0.9
     assert [r["centered"] for r in record["rollouts"]] == pytest.approx([0.3, -0.1, -0.1, -0.1])
@@ -59,18 +59,24 @@ def test_a_group_record_centers_each_reward_on_the_group_mean():
 
 
 def test_the_summary_says_which_decision_dapo_pushes_down_where(tmp_path):
+    pushed = group("REPAIR", [0.2, 0.6, 0.6, 0.6], ["REPAIR"] + ["FINALIZE_RELATIONS"] * 3)
     records = [
-        group_record(group("REPAIR", [0.2, 0.6, 0.6, 0.6], ["REPAIR"] + ["FINALIZE_RELATIONS"] * 3), 1),
+        group_record(pushed, 1, trained=False),  # played for step 1, kept in the buffer
         group_record(group("FINALIZE_RELATIONS", [0.7, 0.7, 0.7, 0.7], ["FINALIZE_RELATIONS"] * 4), 1),
+        group_record(group("REPAIR", [0.5] * 4, ["bad"] * 4), 1, trained=False),  # uniform: dropped
+        group_record(pushed, 2, from_buffer=True),  # trained at step 2
     ]
     rows = {(r["gold_control"], r["decision"]): r for r in summarize_groups(records)}
     repair = rows[("REPAIR", "REPAIR")]
-    assert (repair["rollouts"], repair["in_informative_groups"]) == (1, 1)
+    assert (repair["played"], repair["trained_informative"]) == (1, 1)  # the buffered group counts once each way
     assert repair["mean_reward"] == pytest.approx(0.2) and repair["mean_centered"] == pytest.approx(-0.3)
     confirm = rows[("FINALIZE_RELATIONS", "FINALIZE_RELATIONS")]
-    assert (confirm["rollouts"], confirm["in_informative_groups"], confirm["mean_centered"]) == (4, 0, 0)
+    assert (confirm["played"], confirm["trained_informative"], confirm["mean_centered"]) == (4, 0, 0)
+    dropped = rows[("REPAIR", "illegal")]
+    assert (dropped["played"], dropped["trained_informative"], dropped["mean_centered"]) == (4, 0, None)
     table = summary_lines(summarize_groups(records))
     assert table[2] == "| FINALIZE_RELATIONS | FINALIZE_RELATIONS | 4 | 0 | 0.700 | +0.000 |"
+    assert "| REPAIR | illegal | 4 | 0 | 0.500 | n/a |" in table
     assert summary_lines([]) == ["(no rollout group recorded)"]
 
 
@@ -87,3 +93,25 @@ def test_a_resumed_run_drops_the_steps_after_its_checkpoint_and_bad_lines_are_na
     path.write_text('["a list"]\n')
     with pytest.raises(ValueError, match=r":1: not a rollout-group record"):
         read_records(path)
+
+
+def test_the_trainer_records_what_it_played_trained_or_dropped_and_the_buffered_groups_it_trains(tmp_path):
+    from types import SimpleNamespace
+
+    from training.rl.trainer import ManagerRollouts
+
+    informative = group("REPAIR", [0.2, 0.6, 0.6, 0.6], ["REPAIR"] + ["FINALIZE_RELATIONS"] * 3)
+    dropped = group("REPAIR", [0.5] * 4, ["bad"] * 4)
+    buffered = group("FINALIZE_RELATIONS", [0.1, 0.9, 0.9, 0.9], ["REPAIR"] + ["FINALIZE_RELATIONS"] * 3)
+    rollouts = SimpleNamespace(
+        played=[informative, dropped], records_path=None,
+        config=SimpleNamespace(output_dir=str(tmp_path)), args=SimpleNamespace(reward_atol=1e-6),
+    )  # fmt: skip
+    (tmp_path / "rollout_groups.jsonl").write_text(json.dumps({"step": 9, "rollouts": []}) + "\n")  # an older run's
+    ManagerRollouts.record(rollouts, [buffered, informative], done_steps=2)
+    records = read_records(tmp_path / "rollout_groups.jsonl")
+    assert [(r["step"], r["uniform"], r["trained"], r["from_buffer"]) for r in records] == [
+        (3, False, True, False),  # played and trained
+        (3, True, False, False),  # played and dropped
+        (3, False, True, True),  # played for an earlier step, trained now
+    ]

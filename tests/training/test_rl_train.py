@@ -72,7 +72,7 @@ def test_tiny_config_completes_its_steps_and_logs_the_training_signal(rl_run):
         assert entry["reward"] == pytest.approx(total + entry["rewards/overlong/mean"], abs=1e-4)
     # the rollout-group record holds the batch each step trained: 2 uniform groups of 4 illegal rollouts
     records = read_records(rl_run / GROUPS_FILE)
-    assert [r["step"] for r in records] == [1, 1, 2, 2] and all(r["uniform"] for r in records)
+    assert [r["step"] for r in records] == [1, 1, 2, 2] and all(r["uniform"] and r["trained"] for r in records)
     for entry, pair in zip(steps, (records[:2], records[2:]), strict=True):
         rollouts = [x for r in pair for x in r["rollouts"]]
         assert len(rollouts) == 8 and {x["decision"] for x in rollouts} == {"illegal"}

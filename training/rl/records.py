@@ -1,21 +1,25 @@
 """What DAPO trained on, one JSON line per group: the record that says why a run moved its model or did not.
 
 The per-step means TRL logs (reward, illegal-action rate, repair recall) cannot tell *which* decisions a step pushed
-up or down. :class:`~training.rl.trainer.ManagerRollouts` therefore appends every group of every batch it hands the
-trainer to ``output_dir/rollout_groups.jsonl`` (:data:`GROUPS_FILE`), a few hundred bytes per group:
+up or down. :class:`~training.rl.trainer.ManagerRollouts` therefore appends every group dynamic sampling played for a
+batch, trained or dropped, to ``output_dir/rollout_groups.jsonl`` (:data:`GROUPS_FILE`), a few hundred bytes per
+group:
 
 - ``step`` (the optimizer step the batch trains, 1-based), ``episode_id``, ``activation`` and ``gold_control`` (the
   control action the gold manager took at that start activation: REPAIR or FINALIZE_RELATIONS at a decision point);
-- ``uniform``: the group's rewards are all equal (it adds nothing to the gradient; it filled a batch dynamic sampling
-  could not fill with informative groups);
+- ``uniform``: the group's rewards are all equal (it adds nothing to the gradient);
+- ``trained``: the group is in the batch (False: dynamic sampling dropped it, or kept it in its buffer for the next
+  step); ``from_buffer``: it was played for an earlier step and is trained in this one (its line there said
+  ``trained: false``), so every group is *played* once in the file;
 - ``rollouts``: per rollout its ``decision`` (:func:`rollout_decision`), the sampled ``actions`` (name, legality, the
   variable a REPAIR names), ``reward`` (what the advantage sees), ``centered`` (reward minus the group's mean: the
   sign of the push DAPO gives that rollout's tokens), ``env_reward``, ``overlong``, ``harness_confirmed``,
   ``truncated`` and ``model_tokens``.
 
-:func:`summarize_groups` folds the records into one row per (gold control, sampled decision): how many rollouts, their
-mean reward and mean centered reward. A decision whose centered reward is negative where the gold took it is one
-DAPO teaches the model to avoid there. A resumed run first drops the lines of steps after its checkpoint
+:func:`summarize_groups` folds the records into one row per (gold control, sampled decision): the rollouts played,
+the trained ones in informative groups, the mean reward of the played ones and the mean centered reward of the
+trained ones. A decision whose centered reward is negative where the gold took it is one DAPO teaches the model to
+avoid there. A resumed run first drops the lines of steps after its checkpoint
 (:func:`truncate_records`), so every step is recorded once.
 """
 
@@ -47,9 +51,11 @@ def rollout_decision(actions: Sequence[dict[str, Any]]) -> str:
     return UNDECIDED if actions and all(a["legal"] for a in actions) else ILLEGAL
 
 
-def group_record(group: Group, step: int, atol: float = 1e-6) -> dict[str, Any]:
-    """One line of :data:`GROUPS_FILE` for ``group`` trained at optimizer step ``step`` (fields in the module
-    docstring); rewards rounded to 6 decimals."""
+def group_record(
+    group: Group, step: int, atol: float = 1e-6, *, trained: bool = True, from_buffer: bool = False
+) -> dict[str, Any]:
+    """One line of :data:`GROUPS_FILE` for ``group``, played for (or trained at) optimizer step ``step`` (fields in
+    the module docstring); rewards rounded to 6 decimals."""
     rewards = group.rewards
     mean = sum(rewards) / len(rewards)
     rollouts = [
@@ -72,6 +78,8 @@ def group_record(group: Group, step: int, atol: float = 1e-6) -> dict[str, Any]:
         "activation": group.start.activation,
         "gold_control": group.start.gold_control,
         "uniform": uniform_groups(rewards, len(rewards), atol)[0],
+        "trained": trained,
+        "from_buffer": from_buffer,
         "rollouts": rollouts,
     }
 
@@ -113,26 +121,29 @@ def truncate_records(path: Path, last_step: int) -> int:
 
 
 def summarize_groups(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (``gold_control``, ``decision``) over every rollout of ``records``: ``rollouts``,
-    ``in_informative_groups`` (rollouts of groups that were not uniform), ``mean_reward`` and ``mean_centered``;
-    sorted by gold control, then decision."""
+    """One row per (``gold_control``, ``decision``): ``played`` (rollouts, each group counted where it was played),
+    ``trained_informative`` (rollouts of trained groups that were not uniform), ``mean_reward`` (over the played) and
+    ``mean_centered`` (over the trained: None when none was); sorted by gold control, then decision."""
     cells: dict[tuple[str, str], dict[str, Any]] = {}
     for record in records:
         for rollout in record["rollouts"]:
             key = (str(record["gold_control"]), rollout["decision"])
-            cell = cells.setdefault(key, {"rollouts": 0, "in_informative_groups": 0, "reward": 0.0, "centered": 0.0})
-            cell["rollouts"] += 1
-            cell["in_informative_groups"] += not record["uniform"]
-            cell["reward"] += rollout["reward"]
-            cell["centered"] += rollout["centered"]
+            cell = cells.setdefault(key, {"played": 0, "informative": 0, "trained": 0, "reward": 0.0, "centered": 0.0})
+            if not record.get("from_buffer", False):
+                cell["played"] += 1
+                cell["reward"] += rollout["reward"]
+            if record.get("trained", True):
+                cell["trained"] += 1
+                cell["informative"] += not record["uniform"]
+                cell["centered"] += rollout["centered"]
     return [
         {
             "gold_control": gold,
             "decision": decision,
-            "rollouts": cell["rollouts"],
-            "in_informative_groups": cell["in_informative_groups"],
-            "mean_reward": cell["reward"] / cell["rollouts"],
-            "mean_centered": cell["centered"] / cell["rollouts"],
+            "played": cell["played"],
+            "trained_informative": cell["informative"],
+            "mean_reward": cell["reward"] / cell["played"] if cell["played"] else None,
+            "mean_centered": cell["centered"] / cell["trained"] if cell["trained"] else None,
         }
         for (gold, decision), cell in sorted(cells.items())
     ]
@@ -143,12 +154,14 @@ def summary_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     if not rows:
         return ["(no rollout group recorded)"]
     lines = [
-        "| gold control | sampled decision | rollouts | in informative groups | mean reward | reward - group mean |",
+        "| gold control | sampled decision | played | trained, informative | mean reward | reward - group mean |",
         "|---|---|---|---|---|---|",
     ]
-    lines += [
-        f"| {r['gold_control']} | {r['decision']} | {r['rollouts']} | {r['in_informative_groups']} | "
-        f"{r['mean_reward']:.3f} | {r['mean_centered']:+.3f} |"
-        for r in rows
-    ]
+    for r in rows:
+        reward = "n/a" if r["mean_reward"] is None else f"{r['mean_reward']:.3f}"
+        centered = "n/a" if r["mean_centered"] is None else f"{r['mean_centered']:+.3f}"
+        lines.append(
+            f"| {r['gold_control']} | {r['decision']} | {r['played']} | {r['trained_informative']} | {reward} | "
+            f"{centered} |"
+        )
     return lines

@@ -43,8 +43,8 @@
   checkpoints) and, from ``rl_state-<process>.json`` in the checkpoint folder, the start-point sampler's position and
   the dynamic-sampling buffer.
 - Output (``output_dir``): the model and tokenizer (servable by ``transformers serve`` / vLLM), ``trainer_state.json``
-  (per-step logs), ``all_results.json``, ``rollout_groups.jsonl`` (every trained group: its start, each rollout's
-  sampled decision, reward and reward minus the group mean; :mod:`training.rl.records`) and a model card
+  (per-step logs), ``all_results.json``, ``rollout_groups.jsonl`` (every group played, trained or dropped: its start,
+  each rollout's sampled decision, reward and reward minus the group mean; :mod:`training.rl.records`) and a model card
   ``README.md`` whose last table sums those groups up by gold control and sampled decision.
 """
 
@@ -359,6 +359,7 @@ class ManagerRollouts:
         self.engine: Any = None
         self.seconds = 0.0  # time spent in rollouts, all calls together
         self.records_path: Path | None = None  # this process's rollout-group record, set at the first batch
+        self.played: list[Group] = []  # the groups played since the last batch was gathered
         if rl_args.executor == "ray":
             from training.rl.workers import EnvWorkers
 
@@ -397,7 +398,9 @@ class ManagerRollouts:
                 rollout.model_tokens, self.config.max_completion_length, self.args.overlong_buffer,
                 self.args.overlong_factor,
             )  # fmt: skip
-        return [Group(start, rollouts[i * size : (i + 1) * size]) for i, start in enumerate(starts)]
+        played = [Group(start, rollouts[i * size : (i + 1) * size]) for i, start in enumerate(starts)]
+        self.played += played
+        return played
 
     def choose_temperature(self, model_path: str, dtype: Any = "auto") -> float:
         """The sampling temperature chosen on this pool (:mod:`training.rl.temperature`) with the model at
@@ -460,6 +463,7 @@ class ManagerRollouts:
         engine = self._engine(trainer)
         try:
             self._maybe_check_weight_sync(trainer, engine)
+            self.played = []
             groups, stats = self.sampler.gather(len(prompts) // self.config.num_generations)
         finally:
             engine.release()
@@ -476,9 +480,10 @@ class ManagerRollouts:
         return self.batch(rollouts)
 
     def record(self, groups: list[Group], done_steps: int) -> None:
-        """Append the batch's groups to this process's rollout-group record (:mod:`training.rl.records`;
-        ``output_dir/rollout_groups.jsonl`` on the main process, ``rollout_groups-<index>.jsonl`` on the others). At
-        the first batch the lines of steps after ``done_steps`` are dropped: a resumed run records them again."""
+        """Append the groups played for this batch (trained or dropped) and the buffered groups it trains to this
+        process's rollout-group record (:mod:`training.rl.records`; ``output_dir/rollout_groups.jsonl`` on the main
+        process, ``rollout_groups-<index>.jsonl`` on the others). At the first batch the lines of steps after
+        ``done_steps`` are dropped: a resumed run records them again."""
         if self.records_path is None:
             from accelerate import PartialState
 
@@ -486,7 +491,11 @@ class ManagerRollouts:
             name = GROUPS_FILE if index == 0 else GROUPS_FILE.replace(".jsonl", f"-{index}.jsonl")
             self.records_path = Path(self.config.output_dir) / name
             truncate_records(self.records_path, done_steps)
-        records = [group_record(g, done_steps + 1, self.args.reward_atol) for g in groups]
+        step, atol = done_steps + 1, self.args.reward_atol
+        trained = {id(g) for g in groups}
+        records = [group_record(g, step, atol, trained=id(g) in trained) for g in self.played]
+        played = {id(g) for g in self.played}
+        records += [group_record(g, step, atol, from_buffer=True) for g in groups if id(g) not in played]
         append_records(self.records_path, records)
 
     def batch(self, rollouts: list[Rollout]) -> dict[str, list[Any]]:
@@ -773,9 +782,9 @@ def write_model_card(
         lines += [
             "## What the trained groups sampled",
             "",
-            "Every rollout of every trained group, by the gold's control at its start and the model's sampled "
-            f"decision (`{GROUPS_FILE}` holds each group). A negative mean of reward - group mean is a push away "
-            "from that decision there.",
+            "Every rollout played, by the gold's control at its start and the model's sampled decision "
+            f"(`{GROUPS_FILE}` holds each group). A negative mean of reward - group mean over the trained rollouts "
+            "is a push away from that decision there.",
             "",
             *summary_lines(groups),
             "",
