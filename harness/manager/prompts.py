@@ -84,9 +84,10 @@ REPAIR only on concrete evidence from a tool result: a failed execution, a viola
 contradicts the state. Each tool result ends with a line "[evidence this activation: ...]" that counts the failed
 checks and probes of this activation so far and quotes the first failure. Name the error variable and the faulty
 reasoning in words, and quote the evidence. A hunch, a style concern or a result that merely looks surprising is not
-evidence. A false repair costs more than a missed one: when in doubt, finalize. You have at most 3 repair attempts
-per state (the first is light: a hint only; later ones are heavy: the harness also deletes the named variable before
-the worker retries); when they are spent the state is abandoned or rolled back."""
+evidence. A false repair costs more than a missed one: when in doubt, finalize.
+You have at most 3 repair attempts per state (the first is light: a hint only; later ones are heavy: the harness
+also deletes the named variable before the worker retries); when they are spent the state is abandoned or rolled
+back."""
 
 
 def _flows(checklist: bool) -> str:

@@ -24,6 +24,7 @@ def tiny(tmp_path_factory):
     return build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "tiny-qwen3", seed=0)
 
 
+@pytest.mark.timeout(900)  # ~100 generate calls over a ~4k-token prompt: minutes on 2 busy cores
 def test_tiny_qwen3_drives_a_whole_episode(tiny, tmp_path, capsys):
     rc = main(
         [
