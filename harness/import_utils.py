@@ -21,6 +21,7 @@ OPTIONAL_DEPENDENCIES: dict[str, tuple[str, str]] = {
     "accelerate": ("train", "launching and distributed training"),
     "torch": ("train", "tensors and models"),
     "gymnasium": ("train", "the Gymnasium environments (envs/)"),
+    "llguidance": ("train", "grammar-constrained decoding of in-process models (harness.grammar)"),
     "gguf": ("train", "converting SmolLM2's GGUF file (stateguard model smollm2)"),
     "jupyter_client": ("dev", "the ipykernel reference in scripts/bench_sandbox.py"),
     "fastapi": ("serving", "the CPU stand-in server (transformers serve)"),

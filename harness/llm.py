@@ -10,6 +10,11 @@
   make ``<tool_call>``/``</tool_call>`` and ``<think>`` special tokens, and skipping them would erase the wire
   format); only the trailing end-of-turn / end-of-text / pad tokens are stripped.
 
+Both take an optional ``grammar`` (a Lark grammar in llguidance's dialect, e.g.
+:func:`harness.manager.wire.call_grammar`): the HF backend masks every token the grammar forbids
+(:mod:`harness.grammar`); the OpenAI backend sends it as ``structured_outputs.grammar``, which a vLLM server applies
+with its ``guidance`` backend (``--structured-outputs-config.backend guidance``; xgrammar reads no Lark).
+
 Every reply carries its token counts. Errors: an unreachable endpoint raises ``ConnectionError`` naming the URL and
 the fix; an HTTP error status raises :class:`ChatEndpointError` with the status and the server's error message.
 """
@@ -20,7 +25,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -87,6 +92,7 @@ class OpenAIChatBackend:
         temperature: float = 0.0,
         max_tokens: int = 1024,
         timeout_s: float = 120.0,
+        grammar: str | None = None,
     ):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(
@@ -96,6 +102,7 @@ class OpenAIChatBackend:
         self.url = self.base_url + "/chat/completions"
         self._model = model
         self.api_key, self.temperature, self.max_tokens, self.timeout_s = api_key, temperature, max_tokens, timeout_s
+        self.grammar = grammar
 
     @property
     def model(self) -> str:
@@ -125,6 +132,8 @@ class OpenAIChatBackend:
         }
         if tools:
             body["tools"] = tools
+        if self.grammar is not None:
+            body["structured_outputs"] = {"grammar": self.grammar}
         data = self._request(self.url, body)
         try:
             message = data["choices"][0]["message"]
@@ -168,9 +177,21 @@ class OpenAIChatBackend:
 
 
 class HFChatBackend:
-    """An in-process transformers chat model (greedy by default). Needs ``pip install -e '.[train]'``."""
+    """An in-process transformers chat model (greedy by default). Needs ``pip install -e '.[train]'``.
 
-    def __init__(self, path: str, *, max_new_tokens: int = 512, do_sample: bool = False, prefix_cache: bool = True):
+    ``grammar`` constrains every reply (:class:`harness.grammar.TokenGrammar`): a Lark grammar, or a function of the
+    tokenizer's added tokens that returns one (:func:`harness.manager.wire.call_grammar` is such a function: Qwen3's
+    ``<tool_call>`` is one token, SmolLM2 spells it out)."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        max_new_tokens: int = 512,
+        do_sample: bool = False,
+        prefix_cache: bool = True,
+        grammar: str | Callable[[frozenset[str]], str] | None = None,
+    ):
         require("transformers")
         require("torch")
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -181,9 +202,23 @@ class HFChatBackend:
         self.model.eval()
         self.max_new_tokens, self.do_sample = max_new_tokens, do_sample
         self.stop_ids = self._stop_ids()
+        self.grammar: Any = None
+        if grammar is not None:
+            self.set_grammar(grammar)
         self.prefix_cache = prefix_cache
         self._cached_ids: list[int] = []  # the tokens whose key/values self._cache holds
         self._cache: Any = None
+
+    def set_grammar(self, grammar: str | Callable[[frozenset[str]], str] | None) -> None:
+        """Constrain every later reply by ``grammar`` (see the class docstring); None lifts the constraint."""
+        if grammar is None:
+            self.grammar = None
+            return
+        from harness.grammar import TokenGrammar, added_tokens
+
+        text = grammar(added_tokens(self.tokenizer)) if callable(grammar) else grammar
+        n_vocab = int(self.model.get_output_embeddings().weight.shape[0])
+        self.grammar = TokenGrammar(self.tokenizer, text, n_vocab=n_vocab, stop_ids=self.stop_ids)
 
     def _stop_ids(self) -> set[int]:
         """End-of-turn, end-of-text and pad token ids: the only tokens stripped from a reply."""
@@ -225,6 +260,8 @@ class HFChatBackend:
         kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(input_ids)}
         if self.prefix_cache:
             kwargs["cache"] = self._reusable_cache(input_ids[0].tolist())
+        if self.grammar is not None:
+            kwargs["logits_processor"] = [self.grammar.logits_processor(int(input_ids.shape[1]))]
         with torch.no_grad():
             out = self.model.generate(
                 input_ids, max_new_tokens=self.max_new_tokens, do_sample=self.do_sample, pad_token_id=pad_id, **kwargs

@@ -134,6 +134,21 @@ def limit_reply_tokens(policy: Any, n: int) -> None:
     )
 
 
+def constrain_actions(policy: Any) -> None:
+    """Decode every reply of an in-process model manager (llm-hf, hier:llm-hf) under the action grammar
+    (:func:`harness.manager.wire.call_grammar`, :mod:`harness.grammar`): each reply is one well-formed action."""
+    from harness.manager.wire import call_grammar
+
+    backend = getattr(policy, "backend", None) or getattr(policy, "tier1", None)
+    if backend is None or not hasattr(backend, "set_grammar"):
+        raise RunError(
+            f"constrained decoding applies to in-process model managers (llm-hf:PATH, hier:llm-hf:PATH); not to "
+            f"{policy.name}. On a vLLM endpoint pass the grammar with the request instead "
+            "(OpenAIChatBackend(grammar=...), a server started with --structured-outputs-config.backend guidance)."
+        )
+    backend.set_grammar(call_grammar)
+
+
 def run_command(args: argparse.Namespace) -> int:
     try:
         return run_episode(args)

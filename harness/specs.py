@@ -92,6 +92,12 @@ class ManagerSpec:
         """The model is loaded into this process (the ``-hf`` forms): one instance should serve every episode."""
         return MANAGER_KINDS[self.name].model == "path" or self.tier1 == "llm-hf"
 
+    @property
+    def answers_in_actions(self) -> bool:
+        """A chat model writes the manager's wire actions (llm, hier with a model; not freeform or windowed, which
+        write prose)."""
+        return self.name in ("llm", "llm-hf") or (self.name == "hier" and self.tier1 in ("llm", "llm-hf"))
+
     def __str__(self) -> str:
         k = [str(self.k)] if self.k is not None else []
         tier1 = [self.tier1] if self.tier1 is not None else []

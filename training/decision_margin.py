@@ -2,12 +2,15 @@
 
 For each flat sample of a synthesis split whose gold control action is ``REPAIR`` or ``FINALIZE_RELATIONS`` (the
 decision that ends a check activation), the model reads the gold context (every message before the decision, in the
-asked prompt view) and the log-probability of the start of each decision's wire text is scored:
-``<tool_call>\\n{"name": "REPAIR"`` against ``<tool_call>\\n{"name": "FINALIZE_RELATIONS"``. The sample's margin is
-their difference. A model that reads the evidence (a failed check or probe) has higher margins at repair samples than
-at confirm samples whatever its threshold, so :func:`auc` (the probability that a random repair sample's margin
-exceeds a random confirm sample's; 0.5 is no separation) shows a recipe that moves the preference before it flips the
-greedy decision. Run it on a training split's validation rows to compare SFT recipes without held-out data:
+asked prompt view) and the start of the reply the two decisions share, ``<tool_call>\\n{"name": "``, tokenized as the
+model writes it. The sample's margin is the log-odds of the two decisions' first differing tokens there
+(``RE`` against ``FI`` for SmolLM2): the very token greedy decoding branches on, so a positive margin is a greedy
+REPAIR whenever these two are the model's top candidates (the log-probabilities of the whole names are not what
+greedy decoding compares, and their sum can favour either name). A model that reads the evidence (a failed
+check or probe) has higher margins at repair samples than at confirm samples whatever its threshold, so :func:`auc`
+(the probability that a random repair sample's margin exceeds a random confirm sample's; 0.5 is no separation) shows
+a recipe that moves the preference before it flips the greedy decision. Run it on a training split's validation rows
+to compare SFT recipes without held-out data:
 
     python scripts/decision_margin.py --model runs/study-smollm2/arms/sft-lora/merged \\
         --data runs/study-smollm2/data/train-bare --split validation --out margins.json
@@ -18,7 +21,6 @@ so its report shows what each recipe does to the decision on the split it was ch
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,8 +31,21 @@ from training.study_decisions import DECISION_CONTROLS as DECISIONS  # a repair 
 
 
 def decision_text(name: str) -> str:
-    """The start of a control action's wire text, up to and including its quoted name."""
-    return '<tool_call>\n{"name": "' + name + '"'
+    """The start of a control action's wire text as :func:`harness.manager.wire.render_action` writes it: the
+    quoted name and what follows it, so the name's tokens are the ones the model generates."""
+    return '<tool_call>\n{"name": "' + name + '", "arguments": '
+
+
+def branch_ids(tokenizer: Any) -> tuple[list[int], dict[str, int]]:
+    """The ids the decisions' wire texts share (the reply up to the name) and each decision's first own id."""
+    texts = {name: tokenizer(decision_text(name), add_special_tokens=False)["input_ids"] for name in DECISIONS}
+    first, *others = texts.values()
+    shared = 0
+    while all(shared < len(ids) for ids in texts.values()) and all(ids[shared] == first[shared] for ids in others):
+        shared += 1
+    if any(shared >= len(ids) for ids in texts.values()):
+        raise ValueError(f"the decisions {list(DECISIONS)} tokenize to one prefix of another: no branching token")
+    return first[:shared], {name: ids[shared] for name, ids in texts.items()}
 
 
 def decision_samples(dataset_dir: str | Path, split: str, prompt_view: str, limit: int | None = None) -> list[dict]:
@@ -68,14 +83,12 @@ def decision_samples(dataset_dir: str | Path, split: str, prompt_view: str, limi
 
 
 def margins(model: Any, tokenizer: Any, samples: Sequence[dict[str, Any]], progress: bool = True) -> list[dict]:
-    """Each sample with its log-probabilities (``logprob_<decision>``) and ``margin`` (repair minus confirm).
-
-    The context is prefilled once (logits of its last position only); each decision's tokens (tokenized on their
-    own, as a model generates after the generation prompt) are scored on a copy of its key/value cache."""
+    """Each sample with the log-probability of each decision's branching token (``logprob_<decision>``, after the
+    context and the shared reply start :func:`branch_ids`) and ``margin`` (repair minus confirm): one forward each."""
     import torch
     from tqdm import tqdm
 
-    decision_ids = {name: tokenizer(decision_text(name), add_special_tokens=False)["input_ids"] for name in DECISIONS}
+    shared, branch = branch_ids(tokenizer)
     rows = []
     for sample in tqdm(samples, desc="decision margins", unit="sample", disable=not progress):
         prompt = tokenizer.apply_chat_template(
@@ -83,13 +96,9 @@ def margins(model: Any, tokenizer: Any, samples: Sequence[dict[str, Any]], progr
         )
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         with torch.no_grad():
-            out = model(input_ids=torch.tensor([prompt_ids]), use_cache=True, logits_to_keep=1)
-            scores = {}
-            for name, ids in decision_ids.items():
-                cont = model(input_ids=torch.tensor([ids[:-1]]), cache=copy.deepcopy(out.cache), use_cache=True)
-                logits = torch.cat([out.logits[0, -1:], cont.logits[0]]).float()
-                logprobs = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids)[:, None])
-                scores[name] = float(logprobs.sum())
+            logits = model(input_ids=torch.tensor([prompt_ids + shared]), logits_to_keep=1).logits[0, -1]
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        scores = {name: float(logprobs[token]) for name, token in branch.items()}
         rows.append(
             {
                 "task_id": sample["task_id"],

@@ -233,6 +233,12 @@ class StudyConfig:
         default=None, metadata={"help": "At most this many margin rows (repair and confirm in turn; None: all)."}
     )
     manager_max_tokens: int = field(default=160, metadata={"help": "Cap on one manager reply (tokens)."})
+    constrained_decoding: bool = field(
+        default=False,
+        metadata={"help": "Serve every model arm that writes actions (flat and hier; not windowed) under the action "
+                  "grammar (harness.grammar): each reply is one well-formed action, at the decision points and in "
+                  "the episodes alike. Exact match (teacher-forced) and DAPO's rollouts are not affected."},
+    )  # fmt: skip
     runtime: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "RuntimeConfig fields of the episodes (e.g. max_actions)."}
     )
@@ -451,7 +457,9 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
 
     def policy(arm: str) -> Any:
         if arm not in policies:
-            policies[arm] = ARMS[arm].serve(study.model_dir(arm), config.manager_max_tokens, config.prompt_view)
+            policies[arm] = ARMS[arm].serve(
+                study.model_dir(arm), config.manager_max_tokens, config.prompt_view, config.constrained_decoding
+            )
         return policies[arm]
 
     exact: dict[str, list[dict[str, Any]]] = {}
@@ -492,6 +500,7 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
             isolation=config.isolation,
             runtime=config.runtime,
             manager_max_tokens=config.manager_max_tokens,
+            constrained_decoding=config.constrained_decoding,
             seed=config.seed,
             n_resamples=config.n_resamples,
             report_to=resolve_report_to(config.report_to),

@@ -61,10 +61,16 @@ class Arm:
     decides: bool = True
     """Whether it takes manager actions, so plays the decision points (not ``none``, not ``windowed``)."""
 
-    def serve(self, path: str | Path, max_new_tokens: int, prompt_view: str) -> Any:
-        """The policy of this (model) arm over the checkpoint ``path``."""
+    def serve(self, path: str | Path, max_new_tokens: int, prompt_view: str, constrained: bool = False) -> Any:
+        """The policy of this (model) arm over the checkpoint ``path``; ``constrained``: an arm that writes actions
+        (flat, hier) decodes under the action grammar (:func:`harness.run.constrain_actions`)."""
         factory = {"hier": hier_model_policy, "windowed": windowed_model_policy}.get(self.format, model_policy)
-        return factory(path, max_new_tokens, prompt_view)
+        policy = factory(path, max_new_tokens, prompt_view)
+        if constrained and self.format != "windowed":
+            from harness.run import constrain_actions
+
+            constrain_actions(policy)
+        return policy
 
 
 # ---------------------------------------------------------------- inference

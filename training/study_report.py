@@ -311,6 +311,18 @@ def track_study(out: Path, results: dict[str, Any], report_to: str, run_name: st
         tracker.finish()
 
 
+def decoding_line(config: dict[str, Any]) -> str:
+    """How the model arms decode (the report states it: under the action grammar a reply is always well formed, so
+    a legal-action rate then counts the actions the protocol refuses, not malformed text)."""
+    if config.get("constrained_decoding"):
+        return (
+            "Decoding: greedy under the action grammar (constrained_decoding): every reply of the flat and hier arms "
+            "is one well-formed action (unless cut by the reply cap); illegal actions are those the protocol "
+            "refuses at that point.\n"
+        )
+    return "Decoding: greedy, free (no grammar): a malformed reply counts as an illegal action.\n"
+
+
 def write_outputs(out: Path, results: dict[str, Any]) -> None:
     """``results.json``, ``report.md`` and the plots into ``out``."""
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
@@ -407,6 +419,7 @@ def render_report(results: dict[str, Any]) -> str:
         f"Exact match on {held['exact_match_samples']} held-out atomic samples per model arm. Training data: "
         f"{results['data']['train']['samples']} samples. Worker: scripted (replays reference or faulty programs), "
         "so turn accuracy, DCR and rewards are SIMULATED.\n",
+        decoding_line(results.get("config", {})),
         "## Results\n",
         markdown_table(RESULT_COLUMNS, list(arms.items())),
         "\n![metrics](metrics.png)\n",

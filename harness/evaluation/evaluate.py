@@ -68,7 +68,14 @@ from harness.executors import (
     ray_num_cpus_field,
 )
 from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
-from harness.specs import MANAGER_GRAMMAR, WORKER_GRAMMAR, parse_manager_specs, parse_suite_spec, parse_worker_spec
+from harness.specs import (
+    MANAGER_GRAMMAR,
+    WORKER_GRAMMAR,
+    parse_manager_spec,
+    parse_manager_specs,
+    parse_suite_spec,
+    parse_worker_spec,
+)
 from harness.tracking import TRACKERS, check_tracker, open_tracker, tag
 from harness.yaml_config import build_config
 
@@ -133,6 +140,13 @@ class EvaluationConfig:
         default_factory=dict, metadata={"help": "More RuntimeConfig fields (e.g. max_actions) for every episode."}
     )
     manager_max_tokens: int | None = field(default=None, metadata={"help": "Cap on one manager reply (llm)."})
+    constrained_decoding: bool = field(
+        default=False,
+        metadata={
+            "help": "Decode the replies of in-process model managers that write actions (llm-hf, hier:llm-hf) under "
+            "the action grammar (harness.grammar): every reply is one well-formed action."
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Seed of the bootstrap resampling."})
     n_resamples: int = field(default=N_RESAMPLES, metadata={"help": "Bootstrap resamples."})
     report: bool = field(default=True, metadata={"help": "Write report.md with plots."})
@@ -155,9 +169,16 @@ class EvaluationConfig:
 
     def __post_init__(self) -> None:
         try:  # a -hf model folder is checked when its variant has episodes to run (a resumed one may have none)
-            parse_manager_specs(self.managers, check_paths=False)
+            specs = parse_manager_specs(self.managers, check_paths=False)
         except ValueError as exc:
             raise EvaluationError(str(exc)) from None
+        endpoints = [str(s) for s in specs if self.constrained_decoding and s.answers_in_actions and not s.in_process]
+        if endpoints:
+            raise EvaluationError(
+                f"constrained_decoding: {', '.join(endpoints)} answer from an endpoint; the grammar constrains "
+                "in-process models (llm-hf:PATH, hier:llm-hf:PATH). Drop constrained_decoding or serve the model "
+                "in process."
+            )
         if len(set(self.variant_names)) != len(self.managers):
             raise EvaluationError(f"--manager {','.join(self.managers)}: a variant is listed twice; list each once.")
         if self.labels is not None and len(self.labels) != len(self.managers):
@@ -298,12 +319,14 @@ def _close_episodes() -> None:
 def make_policy(spec: str, config: EvaluationConfig) -> Any:
     """The policy of one variant, made only when it has episodes to run (an in-process model loads once)."""
     from harness.manager import get_policy
-    from harness.run import RunError, limit_reply_tokens
+    from harness.run import RunError, constrain_actions, limit_reply_tokens
 
     try:
         policy = get_policy(spec)
         if config.manager_max_tokens is not None and getattr(policy, "backend", None) is not None:
             limit_reply_tokens(policy, config.manager_max_tokens)  # model-backed variants only
+        if config.constrained_decoding and parse_manager_spec(spec, check_paths=False).answers_in_actions:
+            constrain_actions(policy)
     except (RunError, ValueError) as exc:
         raise EvaluationError(f"--manager {spec}: {exc}") from exc
     return policy
@@ -334,8 +357,15 @@ def run_episode(
             "prompt": getattr(policy, "prompt_tokens", 0) - tokens_before[0],
             "completion": getattr(policy, "completion_tokens", 0) - tokens_before[1],
         },
+        "constrained_decoding": decodes_under_grammar(policy),
     }
     return record
+
+
+def decodes_under_grammar(policy: Any) -> bool:
+    """Whether ``policy``'s model (flat ``backend``, hier ``tier1``) decodes under a grammar right now."""
+    backend = getattr(policy, "backend", None) or getattr(policy, "tier1", None)
+    return getattr(backend, "grammar", None) is not None
 
 
 def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, TaskInfo]) -> dict[str, Any]:

@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from harness.manager.actions import ACTION_KIND, Action, check_action
+from harness.manager.actions import ACTION_KIND, ACTION_SPECS, Action, check_action
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,42 @@ def render_action(action: Action) -> str:
     """The canonical wire text of ``action``: ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``
     (Qwen3 chat-template layout; non-ASCII kept as is). ``parse_response(render_action(a)).action == a``."""
     return f"{TOOL_CALL_OPEN}\n{json.dumps(action.to_dict(), ensure_ascii=False)}\n{TOOL_CALL_CLOSE}"
+
+
+def call_schema(names: Collection[str] | None = None) -> dict[str, Any]:
+    """The JSON schema of one call object ``{"name": ..., "arguments": {...}}``: one alternative per action (all, or
+    those in ``names``), each with its arguments' schema; the ``x-guidance`` separators are :func:`render_action`'s
+    (``", "`` and ``": "``, no other whitespace), so a constrained reply is written the way the SFT data writes it."""
+    specs = [spec for spec in ACTION_SPECS if names is None or spec.name in names]
+    if not specs:
+        raise ValueError(f"call_schema: no action among {sorted(names or ())}")
+    alternatives = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": spec.name}, "arguments": spec.parameters},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for spec in specs
+    ]
+    return {
+        "oneOf": alternatives,
+        "x-guidance": {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "},
+    }
+
+
+def call_grammar(added_tokens: Collection[str] = (), names: Collection[str] | None = None) -> str:
+    """The Lark grammar (llguidance dialect: vLLM's ``guidance`` structured-outputs backend and
+    :class:`harness.grammar.TokenGrammar` read it) of one canonical response: ``<tool_call>``, a newline, one call
+    matching :func:`call_schema`, a newline, ``</tool_call>`` — exactly :func:`render_action`'s layout, no thought.
+    A tag that is one of the tokenizer's ``added_tokens`` (Qwen3's) is written as a token, otherwise as text
+    (SmolLM2 spells the tags out in plain tokens)."""
+
+    def tag(text: str) -> str:
+        return text if text in added_tokens else json.dumps(text)
+
+    schema = json.dumps(call_schema(names))
+    return f'start: {tag(TOOL_CALL_OPEN)} "\\n" call "\\n" {tag(TOOL_CALL_CLOSE)}\ncall: %json {schema}\n'
 
 
 def parse_response(response: object, *, strict: bool = True) -> ParseResult:

@@ -1,5 +1,5 @@
-"""Teacher-forced decision margins: the cached scoring equals a full forward, the AUC by hand, the sample selection,
-and the script's output and input errors."""
+"""Teacher-forced decision margins: the branching token is where the decisions' replies part, the margin is its
+log-odds in a full forward, the AUC by hand, the sample selection, and the script's output and input errors."""
 
 from __future__ import annotations
 
@@ -60,28 +60,45 @@ def test_samples_alternate_decisions_in_the_view(sft_smoke_dir: Path) -> None:
         decision_samples(sft_smoke_dir, "test", "full")
 
 
-def test_cached_margins_equal_full_forwards(sft_smoke_dir: Path, tiny_model_dir: Path) -> None:
+def test_margins_are_the_log_odds_of_the_branching_token(sft_smoke_dir: Path, tiny_model_dir: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from training.decision_margin import decision_samples, decision_text, margins
+    from harness.manager.actions import make_action
+    from harness.manager.wire import render_action
+    from training.decision_margin import branch_ids, decision_samples, margins
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32).eval()
+    shared, branch = branch_ids(tokenizer)
+    # the shared start and the branching ids are those of the replies the model writes (render_action's tokens)
+    replies = {
+        "REPAIR": render_action(
+            make_action("REPAIR", {"analytical_evidence": "e", "error_hint": {"error_variable": "v",
+                                                                             "faulty_reasoning": "r"}})
+        ),
+        "FINALIZE_RELATIONS": render_action(
+            make_action("FINALIZE_RELATIONS", {"mode": "confirm", "relations": [], "conflict_evidence": ""})
+        ),
+    }  # fmt: skip
+    for name, text in replies.items():
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert ids[: len(shared)] == shared and ids[len(shared)] == branch[name]
+    assert branch["REPAIR"] != branch["FINALIZE_RELATIONS"]
     samples = decision_samples(sft_smoke_dir, "train", "bare", limit=2)
     rows = margins(model, tokenizer, samples, progress=False)
     for sample, row in zip(samples, rows, strict=True):
         prompt = tokenizer.apply_chat_template(sample["messages"], add_generation_prompt=True, tokenize=False)
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         assert row["prompt_tokens"] == len(prompt_ids)
-        expected = {}
-        for name in ("REPAIR", "FINALIZE_RELATIONS"):
-            ids = tokenizer(decision_text(name), add_special_tokens=False)["input_ids"]
-            with torch.no_grad():
-                logits = model(torch.tensor([prompt_ids + ids])).logits[0, len(prompt_ids) - 1 : -1]
-            expected[name] = float(torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(ids)[:, None]).sum())
-            assert row[f"logprob_{name}"] == pytest.approx(expected[name], abs=1e-3)
-        assert row["margin"] == pytest.approx(expected["REPAIR"] - expected["FINALIZE_RELATIONS"], abs=1e-3)
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt_ids + shared])).logits[0, -1]  # a full forward, every position
+        logprobs = torch.log_softmax(logits.float(), -1)
+        for name, token in branch.items():
+            assert row[f"logprob_{name}"] == pytest.approx(float(logprobs[token]), abs=1e-4)
+        assert row["margin"] == pytest.approx(
+            float(logprobs[branch["REPAIR"]] - logprobs[branch["FINALIZE_RELATIONS"]]), abs=1e-4
+        )
         assert row["gold"] == sample["gold"] and row["margin"] != 0.0
 
 

@@ -75,6 +75,11 @@ def test_cross_field_errors_name_the_fix():
     _, rl_args, config = _parse("--config", tiny, "--overlong_buffer", "64")
     with pytest.raises(ValueError, match="overlong_buffer=64 exceeds max_completion_length=32"):
         check_config(rl_args, config)
+    _, rl_args, config = _parse("--config", tiny, "--constrained_decoding", "true")
+    check_config(rl_args, config)  # the transformers engine takes the grammar
+    config.use_vllm = True
+    with pytest.raises(ValueError, match="constrained_decoding samples under the action grammar.*set use_vllm false"):
+        check_config(rl_args, config)
     with pytest.raises(ValueError, match="max_rounds=0 must be >= 1"):
         RLArguments(max_rounds=0)
     with pytest.raises(ValueError, match="oversample=0.5 must be >= 1"):

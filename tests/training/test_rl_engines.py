@@ -130,6 +130,34 @@ def test_a_group_session_with_another_first_request_samples_alone(small_model):
     assert extra_lp == pytest.approx(sequence_logprobs(small_model, context, extra, 0.7), abs=1e-4)
 
 
+def test_grammar_sampling_gives_whole_actions_with_the_masked_logprobs(small_model, qwen3_tokenizer):
+    pytest.importorskip("llguidance")
+    from harness.grammar import TokenGrammar, added_tokens
+    from harness.manager.wire import call_grammar, parse_response
+
+    eos = qwen3_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    names = ("COMMIT_STATE", "ABSTAIN", "RESUME_WORKER")
+    n_vocab = int(small_model.get_output_embeddings().weight.shape[0])
+    text = call_grammar(added_tokens(qwen3_tokenizer), names)
+    grammar = TokenGrammar(qwen3_tokenizer, text, n_vocab=n_vocab, stop_ids=[eos])
+    engine = TransformersEngine(small_model, eos_id=eos, prefix_ids=[1, 2, 3], temperature=1.0, grammar=grammar)
+    context = [1, 2, 3, 4, 5]
+    torch.manual_seed(0)
+    rows = engine.sample_many(context, 3, 40)
+    single = engine.session().sample(context, 40)
+    for ids, logprobs in [*rows, single]:
+        assert ids[-1] == eos and len(ids) < 40  # it stops: at the end only <|im_end|> is allowed
+        parsed = parse_response(qwen3_tokenizer.decode(ids[:-1], skip_special_tokens=False))
+        assert parsed.ok and parsed.action.name in names, parsed.error
+        # the masked distribution's log-probabilities: a forced token (the one allowed) has log-probability 0
+        assert max(logprobs) == pytest.approx(0.0, abs=1e-5) and all(lp <= 1e-5 for lp in logprobs)
+        # ... and never below the free model's (masking only renormalizes onto the allowed tokens)
+        free = sequence_logprobs(small_model, context, ids, 1.0)
+        assert all(m >= f - 1e-4 for m, f in zip(logprobs, free, strict=True)) and sum(logprobs) > sum(free) + 1
+    free_ids, _ = TransformersEngine(small_model, eos_id=eos).session().sample(context, 40)
+    assert not parse_response(qwen3_tokenizer.decode(free_ids, skip_special_tokens=False)).ok
+
+
 def test_weight_sync_check_passes_on_equal_weights_and_warns_on_stale_ones(small_model, caplog):
     import copy
 

@@ -92,3 +92,38 @@ def test_the_probe_counts_legal_first_responses_in_the_env_and_a_resumed_run_reu
         assert rollouts.choose_temperature(str(tiny_model_dir)) == chosen
     finally:
         rollouts.close()
+
+
+def test_constrained_decoding_hands_the_action_grammar_to_the_probe_and_the_rollouts(
+    sft_smoke_dir, qwen3_tokenizer, tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    pytest.importorskip("llguidance")
+    from transformers import AutoModelForCausalLM
+
+    from harness.manager.actions import make_action
+    from harness.manager.wire import render_action
+
+    grammars = []
+
+    def probe(player, engine, *args, **kwargs):
+        grammars.append(engine.grammar)
+        return [{"temperature": 0.5, "legal": 1, "samples": 1, "points": 1, "legal_rate": 1.0}]
+
+    monkeypatch.setattr("training.rl.temperature.probe_temperatures", probe)
+    constrained = _rollouts(sft_smoke_dir, qwen3_tokenizer, tmp_path / "c", temperature_grid=[0.5],
+                            constrained_decoding=True)  # fmt: skip
+    free = _rollouts(sft_smoke_dir, qwen3_tokenizer, tmp_path / "f", temperature_grid=[0.5])
+    try:
+        assert constrained.choose_temperature(str(tiny_model_dir)) == 0.5
+        free.choose_temperature(str(tiny_model_dir))
+        assert grammars[0] is not None and grammars[1] is None
+        model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))
+        constrained.use_model(model)
+        free.use_model(model)
+        assert free.engine.grammar is None
+        commit = qwen3_tokenizer.encode(render_action(make_action("COMMIT_STATE")), add_special_tokens=False)
+        assert constrained.engine.grammar.accepts(commit) and not constrained.engine.grammar.accepts(commit[:-1])
+        assert constrained.engine.grammar.n_vocab == model.get_output_embeddings().weight.shape[0]
+    finally:
+        constrained.close()
+        free.close()

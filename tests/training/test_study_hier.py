@@ -57,6 +57,18 @@ def test_hier_serves_a_hier_policy_in_the_bare_view(tiny_model_dir: Path) -> Non
     assert full.tools and ARMS["sft-lora"].format == "flat" and not isinstance(ARMS["sft-lora"], HierPolicy)
 
 
+def test_constrained_arms_decode_under_the_action_grammar(tiny_model_dir: Path) -> None:
+    from harness.evaluation.evaluate import decodes_under_grammar
+
+    flat = ARMS["sft-lora"].serve(tiny_model_dir, 8, "bare", constrained=True)
+    hier = ARMS["hier"].serve(tiny_model_dir, 8, "bare", constrained=True)
+    assert decodes_under_grammar(flat) and decodes_under_grammar(hier)
+    # the tiny model's tokenizer is Qwen3's: the tags are single added tokens, so the grammar names them as tokens
+    assert flat.backend.grammar.grammar.startswith('start: <tool_call> "\\n" call')
+    assert not decodes_under_grammar(ARMS["sft-lora"].serve(tiny_model_dir, 8, "bare"))
+    assert not decodes_under_grammar(ARMS["windowed"].serve(tiny_model_dir, 8, "bare", constrained=True))  # prose
+
+
 def test_decision_points_with_the_hier_policy(pool, env, tiny_model_dir: Path) -> None:
     from training.study_arms import model_policy
 

@@ -45,12 +45,22 @@ class TransformersEngine:
         eos_id: the id that ends a response (``<|im_end|>``).
         prefix_ids: ids every prompt starts with (the system turn); their KV cache is built by :meth:`refresh`.
         temperature: logits are divided by it before sampling.
+        grammar: a :class:`harness.grammar.TokenGrammar` (with ``eos_id`` among its stop ids): every response is
+            sampled under it (a fresh matcher per response), and the log-probabilities returned are those of the
+            masked distribution it was drawn from. None: free sampling.
     """
 
-    def __init__(self, model: Any, eos_id: int, prefix_ids: list[int] | None = None, temperature: float = 1.0):
+    def __init__(
+        self,
+        model: Any,
+        eos_id: int,
+        prefix_ids: list[int] | None = None,
+        temperature: float = 1.0,
+        grammar: Any = None,
+    ):
         if temperature <= 0:
             raise ValueError(f"temperature={temperature} must be > 0 (sampling); TRL's loss divides logits by it too")
-        self.model, self.eos_id, self.temperature = model, eos_id, temperature
+        self.model, self.eos_id, self.temperature, self.grammar = model, eos_id, temperature, grammar
         self.prefix_ids = list(prefix_ids or [])
         self._prefix_cache: Any = None
 
@@ -110,7 +120,10 @@ class TransformersEngine:
             cache.batch_repeat_interleave(n)
             logits = logits[None].repeat(n, 1)
             alive = list(range(n))  # the rows still decoding, in the order of the batch
+            matchers = [self.grammar.matcher() for _ in range(n)] if self.grammar is not None else None
             for step in range(max_new_tokens):
+                if matchers is not None:
+                    logits = torch.stack([self.grammar.mask(matchers[r], logits[i]) for i, r in enumerate(alive)])
                 logp = torch.log_softmax(logits / temperature, dim=-1)
                 # p / Exp(1) noise has its argmax distributed as p, row by row (as in _CachedSession)
                 tokens = torch.argmax(logp.exp() / torch.empty_like(logp).exponential_(), dim=-1)
@@ -120,6 +133,8 @@ class TransformersEngine:
                 for i, (row, token) in enumerate(zip(alive, tokens, strict=True)):
                     ids[row].append(token)
                     logprobs[row].append(chosen[i])
+                    if matchers is not None:
+                        self.grammar.advance(matchers[row], [token])
                     if token != self.eos_id:
                         keep.append(i)
                 if not keep or step == max_new_tokens - 1:
@@ -187,12 +202,17 @@ class _CachedSession:
             logits, self.cache = engine.forward(context_ids[len(self.fed) :], self.cache)
             ids: list[int] = []
             logprobs: list[float] = []
+            matcher = engine.grammar.matcher() if engine.grammar is not None else None
             for step in range(max_new_tokens):
+                if matcher is not None:
+                    logits = engine.grammar.mask(matcher, logits)
                 logp = torch.log_softmax(logits / engine.temperature, dim=-1)
                 # p / Exp(1) noise has its argmax distributed as p (cheaper than torch.multinomial over the vocabulary)
                 token = int(torch.argmax(logp.exp() / torch.empty_like(logp).exponential_()))
                 ids.append(token)
                 logprobs.append(float(logp[token]))
+                if matcher is not None:
+                    engine.grammar.advance(matcher, [token])
                 if token == engine.eos_id or step == max_new_tokens - 1:
                     break
                 logits, self.cache = engine.forward([token], self.cache)

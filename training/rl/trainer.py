@@ -222,6 +222,13 @@ class RLArguments:
     temperature_min_legal: float = field(
         default=0.8, metadata={"help": "Temperature probe: the legal rate the chosen temperature keeps."}
     )
+    constrained_decoding: bool = field(
+        default=False,
+        metadata={
+            "help": "Sample every response under the action grammar (harness.grammar, the transformers engine): "
+            "each one is a well-formed action (unless cut by max_new_tokens); the temperature probe samples so too."
+        },
+    )
     temperature_points: int = field(default=8, metadata={"help": "Temperature probe: start points sampled."})
     temperature_samples: int = field(
         default=4, metadata={"help": "Temperature probe: first responses sampled per start point and temperature."}
@@ -292,6 +299,12 @@ def check_config(rl_args: RLArguments, config: GRPOConfig) -> None:
     if config.beta != 0:
         raise ValueError(f"beta={config.beta}: DAPO has no KL term and no reference model; set beta: 0")
     vllm_settings(config)  # the vLLM fields, checked without vLLM
+    if rl_args.constrained_decoding and config.use_vllm:
+        raise ValueError(
+            "constrained_decoding samples under the action grammar in the transformers engine; with use_vllm the "
+            "rollouts come from vLLM, which this trainer does not hand a grammar: set use_vllm false or "
+            "constrained_decoding false"
+        )
     if rl_args.overlong_buffer > config.max_completion_length:
         raise ValueError(
             f"overlong_buffer={rl_args.overlong_buffer} exceeds max_completion_length={config.max_completion_length}; "
@@ -422,7 +435,9 @@ class ManagerRollouts:
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
         player = self.player if self.player is not None else self.spec.player(self.pool, self.tokens)
         try:
-            engine = TransformersEngine(model, self.tokens.eos_id, self.tokens.encode(self.tokens.system_text()))
+            engine = TransformersEngine(
+                model, self.tokens.eos_id, self.tokens.encode(self.tokens.system_text()), grammar=self.grammar(model)
+            )
             table = probe_temperatures(
                 player, engine, self.sampler.points.points, args.temperature_grid,
                 points=args.temperature_points, samples=args.temperature_samples,
@@ -445,7 +460,21 @@ class ManagerRollouts:
         from training.rl.engines import TransformersEngine
 
         prefix = self.tokens.encode(self.tokens.system_text())
-        self.engine = TransformersEngine(model, self.tokens.eos_id, prefix, self.config.temperature)
+        self.engine = TransformersEngine(
+            model, self.tokens.eos_id, prefix, self.config.temperature, grammar=self.grammar(model)
+        )
+
+    def grammar(self, model: Any) -> Any:
+        """The action grammar for ``model``'s responses (``constrained_decoding``), else None."""
+        if not self.args.constrained_decoding:
+            return None
+        from harness.grammar import TokenGrammar, added_tokens
+        from harness.manager.wire import call_grammar
+
+        tokenizer = self.tokens.tokenizer
+        n_vocab = int(model.get_output_embeddings().weight.shape[0])
+        text = call_grammar(added_tokens(tokenizer))
+        return TokenGrammar(tokenizer, text, n_vocab=n_vocab, stop_ids=[self.tokens.eos_id])
 
     def _engine(self, trainer: GRPOTrainer) -> Any:
         from training.rl.engines import VLLMEngine

@@ -293,6 +293,25 @@ def test_faults_need_the_scripted_worker(tmp_path):
         resolve_suite(str(Path(__file__).resolve().parents[3] / "harness" / "builtin_tasks"), limit=0)
 
 
+def test_constrained_decoding_is_for_in_process_action_models(tmp_path):
+    with pytest.raises(EvaluationError, match=r"constrained_decoding: llm:http://x/v1, hier:llm:http://y/v1 answer"):
+        EvaluationConfig(
+            suite="smoke",
+            out=str(tmp_path),
+            managers=["llm:http://x/v1", "hier:llm:http://y/v1"],
+            constrained_decoding=True,
+        )
+    # prose managers (windowed, freeform) and model-free ones are left as they are; in-process action models qualify
+    config = EvaluationConfig(
+        suite="smoke",
+        out=str(tmp_path),
+        managers=["rule", "windowed:3:http://x/v1", "freeform:http://x/v1", f"llm-hf:{tmp_path}"],
+        constrained_decoding=True,
+    )
+    assert config.constrained_decoding
+    EvaluationConfig(suite="smoke", out=str(tmp_path), managers=["llm:http://x/v1"])  # off: endpoints are fine
+
+
 def test_quantile_scores_for_tasks_with_a_leaderboard():
     tasks = {
         "a": TaskInfo("artifact", leaderboard=(0.9, 0.5), domain="x"),

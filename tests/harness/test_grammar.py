@@ -1,0 +1,153 @@
+"""Grammar-constrained decoding (harness/grammar.py, harness.manager.wire.call_grammar): the action grammar accepts
+every canonical action and nothing malformed, with Qwen3's tokenizer (``<tool_call>`` is one added token); a random
+tiny model that never writes a valid action on its own writes one under the grammar (HFChatBackend); the OpenAI
+backend sends the grammar as vLLM's ``structured_outputs``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.import_utils import is_available
+from harness.llm import HFChatBackend, OpenAIChatBackend
+from harness.manager.actions import make_action, tool_schemas
+from harness.manager.wire import call_grammar, call_schema, parse_response, render_action
+from tests.harness.test_llm import FakeOpenAI, build_tiny_chat_model, completion
+
+needs_grammar = pytest.mark.skipif(
+    not (is_available("llguidance") and is_available("transformers") and is_available("torch")),
+    reason="the train extra (llguidance, transformers, torch) is not installed",
+)
+
+ACTIONS = [
+    make_action(
+        "OPEN_STATE",
+        {
+            "issue": 'How many "late" orders are there? (ünïcode kept)',
+            "constraints": [{"text": "rounded to 2 decimals"}, {"text": "no nulls", "code": "assert x.notna().all()"}],
+            "relations": [{"type": "progress", "related_state_id": "S1"}],
+        },
+    ),
+    make_action(
+        "UPDATE_STATE",
+        {
+            "issue": "the count",
+            "source_interval": {"start_step": 0, "end_step": 2},
+            "used_variables": ["orders"],
+            "conclusions": ["502 orders"],
+        },
+    ),
+    make_action("FINALIZE_RELATIONS", {"mode": "confirm", "relations": [], "conflict_evidence": ""}),
+    make_action(
+        "REPAIR",
+        {
+            "analytical_evidence": "probe: total != sum\nline 2",
+            "error_hint": {"error_variable": "total", "faulty_reasoning": "summed the wrong column"},
+        },
+    ),
+    make_action("COMMIT_STATE"),
+    make_action("run_probe", {"code": "print(df[df['a'] < 3].sum())\nprint('<done>')"}),
+    make_action("check_execution", {"step_id": 3}),
+]
+
+
+@pytest.fixture(scope="module")
+def qwen3_grammar(qwen3_tokenizer):
+    from harness.grammar import TokenGrammar, added_tokens
+
+    stop = qwen3_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    return TokenGrammar(
+        qwen3_tokenizer, call_grammar(added_tokens(qwen3_tokenizer)), n_vocab=len(qwen3_tokenizer), stop_ids=[stop]
+    )
+
+
+def test_call_grammar_writes_added_tags_as_tokens_and_others_as_text():
+    assert call_grammar({"<tool_call>", "</tool_call>"}).startswith(
+        'start: <tool_call> "\\n" call "\\n" </tool_call>\n'
+    )
+    assert call_grammar().startswith('start: "<tool_call>" "\\n" call "\\n" "</tool_call>"\n')
+    names = [alt["properties"]["name"]["const"] for alt in call_schema()["oneOf"]]
+    assert names == [tool["function"]["name"] for tool in tool_schemas()]
+    assert [a["properties"]["name"]["const"] for a in call_schema({"REPAIR", "ABSTAIN"})["oneOf"]] == [
+        "REPAIR",
+        "ABSTAIN",
+    ]
+    with pytest.raises(ValueError, match="no action among"):
+        call_schema({"NOT_AN_ACTION"})
+
+
+@needs_grammar
+@pytest.mark.parametrize("action", ACTIONS, ids=lambda a: a.name)
+def test_the_grammar_accepts_every_canonical_action(qwen3_grammar, qwen3_tokenizer, action):
+    ids = qwen3_tokenizer.encode(render_action(action), add_special_tokens=False)
+    assert qwen3_grammar.accepts(ids)
+    assert not qwen3_grammar.accepts(ids[:-1])  # a cut reply is a prefix, not a sentence
+
+
+@needs_grammar
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>\n{"name": "OPEN_STATE", "arguments": {"issue": "x", "constraints": [{text: "y"}], '
+        '"relations": [{"type": "init"}]}}\n</tool_call>',  # an unquoted key (the fifth edition's SFT model)
+        '<tool_call>\n{"name": "OPEN_STATE", "arguments": {"issue": "x", "constraints": []}}\n</tool_call>',
+        '<tool_call>\n{"name": "FINALIZE", "arguments": {}}\n</tool_call>',
+        '<tool_call>\n{"name": "COMMIT_STATE", "arguments": {}}\n</tool_call>\n\nand some prose',
+        'Sure! <tool_call>\n{"name": "COMMIT_STATE", "arguments": {}}\n</tool_call>',
+        '<tool_call>\n{"name":"COMMIT_STATE","arguments":{}}\n</tool_call>',  # not render_action's separators
+    ],
+)
+def test_the_grammar_rejects_malformed_calls(qwen3_grammar, qwen3_tokenizer, text):
+    assert not qwen3_grammar.accepts(qwen3_tokenizer.encode(text, add_special_tokens=False))
+
+
+@needs_grammar
+def test_a_tag_written_as_text_does_not_match_an_added_token(qwen3_tokenizer):
+    """Why call_grammar asks for the added tokens: llguidance never matches Qwen3's one-token ``<tool_call>`` with
+    the quoted text."""
+    from harness.grammar import TokenGrammar
+
+    stop = qwen3_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    text_tags = TokenGrammar(qwen3_tokenizer, call_grammar(), n_vocab=len(qwen3_tokenizer), stop_ids=[stop])
+    assert not text_tags.accepts(qwen3_tokenizer.encode(render_action(ACTIONS[4]), add_special_tokens=False))
+
+
+@needs_grammar
+def test_an_invalid_grammar_is_a_value_error(qwen3_tokenizer):
+    from harness.grammar import TokenGrammar
+
+    with pytest.raises(ValueError, match="invalid grammar"):
+        TokenGrammar(qwen3_tokenizer, "start: undefined_rule\n", n_vocab=len(qwen3_tokenizer), stop_ids=[0])
+    with pytest.raises(ValueError, match="at least one stop id"):
+        TokenGrammar(qwen3_tokenizer, call_grammar(), n_vocab=len(qwen3_tokenizer), stop_ids=[])
+
+
+@needs_grammar
+def test_a_random_model_writes_a_valid_action_only_under_the_grammar(tmp_path):
+    corpus = [json.dumps(tool_schemas()), render_action(ACTIONS[4]), "hello world"]
+    model = build_tiny_chat_model(tmp_path / "tiny", corpus)
+    messages = [{"role": "system", "content": "manage"}, {"role": "user", "content": "the state is done"}]
+    free = HFChatBackend(str(model), max_new_tokens=60).chat(messages)
+    assert not parse_response(free.text).ok
+    controls = ("COMMIT_STATE", "ABSTAIN", "RESUME_WORKER")
+    constrained = HFChatBackend(
+        str(model), max_new_tokens=60, grammar=lambda added: call_grammar(added, names=controls)
+    )
+    first = constrained.chat(messages)
+    parsed = parse_response(first.text)
+    assert parsed.ok, (first.text, parsed.error)
+    assert parsed.action.name in controls and first.text == render_action(parsed.action)
+    again = constrained.chat(
+        messages + [{"role": "assistant", "content": first.text}, {"role": "user", "content": "?"}]
+    )
+    assert parse_response(again.text).ok  # a second reply (prefix cache reused, a fresh matcher) is whole too
+
+
+def test_the_openai_backend_sends_the_grammar_as_structured_outputs():
+    with FakeOpenAI([(200, completion("x"))]) as server:
+        OpenAIChatBackend(server.url, "m", grammar='start: "a"\n').chat([{"role": "user", "content": "1"}])
+        OpenAIChatBackend(server.url, "m").chat([{"role": "user", "content": "2"}])
+    with_grammar, without = (post["body"] for post in server.posts())
+    assert with_grammar["structured_outputs"] == {"grammar": 'start: "a"\n'}
+    assert "structured_outputs" not in without
