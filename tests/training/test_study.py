@@ -217,6 +217,11 @@ def test_miniature_study(tmp_path: Path) -> None:
             and margins["n_REPAIR"] + margins["n_FINALIZE_RELATIONS"] == margins["samples"] <= config["margin_limit"]
         )
     report = (out / "report.md").read_text()
+    assert "Decoding: greedy under the action grammar" in report and results["config"]["constrained_decoding"]
+    records = [json.loads(line) for line in (out / "eval" / "episodes" / "sft-lora.jsonl").read_text().splitlines()]
+    assert records and all(r["config"]["eval"]["constrained_decoding"] for r in records)
+    replies = [a["raw"] for r in records for act in r["activations"] for a in act["actions"] if a.get("raw")]
+    assert replies and all(text.startswith("<tool_call>\n{") for text in replies)  # the grammar's start, every reply
     assert "| COMMIT_STATE 1, FINALIZE_RELATIONS 1 |" in report
     assert "## Decision margins on the training data (validation split" in report
     for arm in config["arms"]:
