@@ -79,6 +79,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--manager-max-tokens", type=int, default=None, help="cap on the tokens of one manager reply (llm policies)"
     )
+    parser.add_argument(
+        "--constrained-decoding",
+        action="store_true",
+        help="decode an in-process action model's replies (llm-hf, hier:llm-hf) under the action grammar",
+    )
     parser.set_defaults(func=run_command)
 
 
@@ -181,6 +186,8 @@ def run_episode(args: argparse.Namespace) -> int:
         raise RunError(str(exc)) from exc
     if args.manager_max_tokens is not None:
         limit_reply_tokens(policy, args.manager_max_tokens)
+    if args.constrained_decoding:
+        constrain_actions(policy)
     overrides: dict[str, Any] = {}
     if args.max_turn_end_activations is not None:
         overrides["max_turn_end_activations"] = args.max_turn_end_activations
