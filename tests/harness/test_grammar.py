@@ -6,6 +6,7 @@ backend sends the grammar as vLLM's ``structured_outputs``."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,24 @@ def test_the_openai_backend_sends_the_grammar_as_structured_outputs():
     with_grammar, without = (post["body"] for post in server.posts())
     assert with_grammar["structured_outputs"] == {"grammar": 'start: "a"\n'}
     assert "structured_outputs" not in without
+
+
+@needs_grammar
+def test_the_grammar_bench_reports_both_ways(tmp_path, capsys):
+    """scripts/bench_grammar.py on a tiny random model: both backends' figures and their per-token cost ratio."""
+    import importlib.util
+
+    corpus = [json.dumps(tool_schemas()), render_action(ACTIONS[4]), "hello world"]
+    model = build_tiny_chat_model(tmp_path / "tiny", corpus)
+    spec = importlib.util.spec_from_file_location(
+        "bench_grammar", Path(__file__).resolve().parents[2] / "scripts" / "bench_grammar.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--model", str(model), "--replies", "2", "--tokens", "12"]) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["model"] == str(model) and figures["parsed_free"] == 0  # a random model writes no action
+    assert 0 <= figures["parsed_constrained"] <= 2 and figures["mask_ms_per_token"] > 0
+    assert figures["ratio"] == pytest.approx(
+        figures["constrained_ms_per_token"] / figures["free_ms_per_token"], abs=0.01
+    )
