@@ -39,7 +39,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from harness.manager.actions import ACTION_KIND, ACTION_SPECS, Action, check_action
+from harness.manager.actions import ACTION_KIND, ACTION_SPECS, RELATION_TYPES, Action, check_action
 
 logger = logging.getLogger(__name__)
 
@@ -74,17 +74,65 @@ def render_action(action: Action) -> str:
     return f"{TOOL_CALL_OPEN}\n{json.dumps(action.to_dict(), ensure_ascii=False)}\n{TOOL_CALL_CLOSE}"
 
 
+def _relation_lists() -> dict[str, Any]:
+    """The relation rules a schema can state (:func:`harness.manager.actions.check_action` checks them too): one
+    ``init`` relation alone, naming no state, or one or more relations of the other types, each naming its state."""
+    init = {
+        "type": "object",
+        "properties": {"type": {"const": "init"}},
+        "required": ["type"],
+        "additionalProperties": False,
+    }
+    linked = {
+        "type": "object",
+        "properties": {
+            "type": {"enum": [kind for kind in RELATION_TYPES if kind != "init"]},
+            "related_state_id": {"type": "string", "minLength": 1},
+        },
+        "required": ["type", "related_state_id"],
+        "additionalProperties": False,
+    }
+    return {
+        "anyOf": [
+            {"type": "array", "items": init, "minItems": 1, "maxItems": 1},
+            {"type": "array", "items": linked, "minItems": 1},
+        ]
+    }
+
+
+def _grammar_arguments(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """``parameters`` with the cross-argument rules a JSON schema can state added: OPEN_STATE's relations follow
+    :func:`_relation_lists`; FINALIZE_RELATIONS confirms with ``relations: []`` or revises with such a list. (What
+    no schema states stays with the parser: ``start_step <= end_step``, a lone ``combine`` relation.)"""
+    if name == "OPEN_STATE":
+        return {**parameters, "properties": {**parameters["properties"], "relations": _relation_lists()}}
+    if name == "FINALIZE_RELATIONS":
+        evidence = parameters["properties"]["conflict_evidence"]
+        modes = (("confirm", {"type": "array", "maxItems": 0}), ("revise", _relation_lists()))
+        return {
+            "anyOf": [
+                {
+                    **parameters,
+                    "properties": {"mode": {"const": mode}, "relations": relations, "conflict_evidence": evidence},
+                }
+                for mode, relations in modes
+            ]
+        }
+    return parameters
+
+
 def call_schema(names: Collection[str] | None = None) -> dict[str, Any]:
     """The JSON schema of one call object ``{"name": ..., "arguments": {...}}``: one alternative per action (all, or
-    those in ``names``), each with its arguments' schema; the ``x-guidance`` separators are :func:`render_action`'s
-    (``", "`` and ``": "``, no other whitespace), so a constrained reply is written the way the SFT data writes it."""
+    those in ``names``), each with its arguments' schema and the cross-argument rules a schema can state
+    (:func:`_grammar_arguments`); the ``x-guidance`` separators are :func:`render_action`'s (``", "`` and ``": "``,
+    no other whitespace), so a constrained reply is written the way the SFT data writes it."""
     specs = [spec for spec in ACTION_SPECS if names is None or spec.name in names]
     if not specs:
         raise ValueError(f"call_schema: no action among {sorted(names or ())}")
     alternatives = [
         {
             "type": "object",
-            "properties": {"name": {"const": spec.name}, "arguments": spec.parameters},
+            "properties": {"name": {"const": spec.name}, "arguments": _grammar_arguments(spec.name, spec.parameters)},
             "required": ["name", "arguments"],
             "additionalProperties": False,
         }

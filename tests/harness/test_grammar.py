@@ -103,6 +103,34 @@ def test_the_grammar_rejects_malformed_calls(qwen3_grammar, qwen3_tokenizer, tex
     assert not qwen3_grammar.accepts(qwen3_tokenizer.encode(text, add_special_tokens=False))
 
 
+def _call(name: str, arguments: str) -> str:
+    return f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
+
+
+@needs_grammar
+@pytest.mark.parametrize(
+    ("text", "legal"),
+    [
+        (_call("FINALIZE_RELATIONS", '{"mode": "confirm", "relations": [{"type": "init"}], "conflict_evidence": ""}'),
+         False),
+        (_call("FINALIZE_RELATIONS", '{"mode": "revise", "relations": [], "conflict_evidence": ""}'), False),
+        (_call("FINALIZE_RELATIONS", '{"mode": "revise", "relations": [{"type": "invalidate", "related_state_id": '
+                                     '"S2"}], "conflict_evidence": "S2 kept nulls"}'), True),
+        (_call("OPEN_STATE", '{"issue": "x", "constraints": [], "relations": [{"type": "init", "related_state_id": '
+                             '"S1"}]}'), False),
+        (_call("OPEN_STATE", '{"issue": "x", "constraints": [], "relations": [{"type": "progress"}]}'), False),
+        (_call("OPEN_STATE", '{"issue": "x", "constraints": [], "relations": [{"type": "init"}, {"type": "progress", '
+                             '"related_state_id": "S1"}]}'), False),
+        (_call("OPEN_STATE", '{"issue": "x", "constraints": [], "relations": [{"type": "combine", "related_state_id": '
+                             '"S1"}, {"type": "combine", "related_state_id": "S2"}]}'), True),
+    ],
+)  # fmt: skip
+def test_the_grammar_states_the_relation_rules_the_parser_checks(qwen3_grammar, qwen3_tokenizer, text, legal):
+    """What the parser refuses for its cross-argument rules, the grammar does not let a model write."""
+    assert parse_response(text).ok is legal
+    assert qwen3_grammar.accepts(qwen3_tokenizer.encode(text, add_special_tokens=False)) is legal
+
+
 @needs_grammar
 def test_a_tag_written_as_text_does_not_match_an_added_token(qwen3_tokenizer):
     """Why call_grammar asks for the added tokens: llguidance never matches Qwen3's one-token ``<tool_call>`` with
