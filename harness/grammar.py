@@ -18,7 +18,7 @@ invalid grammar ``ValueError`` with llguidance's message.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from harness.import_utils import require
@@ -53,6 +53,16 @@ class TokenGrammar:
         is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(self.compiled, self.tokenizer)
         if is_error:
             raise ValueError(f"invalid grammar for constrained decoding: {'; '.join(messages)}")
+
+    @classmethod
+    def for_model(
+        cls, tokenizer: Any, model: Any, grammar: str | Callable[[frozenset[str]], str], stop_ids: Collection[int]
+    ) -> TokenGrammar:
+        """``grammar`` compiled for ``model``'s logits: a Lark grammar, or a function of the tokenizer's
+        :func:`added_tokens` that returns one (:func:`harness.manager.wire.call_grammar` is one)."""
+        text = grammar(added_tokens(tokenizer)) if callable(grammar) else grammar
+        n_vocab = int(model.get_output_embeddings().weight.shape[0])
+        return cls(tokenizer, text, n_vocab=n_vocab, stop_ids=stop_ids)
 
     def matcher(self) -> Any:
         """A fresh ``llguidance.LLMatcher`` at the grammar's start."""

@@ -214,11 +214,9 @@ class HFChatBackend:
         if grammar is None:
             self.grammar = None
             return
-        from harness.grammar import TokenGrammar, added_tokens
+        from harness.grammar import TokenGrammar
 
-        text = grammar(added_tokens(self.tokenizer)) if callable(grammar) else grammar
-        n_vocab = int(self.model.get_output_embeddings().weight.shape[0])
-        self.grammar = TokenGrammar(self.tokenizer, text, n_vocab=n_vocab, stop_ids=self.stop_ids)
+        self.grammar = TokenGrammar.for_model(self.tokenizer, self.model, grammar, self.stop_ids)
 
     def _stop_ids(self) -> set[int]:
         """End-of-turn, end-of-text and pad token ids: the only tokens stripped from a reply."""

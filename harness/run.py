@@ -139,12 +139,17 @@ def limit_reply_tokens(policy: Any, n: int) -> None:
     )
 
 
+def model_backend(policy: Any) -> Any:
+    """The chat backend a model policy asks (flat policies: ``backend``; the hier manager: ``tier1``), else None."""
+    return getattr(policy, "backend", None) or getattr(policy, "tier1", None)
+
+
 def constrain_actions(policy: Any) -> None:
     """Decode every reply of an in-process model manager (llm-hf, hier:llm-hf) under the action grammar
     (:func:`harness.manager.wire.call_grammar`, :mod:`harness.grammar`): each reply is one well-formed action."""
     from harness.manager.wire import call_grammar
 
-    backend = getattr(policy, "backend", None) or getattr(policy, "tier1", None)
+    backend = model_backend(policy)
     if backend is None or not hasattr(backend, "set_grammar"):
         raise RunError(
             f"constrained decoding applies to in-process model managers (llm-hf:PATH, hier:llm-hf:PATH); not to "

@@ -364,8 +364,9 @@ def run_episode(
 
 def decodes_under_grammar(policy: Any) -> bool:
     """Whether ``policy``'s model (flat ``backend``, hier ``tier1``) decodes under a grammar right now."""
-    backend = getattr(policy, "backend", None) or getattr(policy, "tier1", None)
-    return getattr(backend, "grammar", None) is not None
+    from harness.run import model_backend
+
+    return getattr(model_backend(policy), "grammar", None) is not None
 
 
 def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, TaskInfo]) -> dict[str, Any]:

@@ -468,13 +468,10 @@ class ManagerRollouts:
         """The action grammar for ``model``'s responses (``constrained_decoding``), else None."""
         if not self.args.constrained_decoding:
             return None
-        from harness.grammar import TokenGrammar, added_tokens
+        from harness.grammar import TokenGrammar
         from harness.manager.wire import call_grammar
 
-        tokenizer = self.tokens.tokenizer
-        n_vocab = int(model.get_output_embeddings().weight.shape[0])
-        text = call_grammar(added_tokens(tokenizer))
-        return TokenGrammar(tokenizer, text, n_vocab=n_vocab, stop_ids=[self.tokens.eos_id])
+        return TokenGrammar.for_model(self.tokens.tokenizer, model, call_grammar, [self.tokens.eos_id])
 
     def _engine(self, trainer: GRPOTrainer) -> Any:
         from training.rl.engines import VLLMEngine
