@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from harness.manager.actions import ACTION_KIND, ACTION_SPECS, RELATION_TYPES, Action, check_action
@@ -121,18 +121,91 @@ def _grammar_arguments(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
     return parameters
 
 
-def call_schema(names: Collection[str] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReplyLimits:
+    """How far a constrained reply's values may run: the action grammar's bounds on lengths, list sizes, integers
+    and digit runs. Greedy decoding of a small model can loop inside a JSON string (a number that never ends, a
+    sentence repeated) until the token cap cuts the reply; under these bounds the string must close. Every bound is
+    far above what a concise record needs (the study's training data: prose values at most 290 characters, digit runs
+    in prose at most 17, lists at most 7 items); the parser does not apply them, only decoding does.
+
+    ``text_chars``: prose (conclusions, constraint text, evidence, reasoning, conflict evidence), which also holds
+    no run of more than ``digit_run`` digits; ``issue_chars``: the issue (it may quote a long question);
+    ``name_chars``: variable names and state ids; ``code_chars``: code; ``items``: any list; ``max_int``: step ids.
+    """
+
+    text_chars: int = 400
+    issue_chars: int = 1000
+    name_chars: int = 120
+    code_chars: int = 4000
+    items: int = 16
+    max_int: int = 1_000_000
+    digit_run: int = 24
+
+    def __post_init__(self) -> None:
+        bad = [f"{key}={value!r}" for key, value in asdict(self).items() if not isinstance(value, int) or value < 1]
+        if bad:
+            raise ValueError(f"ReplyLimits: {', '.join(bad)}; every limit is a positive integer")
+
+
+_CODE_KEYS = frozenset({"code"})
+_NAME_KEYS = frozenset({"used_variables", "error_variable", "related_state_id", "state_id"})
+
+
+def _bounded(schema: Any, limits: ReplyLimits, key: str | None = None) -> Any:
+    """``schema`` with :class:`ReplyLimits` applied to every free string, list and integer; ``key`` is the property
+    (or list) the node is the value of: it decides which string limit applies."""
+    if isinstance(schema, list):
+        return [_bounded(item, limits, key) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if "properties" in out:
+        out["properties"] = {name: _bounded(sub, limits, name) for name, sub in out["properties"].items()}
+    for combinator in ("anyOf", "oneOf", "allOf"):
+        if combinator in out:
+            out[combinator] = _bounded(out[combinator], limits, key)
+    if "items" in out:
+        out["items"] = _bounded(out["items"], limits, key)
+    if "const" in out or "enum" in out:
+        return out
+    kind = out.get("type")
+    if kind == "array":
+        out["maxItems"] = min(out.get("maxItems", limits.items), limits.items)
+    elif kind == "integer":
+        out["maximum"] = min(out.get("maximum", limits.max_int), limits.max_int)
+    elif kind == "string":
+        if key in _CODE_KEYS:
+            out["maxLength"] = limits.code_chars
+        elif key in _NAME_KEYS:
+            out["maxLength"] = limits.name_chars
+        elif key == "issue":
+            out["maxLength"] = limits.issue_chars
+        else:
+            run = limits.digit_run
+            out["maxLength"] = limits.text_chars
+            out["pattern"] = f"^(?:[^0-9]|[0-9]{{1,{run}}}[^0-9])*[0-9]{{0,{run}}}$"
+    return out
+
+
+def call_schema(names: Collection[str] | None = None, limits: ReplyLimits | None = ReplyLimits()) -> dict[str, Any]:
     """The JSON schema of one call object ``{"name": ..., "arguments": {...}}``: one alternative per action (all, or
-    those in ``names``), each with its arguments' schema and the cross-argument rules a schema can state
-    (:func:`_grammar_arguments`); the ``x-guidance`` separators are :func:`render_action`'s (``", "`` and ``": "``,
-    no other whitespace), so a constrained reply is written the way the SFT data writes it."""
+    those in ``names``), each with its arguments' schema, the cross-argument rules a schema can state
+    (:func:`_grammar_arguments`) and the decoding bounds ``limits`` (:class:`ReplyLimits`; None: unbounded); the
+    ``x-guidance`` separators are :func:`render_action`'s (``", "`` and ``": "``, no other whitespace), so a
+    constrained reply is written the way the SFT data writes it."""
     specs = [spec for spec in ACTION_SPECS if names is None or spec.name in names]
     if not specs:
         raise ValueError(f"call_schema: no action among {sorted(names or ())}")
+
+    def arguments(spec: Any) -> dict[str, Any]:
+        schema = _grammar_arguments(spec.name, spec.parameters)
+        return schema if limits is None else _bounded(schema, limits)
+
     alternatives = [
         {
             "type": "object",
-            "properties": {"name": {"const": spec.name}, "arguments": _grammar_arguments(spec.name, spec.parameters)},
+            "properties": {"name": {"const": spec.name}, "arguments": arguments(spec)},
             "required": ["name", "arguments"],
             "additionalProperties": False,
         }
@@ -144,17 +217,22 @@ def call_schema(names: Collection[str] | None = None) -> dict[str, Any]:
     }
 
 
-def call_grammar(added_tokens: Collection[str] = (), names: Collection[str] | None = None) -> str:
+def call_grammar(
+    added_tokens: Collection[str] = (),
+    names: Collection[str] | None = None,
+    limits: ReplyLimits | None = ReplyLimits(),
+) -> str:
     """The Lark grammar (llguidance dialect: vLLM's ``guidance`` structured-outputs backend and
     :class:`harness.grammar.TokenGrammar` read it) of one canonical response: ``<tool_call>``, a newline, one call
-    matching :func:`call_schema`, a newline, ``</tool_call>`` — exactly :func:`render_action`'s layout, no thought.
+    matching :func:`call_schema` (with ``limits``), a newline, ``</tool_call>`` — exactly :func:`render_action`'s
+    layout, no thought.
     A tag that is one of the tokenizer's ``added_tokens`` (Qwen3's) is written as a token, otherwise as text
     (SmolLM2 spells the tags out in plain tokens)."""
 
     def tag(text: str) -> str:
         return text if text in added_tokens else json.dumps(text)
 
-    schema = json.dumps(call_schema(names))
+    schema = json.dumps(call_schema(names, limits))
     return f'start: {tag(TOOL_CALL_OPEN)} "\\n" call "\\n" {tag(TOOL_CALL_CLOSE)}\ncall: %json {schema}\n'
 
 

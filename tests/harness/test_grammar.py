@@ -13,7 +13,7 @@ import pytest
 from harness.import_utils import is_available
 from harness.llm import HFChatBackend, OpenAIChatBackend
 from harness.manager.actions import make_action, tool_schemas
-from harness.manager.wire import call_grammar, call_schema, parse_response, render_action
+from harness.manager.wire import ReplyLimits, call_grammar, call_schema, parse_response, render_action
 from tests.harness.test_llm import FakeOpenAI, build_tiny_chat_model, completion
 
 needs_grammar = pytest.mark.skipif(
@@ -129,6 +129,67 @@ def test_the_grammar_states_the_relation_rules_the_parser_checks(qwen3_grammar, 
     """What the parser refuses for its cross-argument rules, the grammar does not let a model write."""
     assert parse_response(text).ok is legal
     assert qwen3_grammar.accepts(qwen3_tokenizer.encode(text, add_special_tokens=False)) is legal
+
+
+def _update(conclusion: str, start_step: int = 0) -> str:
+    return _call(
+        "UPDATE_STATE",
+        json.dumps(
+            {
+                "issue": "the total charge",
+                "source_interval": {"start_step": start_step, "end_step": max(start_step, 1)},
+                "used_variables": ["shipments"],
+                "conclusions": [conclusion],
+            },
+            ensure_ascii=False,
+        ),
+    )
+
+
+@needs_grammar
+@pytest.mark.parametrize(
+    ("text", "bounded_legal"),
+    [
+        (_update("Step 1 reported 10 shipments with a total of 2106.39 (charge id 12345678901234567890)"), True),
+        (_update("Step 1 reported a total of 2" + "0" * 60), False),  # a greedy loop inside a number
+        (_update("the same sentence again. " * 20), False),  # 500 characters of prose
+        (_update("ok", start_step=10**7), False),
+    ],
+)
+def test_reply_limits_stop_a_runaway_string_but_not_a_record(qwen3_tokenizer, text, bounded_legal):
+    """The default :class:`ReplyLimits` close a looping number or sentence; the parser accepts all four (the limits
+    are decoding bounds, not protocol rules), and so does the grammar without limits."""
+    from harness.grammar import TokenGrammar, added_tokens
+
+    ids = qwen3_tokenizer.encode(text, add_special_tokens=False)
+    stop = [qwen3_tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    added = added_tokens(qwen3_tokenizer)
+    unbounded = TokenGrammar(qwen3_tokenizer, call_grammar(added, limits=None), n_vocab=len(qwen3_tokenizer),
+                             stop_ids=stop)  # fmt: skip
+    tight = TokenGrammar(qwen3_tokenizer, call_grammar(added, limits=ReplyLimits(text_chars=40)),
+                         n_vocab=len(qwen3_tokenizer), stop_ids=stop)  # fmt: skip
+    bounded = TokenGrammar(qwen3_tokenizer, call_grammar(added), n_vocab=len(qwen3_tokenizer), stop_ids=stop)
+    assert parse_response(text).ok
+    assert unbounded.accepts(ids)
+    assert bounded.accepts(ids) is bounded_legal
+    assert not tight.accepts(ids)  # every conclusion here is longer than 40 characters
+
+
+def test_reply_limits_are_stated_in_the_schema_and_checked():
+    schema = call_schema({"UPDATE_STATE", "run_probe"}, ReplyLimits(text_chars=50, code_chars=70, items=3))
+    update, probe = (alt["properties"]["arguments"] for alt in schema["oneOf"])
+    conclusions = update["properties"]["conclusions"]
+    assert (conclusions["maxItems"], conclusions["items"]["maxLength"]) == (3, 50)
+    assert conclusions["items"]["pattern"] == "^(?:[^0-9]|[0-9]{1,24}[^0-9])*[0-9]{0,24}$"
+    assert update["properties"]["used_variables"]["items"]["maxLength"] == 120
+    assert update["properties"]["source_interval"]["properties"]["end_step"]["maximum"] == 1_000_000
+    assert probe["properties"]["code"]["maxLength"] == 70 and "pattern" not in probe["properties"]["code"]
+    assert (
+        "maxLength"
+        not in call_schema({"UPDATE_STATE"}, None)["oneOf"][0]["properties"]["arguments"]["properties"]["issue"]
+    )
+    with pytest.raises(ValueError, match="text_chars=0"):
+        ReplyLimits(text_chars=0)
 
 
 @needs_grammar
