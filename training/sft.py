@@ -11,9 +11,12 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
   or both (:func:`select_formats`). ``last_turn_only`` trains each sample's final assistant turn (its control
   action: the decision) and nothing before it: rows become TRL's conversational prompt-completion pairs
   (:func:`to_last_turn`), ``SFTTrainer`` masks the prompt (``completion_only_loss``) and the assistant mask still
-  applies, so the loss covers exactly that turn's tokens. ``action_name_weight`` multiplies the training loss of
-  the tokens naming each trained action (:mod:`training.action_weight`): the decision inside a long repair turn;
-  their mean loss is logged as ``action_name_nll`` at every step, whatever the weight.
+  applies, so the loss covers exactly that turn's tokens. ``turn_prefixes`` first makes one sample of each
+  assistant turn (the conversation up to it, :func:`to_turn_prefixes`), so that with ``last_turn_only`` the tool
+  calls of a check are trained too, each with its own ``action`` to stratify by. ``action_name_weight``
+  multiplies the training loss of the tokens naming each trained action (:mod:`training.action_weight`): the
+  decision inside a long repair turn; their mean loss is logged as ``action_name_nll`` at every step, whatever the
+  weight.
 - Loss on assistant tokens only (``assistant_only_loss=True``, forced): the project's chat template
   (``harness/chat_template.jinja``) wraps each assistant body, tool-call JSON and ``<|im_end|>`` included, in
   ``{% generation %}`` markers, and TRL turns everything outside them into label -100.
@@ -151,6 +154,15 @@ class DataArguments:
             "(checks, probes) being context: the rows become prompt-completion pairs, the prompt masked."
         },
     )
+    turn_prefixes: bool = field(
+        default=False,
+        metadata={
+            "help": "Expand each sample into one per assistant turn: the conversation up to and including that turn, "
+            "with an `action` column naming the turn's action (its tool call's name). With last_turn_only each one "
+            "trains its own last turn, so a check's tool calls (check_execution, run_probe) are trained as well as "
+            "its decision; stratify_by: action balances them."
+        },
+    )
     action_name_weight: float = field(
         default=1.0,
         metadata={
@@ -271,6 +283,33 @@ def select_formats(dataset: Dataset, formats: list[str]) -> Dataset:
     return dataset if len(keep) == len(dataset) else dataset.select(keep)
 
 
+UNPARSED_ACTION = "unparsed"
+"""The ``action`` of an assistant turn that is not one well-formed action (:func:`to_turn_prefixes`)."""
+
+
+def to_turn_prefixes(dataset: Dataset) -> Dataset:
+    """One row per assistant turn of each row of ``dataset``: its ``messages`` up to and including that turn, every
+    other column copied, and an ``action`` column with the turn's action name (:data:`UNPARSED_ACTION` when the
+    turn is not one well-formed action). A row's last prefix is the row itself. ``n_tokens``, when present, keeps
+    the whole row's count: an upper bound on each prefix's, so :func:`drop_overlong` never keeps a prefix too long,
+    and drops a prefix only with its whole conversation."""
+    from datasets import Dataset
+
+    from harness.manager.wire import parse_response
+
+    rows: list[dict[str, Any]] = []
+    for row in dataset:
+        for index, message in enumerate(row["messages"]):
+            if message["role"] != "assistant":
+                continue
+            parsed = parse_response(message["content"])
+            action = parsed.action.name if parsed.action is not None else UNPARSED_ACTION
+            rows.append({**row, "messages": row["messages"][: index + 1], "action": action})
+    if not rows:
+        return dataset.add_column("action", []) if "action" not in dataset.column_names else dataset
+    return Dataset.from_list(rows)
+
+
 def to_last_turn(dataset: Dataset) -> Dataset:
     """``dataset``'s rows as TRL conversational prompt-completion pairs: ``prompt`` is every message before the last,
     ``completion`` the last (an assistant turn), ``tools`` unchanged. A row that does not end in an assistant turn is
@@ -315,7 +354,10 @@ def load_sft_splits(
     column = data_args.stratify_by
     out, stats = {}, {}
     for name, limit in limits.items():
-        kept, dropped = drop_overlong(select_formats(splits[name], data_args.formats), max_length, tokenizer)
+        rows = select_formats(splits[name], data_args.formats)
+        if data_args.turn_prefixes:
+            rows = to_turn_prefixes(rows)
+        kept, dropped = drop_overlong(rows, max_length, tokenizer)
         stats[f"dropped_overlong_{name}"] = dropped
         if dropped:
             logger.warning(

@@ -124,6 +124,43 @@ def test_last_turn_only_rows_and_errors(sft_smoke_dir, tmp_path):
     assert len(empty) == 0 and empty.column_names == ["prompt", "completion", "tools"]
 
 
+def test_turn_prefixes_train_every_assistant_turn_once(sft_smoke_dir):
+    """One sample per assistant turn, each ending in it: with last_turn_only the checks' tool calls are completions
+    too, and stratify_by: action draws an equal share of each action."""
+    from collections import Counter
+
+    from datasets import Dataset, load_from_disk
+
+    from harness.manager.wire import parse_response
+    from training.sft import UNPARSED_ACTION, DataArguments, load_sft_splits, to_turn_prefixes
+
+    source = load_from_disk(str(sft_smoke_dir / "dataset"))["train"]
+    source = source.select([i for i, f in enumerate(source["format"]) if f == "flat"])
+    turns = [m for row in source["messages"] for m in row if m["role"] == "assistant"]
+    args = DataArguments(dataset_path=str(sft_smoke_dir), last_turn_only=True, turn_prefixes=True)
+    pairs, _ = load_sft_splits(args, None)
+    assert len(pairs["train"]) == len(turns) > len(source)
+    assert sorted(p["completion"][0]["content"] for p in pairs["train"]) == sorted(m["content"] for m in turns)
+    names = Counter(parse_response(p["completion"][0]["content"]).action.name for p in pairs["train"])
+    assert {"check_execution", "run_probe"} <= set(names)  # a check's tool calls are trained, not only its decision
+
+    prefixes = to_turn_prefixes(source.select([0]))
+    whole = source[0]["messages"]
+    assert prefixes[-1]["messages"] == whole and prefixes[-1]["task_id"] == source[0]["task_id"]
+    assert [p["messages"] for p in prefixes] == [
+        whole[: i + 1] for i, m in enumerate(whole) if m["role"] == "assistant"
+    ]
+    assert to_turn_prefixes(Dataset.from_list([
+        {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "prose"}]}
+    ]))["action"] == [UNPARSED_ACTION]  # fmt: skip
+
+    limited = DataArguments(dataset_path=str(sft_smoke_dir), last_turn_only=True, turn_prefixes=True,
+                            max_train_samples=8, stratify_by="action")  # fmt: skip
+    _, stats = load_sft_splits(limited, None)
+    shares = {key: n for key, n in stats.items() if key.startswith("train_action/")}
+    assert sum(shares.values()) == 8 and len(shares) >= 4 and max(shares.values()) - min(shares.values()) <= 1
+
+
 def test_last_turn_only_refuses_completion_loss_off(sft_smoke_dir, tiny_model_dir, tmp_path):
     from training.sft import DataArguments, ModelArguments, build_trainer
 
