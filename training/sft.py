@@ -292,7 +292,8 @@ def to_turn_prefixes(dataset: Dataset) -> Dataset:
     other column copied, and an ``action`` column with the turn's action name (:data:`UNPARSED_ACTION` when the
     turn is not one well-formed action). A row's last prefix is the row itself. ``n_tokens``, when present, keeps
     the whole row's count: an upper bound on each prefix's, so :func:`drop_overlong` never keeps a prefix too long,
-    and drops a prefix only with its whole conversation."""
+    and drops a prefix only with its whole conversation. Samples none of which has an assistant turn are a data
+    error; an empty split stays empty."""
     from datasets import Dataset
 
     from harness.manager.wire import parse_response
@@ -305,7 +306,12 @@ def to_turn_prefixes(dataset: Dataset) -> Dataset:
             parsed = parse_response(message["content"])
             action = parsed.action.name if parsed.action is not None else UNPARSED_ACTION
             rows.append({**row, "messages": row["messages"][: index + 1], "action": action})
-    if not rows:
+    if not rows and len(dataset):
+        raise ValueError(
+            f"turn_prefixes found no assistant turn in any of {len(dataset)} samples; re-run synthesis, or turn "
+            "turn_prefixes off"
+        )
+    if not rows:  # an empty split stays empty, with the column a stratified subset reads
         return dataset.add_column("action", []) if "action" not in dataset.column_names else dataset
     return Dataset.from_list(rows)
 

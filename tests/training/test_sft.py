@@ -153,6 +153,9 @@ def test_turn_prefixes_train_every_assistant_turn_once(sft_smoke_dir):
     assert to_turn_prefixes(Dataset.from_list([
         {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "prose"}]}
     ]))["action"] == [UNPARSED_ACTION]  # fmt: skip
+    with pytest.raises(ValueError, match="no assistant turn in any of 1 samples"):
+        to_turn_prefixes(Dataset.from_list([{"messages": [{"role": "user", "content": "q"}]}]))
+    assert to_turn_prefixes(source.select([]))["action"] == []  # an empty split stays empty
 
     limited = DataArguments(dataset_path=str(sft_smoke_dir), last_turn_only=True, turn_prefixes=True,
                             max_train_samples=8, stratify_by="action")  # fmt: skip
