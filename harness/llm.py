@@ -14,6 +14,9 @@ Both take an optional ``grammar`` (a Lark grammar in llguidance's dialect, e.g.
 :func:`harness.manager.wire.call_grammar`): the HF backend masks every token the grammar forbids
 (:mod:`harness.grammar`); the OpenAI backend sends it as ``structured_outputs.grammar``, which a vLLM server applies
 with its ``guidance`` backend (``--structured-outputs-config.backend guidance``; xgrammar reads no Lark).
+The HF backend also takes a :class:`BranchBias`: a logit bias applied at one point of a reply only (where the reply
+so far is a given text, e.g. the start of a tool call before its name), so a decision's prior can be moved without
+touching any other token (OpenAI's ``logit_bias`` applies at every position, so it cannot express this).
 
 Every reply carries its token counts. Errors: an unreachable endpoint raises ``ConnectionError`` naming the URL and
 the fix; an HTTP error status raises :class:`ChatEndpointError` with the status and the server's error message.
@@ -35,6 +38,23 @@ logger = logging.getLogger(__name__)
 
 Message = dict[str, Any]
 """One chat message: ``{"role": "system" | "user" | "assistant" | "tool", "content": ...}``."""
+
+
+@dataclass(frozen=True)
+class BranchBias:
+    """A logit bias at one point of a reply: when the reply so far decodes to exactly ``prefix`` (special tokens
+    kept), ``bias[token_id]`` is added to that token's logit for the next token; every other position is untouched.
+    Adding ``b`` to one of two candidate tokens shifts their log-odds by exactly ``b`` (a decision threshold moved
+    by ``b``)."""
+
+    prefix: str
+    bias: dict[int, float]
+
+    def __post_init__(self) -> None:
+        if not self.prefix:
+            raise ValueError("BranchBias.prefix is empty: name the reply text after which the bias applies")
+        if not self.bias:
+            raise ValueError("BranchBias.bias is empty: give at least one {token_id: added logit}")
 
 
 @dataclass(frozen=True)
@@ -181,7 +201,8 @@ class HFChatBackend:
 
     ``grammar`` constrains every reply (:class:`harness.grammar.TokenGrammar`): a Lark grammar, or a function of the
     tokenizer's added tokens that returns one (:func:`harness.manager.wire.call_grammar` is such a function: Qwen3's
-    ``<tool_call>`` is one token, SmolLM2 spells it out)."""
+    ``<tool_call>`` is one token, SmolLM2 spells it out). ``branch_bias`` moves one decision's logits at one point
+    of every reply (:class:`BranchBias`), before the grammar masks."""
 
     def __init__(
         self,
@@ -191,6 +212,7 @@ class HFChatBackend:
         do_sample: bool = False,
         prefix_cache: bool = True,
         grammar: str | Callable[[frozenset[str]], str] | None = None,
+        branch_bias: BranchBias | None = None,
     ):
         require("transformers")
         require("torch")
@@ -205,6 +227,8 @@ class HFChatBackend:
         self.grammar: Any = None
         if grammar is not None:
             self.set_grammar(grammar)
+        self.branch_bias: BranchBias | None = None
+        self.set_branch_bias(branch_bias)
         self.prefix_cache = prefix_cache
         self._cached_ids: list[int] = []  # the tokens whose key/values self._cache holds
         self._cache: Any = None
@@ -217,6 +241,16 @@ class HFChatBackend:
         from harness.grammar import TokenGrammar
 
         self.grammar = TokenGrammar.for_model(self.tokenizer, self.model, grammar, self.stop_ids)
+
+    def set_branch_bias(self, branch_bias: BranchBias | None) -> None:
+        """Apply ``branch_bias`` to every later reply (None removes it); a token id outside the model's logits is a
+        ``ValueError``."""
+        if branch_bias is not None:
+            width = int(self.model.get_output_embeddings().weight.shape[0])
+            outside = sorted(i for i in branch_bias.bias if not 0 <= i < width)
+            if outside:
+                raise ValueError(f"branch bias names token ids {outside} outside the model's {width} logits")
+        self.branch_bias = branch_bias
 
     def _stop_ids(self) -> set[int]:
         """End-of-turn, end-of-text and pad token ids: the only tokens stripped from a reply."""
@@ -258,8 +292,13 @@ class HFChatBackend:
         kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(input_ids)}
         if self.prefix_cache:
             kwargs["cache"] = self._reusable_cache(input_ids[0].tolist())
+        processors: list[Any] = []
+        if self.branch_bias is not None:
+            processors.append(_BranchBiasProcessor(self.tokenizer, self.branch_bias, int(input_ids.shape[1])))
         if self.grammar is not None:
-            kwargs["logits_processor"] = [self.grammar.logits_processor(int(input_ids.shape[1]))]
+            processors.append(self.grammar.logits_processor(int(input_ids.shape[1])))
+        if processors:
+            kwargs["logits_processor"] = processors
         with torch.no_grad():
             out = self.model.generate(
                 input_ids, max_new_tokens=self.max_new_tokens, do_sample=self.do_sample, pad_token_id=pad_id, **kwargs
@@ -283,3 +322,29 @@ class HFChatBackend:
         elif common < self._cache.get_seq_length():
             self._cache.crop(common - self._cache.get_seq_length())  # a negative count: drop that many tokens
         return self._cache
+
+
+class _BranchBiasProcessor:
+    """Adds a :class:`BranchBias` to the logits of a batch-1 ``generate`` whose prompt has ``prompt_len`` ids, at the
+    step where the reply so far decodes to the bias's prefix (checked only while the reply is short enough to be it:
+    a token spells at least one byte)."""
+
+    def __init__(self, tokenizer: Any, branch: BranchBias, prompt_len: int):
+        import torch
+
+        self.tokenizer, self.prefix, self.prompt_len = tokenizer, branch.prefix, prompt_len
+        self.max_len = len(branch.prefix.encode("utf-8"))
+        self.ids = torch.tensor(list(branch.bias), dtype=torch.long)
+        self.values = torch.tensor(list(branch.bias.values()), dtype=torch.float32)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if input_ids.shape[0] != 1:
+            raise ValueError(f"a branch bias handles one sequence at a time, got {input_ids.shape[0]}")
+        reply = input_ids[0, self.prompt_len :]
+        if not 0 < len(reply) <= self.max_len:
+            return scores
+        if self.tokenizer.decode(reply.tolist(), skip_special_tokens=False) != self.prefix:
+            return scores
+        scores = scores.clone()
+        scores[0, self.ids] += self.values.to(scores.device, scores.dtype)
+        return scores

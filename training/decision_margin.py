@@ -17,6 +17,12 @@ to compare SFT recipes without held-out data:
 
 The study scores every flat model arm this way after training (:func:`arm_margins`, ``margin_split`` in its config),
 so its report shows what each recipe does to the decision on the split it was chosen on.
+
+A recipe can rank the rows well (AUC near 1) and still put its threshold on one side of them. :func:`calibrate`
+chooses, on those same training rows, the constant added to every margin that best separates them (balanced
+accuracy; the smallest shift among the best), and :func:`repair_bias` turns it into the
+:class:`harness.llm.BranchBias` that adds it to the REPAIR branching token's logit when the model serves: the
+decision threshold, chosen on training data as a classifier's would be.
 """
 
 from __future__ import annotations
@@ -132,6 +138,51 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out[f"mean_margin_{name}"] = sum(values) / len(values) if values else None
         out[f"prefers_repair_{name}"] = sum(value > 0 for value in values)
     return out
+
+
+def balanced_accuracy(rows: Sequence[dict[str, Any]], bias: float = 0.0) -> float | None:
+    """The mean of the REPAIR rows' and the confirm rows' accuracy when a row decides REPAIR iff ``margin + bias >
+    0``; None without both kinds of row."""
+    positive = [r["margin"] + bias > 0 for r in rows if r["gold"] == "REPAIR"]
+    negative = [r["margin"] + bias <= 0 for r in rows if r["gold"] != "REPAIR"]
+    if not positive or not negative:
+        return None
+    return (sum(positive) / len(positive) + sum(negative) / len(negative)) / 2
+
+
+def calibrate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The decision bias chosen on ``rows`` (margins of one model): the constant ``bias`` whose rule ``margin + bias >
+    0`` has the highest balanced accuracy. Between two neighbouring distinct margins the rule does not change, so
+    the candidates are those gaps; among the best, a gap holding 0 keeps ``bias`` 0 (the model's own threshold),
+    otherwise the gap nearest 0 is taken and the threshold set at its middle. ``bias`` is 0 too when no gap beats
+    0.5 (the rows are not separated) or when one kind of row is missing. Returns ``{bias, balanced_accuracy,
+    balanced_accuracy_unbiased, n_REPAIR, n_confirm}``."""
+    values = sorted({float(r["margin"]) for r in rows})
+    out = {
+        "n_REPAIR": sum(r["gold"] == "REPAIR" for r in rows),
+        "n_confirm": sum(r["gold"] != "REPAIR" for r in rows),
+        "balanced_accuracy_unbiased": balanced_accuracy(rows),
+    }
+    if out["balanced_accuracy_unbiased"] is None:
+        return {"bias": 0.0, "balanced_accuracy": None, **out}
+    # the rule "margin > t" is constant for t in [values[i], values[i + 1]); the open ends decide all one way (0.5)
+    gaps = [(low, high) for low, high in zip(values, values[1:], strict=False)]
+    scored = [(balanced_accuracy(rows, -(low + high) / 2), low, high) for low, high in gaps]
+    best = max([score for score, _, _ in scored], default=0.5)
+    if best <= 0.5 or best <= out["balanced_accuracy_unbiased"]:
+        return {"bias": 0.0, "balanced_accuracy": out["balanced_accuracy_unbiased"], **out}
+    _, low, high = min((s for s in scored if s[0] == best), key=lambda s: min(abs(s[1]), abs(s[2])))
+    bias = -(low + high) / 2
+    return {"bias": round(bias, 4), "balanced_accuracy": balanced_accuracy(rows, round(bias, 4)), **out}
+
+
+def repair_bias(tokenizer: Any, bias: float) -> Any:
+    """The :class:`harness.llm.BranchBias` that adds ``bias`` to REPAIR's branching token (:func:`branch_ids`) right
+    after the reply start the decisions share: every margin at serving time moves by ``bias``."""
+    from harness.llm import BranchBias
+
+    shared, branch = branch_ids(tokenizer)
+    return BranchBias(prefix=tokenizer.decode(shared, skip_special_tokens=False), bias={branch["REPAIR"]: bias})
 
 
 def score_model(model_dir: str | Path, samples: Sequence[dict[str, Any]], progress: bool = True) -> list[dict]:

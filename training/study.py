@@ -15,7 +15,10 @@
    manager repairs or commits, played closed loop in the real manager env, the gold manager playing the rest of the
    episode (repair precision / recall / F1 where whole faulted episodes are too long for a CPU); then every arm on
    the held-out episodes with the scripted (simulated) worker through :func:`harness.evaluation.run_evaluation`. Every
-   model arm plays as its served policy (:meth:`Arm.serve`) in both: ``hier`` as the hierarchical manager.
+   model arm plays as its served policy (:meth:`Arm.serve`) in both: ``hier`` as the hierarchical manager. Before
+   them each flat model arm's decision margins are scored on the training data's ``margin_split`` rows
+   (:mod:`training.decision_margin`); with ``calibrate_decisions`` the arm is served with the decision bias chosen
+   on those rows (:func:`training.decision_margin.calibrate`), at the decision points and in the episodes alike.
 4. **report**: :mod:`training.study_report` writes ``results.json``, ``report.md`` and the plots.
 
 Modules: this one holds the config, the :class:`Study` paths and the driver; :mod:`training.study_data` (stage 1 and
@@ -232,6 +235,13 @@ class StudyConfig:
     margin_limit: int | None = field(
         default=None, metadata={"help": "At most this many margin rows (repair and confirm in turn; None: all)."}
     )
+    calibrate_decisions: bool = field(
+        default=False,
+        metadata={"help": "Serve each flat model arm with the decision bias chosen on its margin_split rows "
+                  "(training.decision_margin.calibrate: the constant added to the REPAIR-vs-confirm log-odds that "
+                  "best separates those training rows), added to REPAIR's branching token at the decision points "
+                  "and in the episodes alike; the hier arm is not biased. Needs margin_split."},
+    )  # fmt: skip
     manager_max_tokens: int = field(default=160, metadata={"help": "Cap on one manager reply (tokens)."})
     constrained_decoding: bool = field(
         default=False,
@@ -268,6 +278,8 @@ class StudyConfig:
             )
         if self.margin_limit is not None and self.margin_limit <= 0:
             raise ValueError(f"margin_limit={self.margin_limit} must be positive (or null: every row)")
+        if self.calibrate_decisions and self.margin_split is None:
+            raise ValueError("calibrate_decisions: true needs margin_split (the training rows the bias is chosen on)")
         if self.comparisons is None:
             self.comparisons = [[a, b] for i, a in enumerate(self.arms) for b in self.arms[i + 1 :]]
         for pair in self.comparisons:
@@ -454,12 +466,19 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
     arms = [a for a in config.arms if "unavailable" not in trained[a]]
 
     policies: dict[str, Any] = {}
+    calibration: dict[str, dict[str, Any]] = {}  # flat model arm -> its decision bias, chosen on training rows
 
     def policy(arm: str) -> Any:
         if arm not in policies:
             policies[arm] = ARMS[arm].serve(
                 study.model_dir(arm), config.manager_max_tokens, config.prompt_view, config.constrained_decoding
             )
+            if calibration.get(arm, {}).get("bias"):
+                from harness.run import model_backend
+                from training.decision_margin import repair_bias
+
+                backend = model_backend(policies[arm])
+                backend.set_branch_bias(repair_bias(backend.tokenizer, calibration[arm]["bias"]))
         return policies[arm]
 
     exact: dict[str, list[dict[str, Any]]] = {}
@@ -471,6 +490,12 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
 
         for arm in exact_arms:
             margins[arm] = timed(f"margins/{arm}", lambda a=arm: arm_margins(study, a))
+    if config.calibrate_decisions:
+        from training.decision_margin import calibrate
+
+        calibration.update({arm: calibrate(margins[arm]["rows"]) for arm in margins})
+        for arm, chosen in calibration.items():
+            logger.info("study: %s decision bias %+.3f (training rows: %s)", arm, chosen["bias"], chosen)
     if exact_arms:
         from transformers import AutoTokenizer
 
@@ -519,6 +544,7 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
         timing=timing,
         decisions=decisions,
         margins=margins,
+        calibration=calibration,
     )
     results["config"] = asdict(config)
     write_outputs(study.out, results)

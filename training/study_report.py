@@ -92,6 +92,7 @@ def collect(
     timing: dict[str, float],
     decisions: dict[str, list[dict[str, Any]]] | None = None,
     margins: dict[str, dict[str, Any]] | None = None,
+    calibration: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The study's results dict (written to ``results.json``)."""
     from harness.evaluation.evaluate import read_variant, variant_file
@@ -138,6 +139,7 @@ def collect(
             "metrics": metrics,
             "training": {**training_figures(Path(folder)), "seconds": trained[arm].get("seconds")} if folder else None,
             "margins": {"split": margins[arm]["split"], **margins[arm]["summary"]} if arm in (margins or {}) else None,
+            "calibration": (calibration or {}).get(arm),
         }
     results = {
         "simulated": True,
@@ -537,12 +539,30 @@ MARGIN_COLUMNS = [
 ]
 
 
+CALIBRATION_COLUMNS = [
+    ("arm", lambda r: r[0]),
+    ("decision bias served", lambda r: fmt(r[1]["bias"], 3)),
+    ("balanced accuracy unbiased", lambda r: fmt(r[1]["balanced_accuracy_unbiased"], 2)),
+    ("balanced accuracy at the bias", lambda r: fmt(r[1]["balanced_accuracy"], 2)),
+]
+
+
 def margin_section(results: dict[str, Any]) -> list[str]:
-    """The decision margins of the flat model arms on the training data (when scored)."""
+    """The decision margins of the flat model arms on the training data (when scored), and the decision bias each
+    is served with when the study calibrates."""
     rows = [(arm, a["margins"]) for arm, a in results["arms"].items() if a.get("margins")]
     if not rows:
         return []
     split = rows[0][1]["split"]
+    biased = [(arm, a["calibration"]) for arm, a in results["arms"].items() if a.get("calibration")]
+    calibration = [
+        "### The decision bias (calibrate_decisions: chosen on these training rows)\n",
+        "Each flat model arm is served with the constant that, added to every margin above, best separates the rows "
+        "(balanced accuracy; the smallest such shift): it is added to REPAIR's branching token's logit at the "
+        "decision points and in the episodes (`training.decision_margin.calibrate`). 0: the model's own threshold.\n",
+        markdown_table(CALIBRATION_COLUMNS, biased),
+        "",
+    ]
     return [
         f"## Decision margins on the training data ({split} split; a check of the recipe, not a held-out result)\n",
         f"At each flat {split} sample whose gold decision is REPAIR or FINALIZE_RELATIONS the model reads the gold "
@@ -551,6 +571,7 @@ def margin_section(results: dict[str, Any]) -> list[str]:
         "evidence is not read). A row prefers REPAIR when its margin is positive (where greedy decoding starts).\n",
         markdown_table(MARGIN_COLUMNS, rows),
         "",
+        *(calibration if biased else []),
     ]
 
 

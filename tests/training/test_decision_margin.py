@@ -119,3 +119,73 @@ def test_the_script_writes_rows_and_summary_and_refuses_bad_input(
     assert bad_model.returncode == 2 and b"no config.json there" in bad_model.stderr
     bad_split = subprocess.run([*script, *args, "--split", "test"], capture_output=True, text=True)
     assert bad_split.returncode == 2 and "has no split 'test'" in bad_split.stderr
+
+
+def test_calibrate_moves_the_threshold_into_the_gap_nearest_zero() -> None:
+    from training.decision_margin import balanced_accuracy, calibrate
+
+    def rows(repair: list[float], confirm: list[float]) -> list[dict]:
+        return [{"gold": "REPAIR", "margin": m} for m in repair] + [
+            {"gold": "FINALIZE_RELATIONS", "margin": m} for m in confirm
+        ]
+
+    # ranked perfectly, threshold on the confirm side (2 of 4 repair rows prefer REPAIR): the middle of (-2, -1)
+    shifted = rows([-1.0, -0.5, 0.5, 1.0], [-2.0, -3.0, -4.0])
+    assert balanced_accuracy(shifted) == pytest.approx((2 / 4 + 1) / 2)
+    chosen = calibrate(shifted)
+    assert chosen["bias"] == pytest.approx(1.5) and chosen["balanced_accuracy"] == 1.0
+    assert (chosen["n_REPAIR"], chosen["n_confirm"]) == (4, 3)
+    assert chosen["balanced_accuracy_unbiased"] == pytest.approx(0.75)
+    # the other side: every row prefers REPAIR; the best gap is (1, 2), so the bias is negative
+    assert calibrate(rows([2.0, 3.0], [0.5, 1.0]))["bias"] == pytest.approx(-1.5)
+    # already separated at 0: the model's own threshold is kept
+    assert calibrate(rows([0.5, 2.0], [-1.0, -0.2]))["bias"] == 0.0
+    # not separable better than 0.5 (one margin for all), or one kind of row missing: no bias
+    assert calibrate(rows([1.0], [1.0]))["bias"] == 0.0
+    missing = calibrate(rows([1.0, 2.0], []))
+    assert missing["bias"] == 0.0 and missing["balanced_accuracy"] is None
+    # among equally good gaps the one nearest 0 wins: (-1, 1) holds 0 -> bias 0 beats the gap (3, 4)
+    tied = rows([1.0, 4.0], [-1.0, 3.0])
+    assert calibrate(tied)["bias"] == 0.0 and balanced_accuracy(tied) == 0.75 == balanced_accuracy(tied, -3.5)
+
+
+def test_the_served_bias_moves_exactly_the_branching_logit(tiny_model_dir: Path) -> None:
+    """HFChatBackend with the BranchBias of repair_bias: at the step where the reply is the decisions' shared start
+    the REPAIR token's logit rises by the bias and nothing else moves; a reply that is not there is untouched; a
+    large bias on the other decision's token flips the greedy, grammar-constrained decision."""
+    import torch
+
+    from harness.llm import BranchBias, HFChatBackend, _BranchBiasProcessor
+    from harness.manager.wire import call_grammar
+    from training.decision_margin import DECISIONS, branch_ids, repair_bias
+
+    backend = HFChatBackend(
+        str(tiny_model_dir), max_new_tokens=24, grammar=lambda added: call_grammar(added, names=DECISIONS)
+    )
+    tokenizer = backend.tokenizer
+    shared, branch = branch_ids(tokenizer)
+    branch_bias = repair_bias(tokenizer, 2.5)
+    assert branch_bias.prefix == tokenizer.decode(shared) and branch_bias.bias == {branch["REPAIR"]: 2.5}
+    prompt = [3, 4, 5]
+    processor = _BranchBiasProcessor(tokenizer, branch_bias, len(prompt))
+    scores = torch.randn(1, 64 + max(branch.values()))
+    moved = processor(torch.tensor([prompt + shared]), scores)
+    assert torch.equal(
+        moved - scores != 0, torch.nn.functional.one_hot(torch.tensor([branch["REPAIR"]]), scores.shape[1]).bool()
+    )
+    assert float(moved[0, branch["REPAIR"]] - scores[0, branch["REPAIR"]]) == pytest.approx(2.5)
+    for elsewhere in (prompt + shared[:-1], prompt + shared + [branch["REPAIR"]], prompt):
+        assert torch.equal(processor(torch.tensor([elsewhere]), scores), scores)
+
+    messages = [{"role": "user", "content": "decide"}]
+    unbiased = backend.chat(messages).text
+    name = next(n for n in DECISIONS if f'"name": "{n}"' in unbiased)
+    other = next(n for n in DECISIONS if n != name)
+    backend.set_branch_bias(BranchBias(prefix=branch_bias.prefix, bias={branch[other]: 100.0}))
+    assert f'"name": "{other}"' in backend.chat(messages).text
+    backend.set_branch_bias(None)
+    assert backend.chat(messages).text == unbiased
+    with pytest.raises(ValueError, match=r"outside the model's \d+ logits"):
+        backend.set_branch_bias(BranchBias(prefix="x", bias={10**9: 1.0}))
+    with pytest.raises(ValueError, match="prefix is empty"):
+        BranchBias(prefix="", bias={1: 1.0})

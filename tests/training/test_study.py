@@ -48,6 +48,7 @@ def test_study_configs_load() -> None:
         ({"exact_match_samples": 0}, "at least 1"),
         ({"margin_split": "heldout"}, "margin_split='heldout': use train or validation"),
         ({"margin_limit": 0}, "margin_limit=0 must be positive"),
+        ({"margin_split": None, "calibrate_decisions": True}, "calibrate_decisions: true needs margin_split"),
     ],
 )
 def test_bad_study_configs_name_the_fix(overrides: dict, message: str) -> None:
@@ -216,7 +217,14 @@ def test_miniature_study(tmp_path: Path) -> None:
             margins["split"] == "validation"
             and margins["n_REPAIR"] + margins["n_FINALIZE_RELATIONS"] == margins["samples"] <= config["margin_limit"]
         )
+    # each is served with the decision bias chosen on its own margin rows (calibrate_decisions)
+    from training.decision_margin import calibrate
+
+    for arm in scored:
+        rows = json.loads((out / "arms" / arm / "margins.json").read_text())["rows"]
+        assert results["arms"][arm]["calibration"] == calibrate(rows)
     report = (out / "report.md").read_text()
+    assert "### The decision bias (calibrate_decisions" in report
     assert "Decoding: greedy under the action grammar" in report and results["config"]["constrained_decoding"]
     records = [json.loads(line) for line in (out / "eval" / "episodes" / "sft-lora.jsonl").read_text().splitlines()]
     assert records and all(r["config"]["eval"]["constrained_decoding"] for r in records)
