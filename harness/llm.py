@@ -45,16 +45,26 @@ class BranchBias:
     """A logit bias at one point of a reply: when the reply so far decodes to exactly ``prefix`` (special tokens
     kept), ``bias[token_id]`` is added to that token's logit for the next token; every other position is untouched.
     Adding ``b`` to one of two candidate tokens shifts their log-odds by exactly ``b`` (a decision threshold moved
-    by ``b``)."""
+    by ``b``), and also moves that token against every other candidate.
+
+    With ``versus`` (a rival token id; ``bias`` then names one token) only the pair's order moves: the larger of the
+    two logits is kept, the winner of ``logit[token] - logit[versus] + bias`` gets it and the other sits that far
+    below. Under greedy decoding whether the reply takes one of the two is then unchanged (the pair's best logit is
+    the same); only which of the two it takes follows the shifted log-odds."""
 
     prefix: str
     bias: dict[int, float]
+    versus: int | None = None
 
     def __post_init__(self) -> None:
         if not self.prefix:
             raise ValueError("BranchBias.prefix is empty: name the reply text after which the bias applies")
         if not self.bias:
             raise ValueError("BranchBias.bias is empty: give at least one {token_id: added logit}")
+        if self.versus is not None and (len(self.bias) != 1 or self.versus in self.bias):
+            raise ValueError(
+                f"BranchBias.versus={self.versus} needs bias to name exactly one other token (got {sorted(self.bias)})"
+            )
 
 
 @dataclass(frozen=True)
@@ -202,7 +212,7 @@ class HFChatBackend:
     ``grammar`` constrains every reply (:class:`harness.grammar.TokenGrammar`): a Lark grammar, or a function of the
     tokenizer's added tokens that returns one (:func:`harness.manager.wire.call_grammar` is such a function: Qwen3's
     ``<tool_call>`` is one token, SmolLM2 spells it out). ``branch_bias`` moves one decision's logits at one point
-    of every reply (:class:`BranchBias`), before the grammar masks."""
+    of every reply (:class:`BranchBias`), after the grammar masks (a forbidden token stays forbidden)."""
 
     def __init__(
         self,
@@ -225,6 +235,7 @@ class HFChatBackend:
         self.max_new_tokens, self.do_sample = max_new_tokens, do_sample
         self.stop_ids = self._stop_ids()
         self.grammar: Any = None
+        self._grammars: dict[str, Any] = {}  # grammar text -> its compiled TokenGrammar
         if grammar is not None:
             self.set_grammar(grammar)
         self.branch_bias: BranchBias | None = None
@@ -234,20 +245,26 @@ class HFChatBackend:
         self._cache: Any = None
 
     def set_grammar(self, grammar: str | Callable[[frozenset[str]], str] | None) -> None:
-        """Constrain every later reply by ``grammar`` (see the class docstring); None lifts the constraint."""
+        """Constrain every later reply by ``grammar`` (see the class docstring); None lifts the constraint. Each
+        distinct grammar is compiled once and kept, so a caller may switch grammars between replies (a policy that
+        allows only the actions legal now) at no cost after the first."""
         if grammar is None:
             self.grammar = None
             return
-        from harness.grammar import TokenGrammar
+        from harness.grammar import TokenGrammar, added_tokens
 
-        self.grammar = TokenGrammar.for_model(self.tokenizer, self.model, grammar, self.stop_ids)
+        text = grammar(added_tokens(self.tokenizer)) if callable(grammar) else grammar
+        if text not in self._grammars:
+            self._grammars[text] = TokenGrammar.for_model(self.tokenizer, self.model, text, self.stop_ids)
+        self.grammar = self._grammars[text]
 
     def set_branch_bias(self, branch_bias: BranchBias | None) -> None:
         """Apply ``branch_bias`` to every later reply (None removes it); a token id outside the model's logits is a
         ``ValueError``."""
         if branch_bias is not None:
             width = int(self.model.get_output_embeddings().weight.shape[0])
-            outside = sorted(i for i in branch_bias.bias if not 0 <= i < width)
+            named = [*branch_bias.bias, *([] if branch_bias.versus is None else [branch_bias.versus])]
+            outside = sorted(i for i in named if not 0 <= i < width)
             if outside:
                 raise ValueError(f"branch bias names token ids {outside} outside the model's {width} logits")
         self.branch_bias = branch_bias
@@ -293,10 +310,10 @@ class HFChatBackend:
         if self.prefix_cache:
             kwargs["cache"] = self._reusable_cache(input_ids[0].tolist())
         processors: list[Any] = []
-        if self.branch_bias is not None:
-            processors.append(_BranchBiasProcessor(self.tokenizer, self.branch_bias, int(input_ids.shape[1])))
         if self.grammar is not None:
             processors.append(self.grammar.logits_processor(int(input_ids.shape[1])))
+        if self.branch_bias is not None:  # after the mask: a token the grammar forbids stays at -inf
+            processors.append(_BranchBiasProcessor(self.tokenizer, self.branch_bias, int(input_ids.shape[1])))
         if processors:
             kwargs["logits_processor"] = processors
         with torch.no_grad():
@@ -336,8 +353,11 @@ class _BranchBiasProcessor:
         self.max_len = len(branch.prefix.encode("utf-8"))
         self.ids = torch.tensor(list(branch.bias), dtype=torch.long)
         self.values = torch.tensor(list(branch.bias.values()), dtype=torch.float32)
+        self.versus = branch.versus
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
         if input_ids.shape[0] != 1:
             raise ValueError(f"a branch bias handles one sequence at a time, got {input_ids.shape[0]}")
         reply = input_ids[0, self.prompt_len :]
@@ -346,5 +366,14 @@ class _BranchBiasProcessor:
         if self.tokenizer.decode(reply.tolist(), skip_special_tokens=False) != self.prefix:
             return scores
         scores = scores.clone()
-        scores[0, self.ids] += self.values.to(scores.device, scores.dtype)
+        if self.versus is None:
+            scores[0, self.ids] += self.values.to(scores.device, scores.dtype)
+            return scores
+        token, rival = int(self.ids[0]), self.versus
+        if not (torch.isfinite(scores[0, token]) and torch.isfinite(scores[0, rival])):
+            return scores  # one of the two is forbidden (a grammar's -inf): there is no pair to reorder
+        top = torch.maximum(scores[0, token], scores[0, rival])
+        shifted = scores[0, token] - scores[0, rival] + float(self.values[0])
+        scores[0, token] = top - torch.clamp(-shifted, min=0)
+        scores[0, rival] = top - torch.clamp(shifted, min=0)
         return scores

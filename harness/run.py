@@ -144,9 +144,17 @@ def model_backend(policy: Any) -> Any:
     return getattr(policy, "backend", None) or getattr(policy, "tier1", None)
 
 
-def constrain_actions(policy: Any) -> None:
+def constrain_actions(policy: Any, legal_only: bool = False, decide_after_probe: bool = False) -> None:
     """Decode every reply of an in-process model manager (llm-hf, hier:llm-hf) under the action grammar
-    (:func:`harness.manager.wire.call_grammar`, :mod:`harness.grammar`): each reply is one well-formed action."""
+    (:func:`harness.manager.wire.call_grammar`, :mod:`harness.grammar`): each reply is one well-formed action.
+
+    For a flat ``llm-hf`` manager the grammar can also follow each input
+    (:func:`harness.manager.llm_policy.actions_now`): ``legal_only`` allows only the actions the runtime lists as
+    legal now (the prompt lists them too), ``decide_after_probe`` neither decision before a probe of the activation
+    ran. Each distinct grammar is compiled once."""
+    import functools
+
+    from harness.manager.llm_policy import LLMPolicy, actions_now
     from harness.manager.wire import call_grammar
 
     backend = model_backend(policy)
@@ -157,6 +165,19 @@ def constrain_actions(policy: Any) -> None:
             "(OpenAIChatBackend(grammar=...), a server started with --structured-outputs-config.backend guidance)."
         )
     backend.set_grammar(call_grammar)
+    if not (legal_only or decide_after_probe):
+        return
+    if not isinstance(policy, LLMPolicy):
+        raise RunError(
+            f"legal_only / decide_after_probe follow a flat llm manager's inputs; {policy.name} is not one (the hier "
+            "manager's tier 0 writes its checks and probes itself)"
+        )
+
+    def before_reply(inp: Any) -> None:
+        names = actions_now(inp, decide_after_probe)
+        backend.set_grammar(functools.partial(call_grammar, names=names or None))
+
+    policy.before_reply = before_reply
 
 
 def run_command(args: argparse.Namespace) -> int:

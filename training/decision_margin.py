@@ -176,13 +176,21 @@ def calibrate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"bias": round(bias, 4), "balanced_accuracy": balanced_accuracy(rows, round(bias, 4)), **out}
 
 
-def repair_bias(tokenizer: Any, bias: float) -> Any:
-    """The :class:`harness.llm.BranchBias` that adds ``bias`` to REPAIR's branching token (:func:`branch_ids`) right
-    after the reply start the decisions share: every margin at serving time moves by ``bias``."""
+def repair_bias(tokenizer: Any, bias: float, pairwise: bool = True) -> Any:
+    """The :class:`harness.llm.BranchBias` that moves REPAIR's branching token (:func:`branch_ids`) by ``bias`` right
+    after the reply start the decisions share: every margin at serving time moves by ``bias``. ``pairwise`` (the
+    default) moves it against the confirmation's token only (``versus``), so the bias chooses between the two
+    decisions and never whether to decide: at that same point the model also chooses between deciding and another
+    probe, which the training rows the bias is chosen on do not measure. Without it the bias is added to REPAIR's
+    logit outright and raises REPAIR against every other action too."""
     from harness.llm import BranchBias
 
     shared, branch = branch_ids(tokenizer)
-    return BranchBias(prefix=tokenizer.decode(shared, skip_special_tokens=False), bias={branch["REPAIR"]: bias})
+    return BranchBias(
+        prefix=tokenizer.decode(shared, skip_special_tokens=False),
+        bias={branch["REPAIR"]: bias},
+        versus=branch["FINALIZE_RELATIONS"] if pairwise else None,
+    )
 
 
 def score_model(model_dir: str | Path, samples: Sequence[dict[str, Any]], progress: bool = True) -> list[dict]:

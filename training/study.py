@@ -18,7 +18,8 @@
    model arm plays as its served policy (:meth:`Arm.serve`) in both: ``hier`` as the hierarchical manager. Before
    them each flat model arm's decision margins are scored on the training data's ``margin_split`` rows
    (:mod:`training.decision_margin`); with ``calibrate_decisions`` the arm is served with the decision bias chosen
-   on those rows (:func:`training.decision_margin.calibrate`), at the decision points and in the episodes alike.
+   on those rows (:func:`training.decision_margin.calibrate`; ``decision_bias`` says how it is served), at the
+   decision points and in the episodes alike.
 4. **report**: :mod:`training.study_report` writes ``results.json``, ``report.md`` and the plots.
 
 Modules: this one holds the config, the :class:`Study` paths and the driver; :mod:`training.study_data` (stage 1 and
@@ -62,7 +63,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness.tracking import check_report_to_choice, resolve_report_to, trainer_flags
 from harness.yaml_config import load_yaml_config, type_problems
@@ -242,12 +243,32 @@ class StudyConfig:
                   "best separates those training rows), added to REPAIR's branching token at the decision points "
                   "and in the episodes alike; the hier arm is not biased. Needs margin_split."},
     )  # fmt: skip
+    decision_bias: Literal["pair", "token"] = field(
+        default="pair",
+        metadata={"help": "How calibrate_decisions serves the bias (training.decision_margin.repair_bias): pair moves "
+                  "REPAIR's branching token against the confirmation's only (the bias chooses between the two "
+                  "decisions, never whether to decide rather than probe again); token adds it to REPAIR's logit "
+                  "outright (REPAIR rises against every other action at that point too)."},
+    )  # fmt: skip
     manager_max_tokens: int = field(default=160, metadata={"help": "Cap on one manager reply (tokens)."})
     constrained_decoding: bool = field(
         default=False,
         metadata={"help": "Serve every model arm that writes actions (flat and hier; not windowed) under the action "
                   "grammar (harness.grammar): each reply is one well-formed action, at the decision points and in "
                   "the episodes alike. Exact match (teacher-forced) and DAPO's rollouts are not affected."},
+    )  # fmt: skip
+    legal_actions_only: bool = field(
+        default=False,
+        metadata={"help": "With constrained_decoding, each reply of a flat model arm may name only the actions the "
+                  "runtime lists as legal now (the prompt lists them too; harness.run.constrain_actions), at the "
+                  "decision points and in the episodes: a refused action is then one whose arguments break a rule."},
+    )  # fmt: skip
+    decide_after_probe: bool = field(
+        default=False,
+        metadata={"help": "With constrained_decoding, a flat model arm may take neither decision (REPAIR, "
+                  "FINALIZE_RELATIONS) before a probe of the activation has run (harness.manager.llm_policy."
+                  "actions_now; implies legal_actions_only): its decisions follow evidence it wrote, as every "
+                  "decision of the gold manager does."},
     )  # fmt: skip
     runtime: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "RuntimeConfig fields of the episodes (e.g. max_actions)."}
@@ -278,6 +299,12 @@ class StudyConfig:
             )
         if self.margin_limit is not None and self.margin_limit <= 0:
             raise ValueError(f"margin_limit={self.margin_limit} must be positive (or null: every row)")
+        if (self.legal_actions_only or self.decide_after_probe) and not self.constrained_decoding:
+            raise ValueError(
+                "legal_actions_only / decide_after_probe shape the action grammar; set constrained_decoding: true"
+            )
+        if self.decision_bias not in ("pair", "token"):
+            raise ValueError(f"decision_bias={self.decision_bias!r}: use pair or token")
         if self.calibrate_decisions and self.margin_split is None:
             raise ValueError("calibrate_decisions: true needs margin_split (the training rows the bias is chosen on)")
         if self.comparisons is None:
@@ -471,14 +498,20 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
     def policy(arm: str) -> Any:
         if arm not in policies:
             policies[arm] = ARMS[arm].serve(
-                study.model_dir(arm), config.manager_max_tokens, config.prompt_view, config.constrained_decoding
+                study.model_dir(arm),
+                config.manager_max_tokens,
+                config.prompt_view,
+                config.constrained_decoding,
+                legal_only=config.legal_actions_only,
+                decide_after_probe=config.decide_after_probe,
             )
             if calibration.get(arm, {}).get("bias"):
                 from harness.run import model_backend
                 from training.decision_margin import repair_bias
 
                 backend = model_backend(policies[arm])
-                backend.set_branch_bias(repair_bias(backend.tokenizer, calibration[arm]["bias"]))
+                bias = calibration[arm]["bias"]
+                backend.set_branch_bias(repair_bias(backend.tokenizer, bias, pairwise=config.decision_bias == "pair"))
         return policies[arm]
 
     exact: dict[str, list[dict[str, Any]]] = {}

@@ -317,11 +317,20 @@ def decoding_line(config: dict[str, Any]) -> str:
     """How the model arms decode (the report states it: under the action grammar a reply is always well formed, so
     a legal-action rate then counts the actions the protocol refuses, not malformed text)."""
     if config.get("constrained_decoding"):
-        return (
+        line = (
             "Decoding: greedy under the action grammar (constrained_decoding): every reply of the flat and hier arms "
             "is one well-formed action (unless cut by the reply cap); illegal actions are those the protocol "
-            "refuses at that point.\n"
+            "refuses at that point."
         )
+        if config.get("legal_actions_only") or config.get("decide_after_probe"):
+            line += (
+                " The flat arms' grammar allows only the actions legal now (legal_actions_only: a refusal is then an "
+                "argument that breaks a rule)"
+                + (", and neither decision before a probe of the activation ran (decide_after_probe)" if
+                   config.get("decide_after_probe") else "")
+                + "."
+            )  # fmt: skip
+        return line + "\n"
     return "Decoding: greedy, free (no grammar): a malformed reply counts as an illegal action.\n"
 
 

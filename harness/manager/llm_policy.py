@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from harness.llm import ChatBackend, ChatReply, HFChatBackend, Message, OpenAIChatBackend
 from harness.manager.actions import tool_schemas
 from harness.manager.policies import PolicyInput
 from harness.manager.prompts import FREEFORM_SYSTEM, MANAGER_SYSTEM_POLICY, render_activation, render_tool_responses
-from harness.manager.wire import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from harness.manager.wire import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_response
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +123,8 @@ class LLMPolicy:
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.before_reply: Callable[[PolicyInput], None] | None = None
+        """Called with the input before each reply (:func:`harness.run.constrain_actions` sets the grammar there)."""
 
     def messages(self, inp: PolicyInput) -> list[Message]:
         """The chat conversation for the next response of the current activation."""
@@ -137,6 +140,8 @@ class LLMPolicy:
         return messages
 
     def respond(self, inp: PolicyInput) -> str:
+        if self.before_reply is not None:
+            self.before_reply(inp)
         reply = self.backend.chat(self.messages(inp), tools=self.tools)
         self.calls += 1
         self.prompt_tokens += reply.prompt_tokens
@@ -145,6 +150,31 @@ class LLMPolicy:
             "%s: reply %d of %d+%d tokens", self.name, self.calls, reply.prompt_tokens, reply.completion_tokens
         )
         return reply_to_text(reply)
+
+
+DECISIONS = ("REPAIR", "FINALIZE_RELATIONS")
+"""The two decisions that end a check activation: the repair and the confirmation."""
+
+
+def probed(inp: PolicyInput) -> bool:
+    """Whether a ``run_probe`` of this activation ran (was parsed and not refused) before this response."""
+    for raw, result in inp.previous:
+        parsed = parse_response(raw)
+        if parsed.ok and parsed.action is not None and parsed.action.name == "run_probe":
+            if not result.startswith(("illegal", "rejected")):
+                return True
+    return False
+
+
+def actions_now(inp: PolicyInput, decide_after_probe: bool = False) -> list[str]:
+    """The action names a response may take now: those the runtime lists as legal (``inp.legal_actions``, which the
+    prompt shows too); with ``decide_after_probe``, neither decision (:data:`DECISIONS`) until a probe of this
+    activation has run, so a decision always follows evidence the manager wrote. Both read nothing but the
+    manager's own input."""
+    names = list(inp.legal_actions)
+    if decide_after_probe and not probed(inp):
+        names = [n for n in names if n not in DECISIONS] or names
+    return names
 
 
 def openai_policy(url: str, *, freeform: bool = False) -> LLMPolicy:

@@ -268,25 +268,34 @@ def result_failure(result: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def render_evidence(results: Iterable[str]) -> str:
     """The evidence digest of an activation's results (texts, in order): one bracketed line that counts the
-    failures its checks and probes show (:func:`result_failure`) and quotes the first, says that every one passed,
-    or that none ran. Results that are not JSON objects are skipped. It restates the tool results next to the
-    decision; it reads nothing else."""
-    outcomes = []
+    failures its checks and probes show (:func:`result_failure`) and quotes the first; or, when every one passed,
+    how many checks and probes ran (saying so when no probe has: a check that passed is not yet evidence about the
+    analysis); or that none ran. Results that are not JSON objects are skipped. It restates the tool results next
+    to the decision; it reads nothing else."""
+    outcomes: list[tuple[bool, str]] = []  # (a probe?, its failure or "")
     for text in results:
         try:
             value = json.loads(text)
         except (TypeError, ValueError):
             continue
         if isinstance(value, dict) and (outcome := result_failure(value)) is not None:
-            outcomes.append(outcome)
-    failed = [o for o in outcomes if o]
+            outcomes.append(("succeeded" in value and "passed" not in value and "verdict" not in value, outcome))
+    failed = [o for _, o in outcomes if o]
     if failed:
         first = failed[0] if len(failed[0]) <= EVIDENCE_CHARS else failed[0][: EVIDENCE_CHARS - 3] + "..."
         return f"{EVIDENCE_PREFIX}{len(failed)} failed: {first}]"
-    if outcomes:
-        return f"{EVIDENCE_PREFIX}every check and probe passed]"
+    probes = sum(probe for probe, _ in outcomes)
+    checks = len(outcomes) - probes
+    if probes:
+        return f"{EVIDENCE_PREFIX}every check and probe passed ({_count(checks, 'check')}, {_count(probes, 'probe')})]"
+    if checks:
+        return f"{EVIDENCE_PREFIX}{_count(checks, 'check')} passed; no probe has run]"
     return f"{EVIDENCE_PREFIX}no check or probe has run]"
 
 

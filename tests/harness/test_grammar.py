@@ -262,3 +262,64 @@ def test_the_grammar_bench_reports_both_ways(tmp_path, capsys):
     assert figures["ratio"] == pytest.approx(
         figures["constrained_ms_per_token"] / figures["free_ms_per_token"], abs=0.01
     )
+
+
+def test_actions_now_are_the_legal_ones_and_no_decision_before_a_probe():
+    from harness.manager.llm_policy import actions_now, probed
+    from harness.manager.policies import PolicyInput
+
+    legal = ("UPDATE_STATE", "REPAIR", "FINALIZE_RELATIONS", "run_probe", "check_execution")
+    check = render_action(make_action("check_execution", {"step_id": 0}))
+    probe = render_action(make_action("run_probe", {"code": "assert len(df) == 3"}))
+    fresh = PolicyInput(observation="o", legal_actions=legal)
+    checked = PolicyInput(observation="o", legal_actions=legal, previous=((check, '{"ok": true}'),))
+    refused = PolicyInput(observation="o", legal_actions=legal, previous=((probe, "illegal: run_probe is ..."),))
+    ran = PolicyInput(observation="o", legal_actions=legal, previous=((check, "{}"), (probe, '{"succeeded": false}')))
+    assert actions_now(fresh) == list(legal)
+    for inp in (fresh, checked, refused):
+        assert not probed(inp)
+        assert actions_now(inp, decide_after_probe=True) == ["UPDATE_STATE", "run_probe", "check_execution"]
+    assert probed(ran) and actions_now(ran, decide_after_probe=True) == list(legal)
+    only = PolicyInput(observation="o", legal_actions=("REPAIR",))  # nothing else legal: the decision stays
+    assert actions_now(only, decide_after_probe=True) == ["REPAIR"]
+
+
+@needs_grammar
+def test_a_policy_constrained_to_the_actions_now_writes_only_those(tmp_path):
+    """constrain_actions(legal_only, decide_after_probe) on a flat llm policy over a random tiny model: each reply
+    names an action allowed for its input (the name is checked; a random model's argument may run to the cap);
+    each distinct grammar is compiled once; a non-flat policy is refused."""
+    from harness.manager.llm_policy import LLMPolicy
+    from harness.manager.policies import PolicyInput
+    from harness.run import RunError, constrain_actions
+
+    corpus = [json.dumps(tool_schemas()), *(render_action(a) for a in ACTIONS)]
+    model = build_tiny_chat_model(tmp_path / "tiny", corpus)
+    backend = HFChatBackend(str(model), max_new_tokens=48)
+    policy = LLMPolicy(backend)
+    constrain_actions(policy, legal_only=True, decide_after_probe=True)
+    probe = render_action(make_action("run_probe", {"code": "x = 1"}))
+    cases = [
+        (("COMMIT_STATE",), (), {"COMMIT_STATE"}),
+        (("REPAIR", "FINALIZE_RELATIONS", "run_probe"), (), {"run_probe"}),
+        (
+            ("REPAIR", "FINALIZE_RELATIONS", "run_probe"),
+            ((probe, "{}"),),
+            {"REPAIR", "FINALIZE_RELATIONS", "run_probe"},
+        ),  # noqa: E501
+    ]
+    for legal, previous, allowed in cases:
+        reply = policy.respond(PolicyInput(observation="{}", legal_actions=legal, previous=previous))
+        name = reply.removeprefix('<tool_call>\n{"name": "').split('"')[0]  # a long argument may hit the cap
+        assert reply.startswith('<tool_call>\n{"name": "') and name in allowed, (legal, reply)
+    compiled = dict(backend._grammars)
+    assert len(compiled) == 4  # the full grammar (set first) and one per distinct allowed set
+    policy.respond(PolicyInput(observation="{}", legal_actions=("COMMIT_STATE",)))
+    assert backend._grammars == compiled  # the same grammar again: not compiled again
+
+    class Tiered:
+        name = "hier"
+        tier1 = backend
+
+    with pytest.raises(RunError, match="hier is not one"):
+        constrain_actions(Tiered(), legal_only=True)

@@ -164,8 +164,9 @@ def test_the_served_bias_moves_exactly_the_branching_logit(tiny_model_dir: Path)
     )
     tokenizer = backend.tokenizer
     shared, branch = branch_ids(tokenizer)
-    branch_bias = repair_bias(tokenizer, 2.5)
+    branch_bias = repair_bias(tokenizer, 2.5, pairwise=False)
     assert branch_bias.prefix == tokenizer.decode(shared) and branch_bias.bias == {branch["REPAIR"]: 2.5}
+    assert branch_bias.versus is None
     prompt = [3, 4, 5]
     processor = _BranchBiasProcessor(tokenizer, branch_bias, len(prompt))
     scores = torch.randn(1, 64 + max(branch.values()))
@@ -189,3 +190,39 @@ def test_the_served_bias_moves_exactly_the_branching_logit(tiny_model_dir: Path)
         backend.set_branch_bias(BranchBias(prefix="x", bias={10**9: 1.0}))
     with pytest.raises(ValueError, match="prefix is empty"):
         BranchBias(prefix="", bias={1: 1.0})
+
+
+def test_a_pairwise_bias_reorders_the_two_decisions_and_nothing_else(tiny_model_dir: Path) -> None:
+    """repair_bias's default (versus the confirmation): at the branching step only the two decisions' logits move,
+    the larger of them is kept, their difference moves by the bias; so a third action that leads (another probe)
+    still leads, and between the two decisions the shifted log-odds choose. A versus that is a biased token, or two
+    biased tokens with a versus, is refused."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from harness.llm import BranchBias, _BranchBiasProcessor
+    from training.decision_margin import branch_ids, repair_bias
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    shared, branch = branch_ids(tokenizer)
+    repair, confirm = branch["REPAIR"], branch["FINALIZE_RELATIONS"]
+    pair = repair_bias(tokenizer, 1.5)
+    assert pair.bias == {repair: 1.5} and pair.versus == confirm
+    third = next(i for i in range(10, 60) if i not in (repair, confirm))
+    processor = _BranchBiasProcessor(tokenizer, pair, 0)
+    for r, c, top in [(-1.0, 0.0, 5.0), (0.0, -1.0, 5.0), (-3.0, -1.0, -9.0), (2.0, 2.0, 1.0)]:
+        scores = torch.full((1, 64 + max(branch.values())), -100.0)
+        scores[0, [repair, confirm, third]] = torch.tensor([r, c, top])
+        moved = processor(torch.tensor([shared]), scores)
+        changed = (moved != scores)[0].nonzero().flatten().tolist()
+        assert set(changed) <= {repair, confirm}
+        assert float(moved[0, repair] - moved[0, confirm]) == pytest.approx(r - c + 1.5)
+        assert float(torch.maximum(moved[0, repair], moved[0, confirm])) == pytest.approx(max(r, c))
+        assert int(moved.argmax()) == (third if top > max(r, c) else (repair if r - c + 1.5 > 0 else confirm))
+    assert torch.equal(processor(torch.tensor([shared[:-1]]), scores), scores)  # not at the branching step
+    scores[0, confirm] = float("-inf")  # the grammar forbids the confirmation: nothing to reorder
+    assert torch.equal(processor(torch.tensor([shared]), scores), scores)
+    with pytest.raises(ValueError, match="versus=7 needs bias to name exactly one other token"):
+        BranchBias(prefix="x", bias={7: 1.0}, versus=7)
+    with pytest.raises(ValueError, match="exactly one other token"):
+        BranchBias(prefix="x", bias={1: 1.0, 2: 1.0}, versus=3)

@@ -49,6 +49,8 @@ def test_study_configs_load() -> None:
         ({"margin_split": "heldout"}, "margin_split='heldout': use train or validation"),
         ({"margin_limit": 0}, "margin_limit=0 must be positive"),
         ({"margin_split": None, "calibrate_decisions": True}, "calibrate_decisions: true needs margin_split"),
+        ({"decision_bias": "both"}, "decision_bias='both': use pair or token"),
+        ({"decide_after_probe": True}, "set constrained_decoding: true"),
     ],
 )
 def test_bad_study_configs_name_the_fix(overrides: dict, message: str) -> None:
@@ -230,6 +232,10 @@ def test_miniature_study(tmp_path: Path) -> None:
     assert records and all(r["config"]["eval"]["constrained_decoding"] for r in records)
     replies = [a["raw"] for r in records for act in r["activations"] for a in act["actions"] if a.get("raw")]
     assert replies and all(text.startswith("<tool_call>\n{") for text in replies)  # the grammar's start, every reply
+    # legal_actions_only: no reply names an action the protocol refuses at that point
+    results_text = [str(a["result"]) for r in records for act in r["activations"] for a in act["actions"]]
+    assert not any("is illegal in phase" in text for text in results_text)
+    assert "The flat arms' grammar allows only the actions legal now" in report
     assert "| COMMIT_STATE 1, FINALIZE_RELATIONS 1 |" in report
     assert "## Decision margins on the training data (validation split" in report
     for arm in config["arms"]:

@@ -180,7 +180,9 @@ def probe_then_repair(turn_id, messages):
             "run_probe", code="print(float((sales['revenue'] - sales['quantity'] * sales['unit_price']).abs().max()))"
         )
     # tier 0's check and the probe ran cleanly: the digest under the probe's result says so (a wrong value is no error)
-    assert messages[-1]["content"].splitlines()[-2] == "[evidence this activation: every check and probe passed]"
+    assert messages[-1]["content"].splitlines()[-2] == (
+        "[evidence this activation: every check and probe passed (1 check, 1 probe)]"
+    )
     printed = json.loads(tool_response_body(messages[-1]["content"]))
     gap = printed["stdout"].strip()
     hint = {"error_variable": "sales", "faulty_reasoning": "revenue was not computed as quantity times unit price"}

@@ -161,7 +161,14 @@ REFUSED = json.dumps({"ok": False, "error": "no executed step with id 9"})
 
 def test_the_evidence_digest_counts_failures_and_quotes_the_first():
     assert render_evidence([]) == render_evidence([REFUSED, "rejected: no action"]) == NO_CHECK
-    assert render_evidence([VERIFIED, PROBE_PASSED]) == "[evidence this activation: every check and probe passed]"
+    assert render_evidence([VERIFIED, PROBE_PASSED, PROBE_PASSED]) == (
+        "[evidence this activation: every check and probe passed (1 check, 2 probes)]"
+    )
+    assert render_evidence([VERIFIED]) == "[evidence this activation: 1 check passed; no probe has run]"
+    assert (
+        render_evidence([PROBE_PASSED])
+        == "[evidence this activation: every check and probe passed (0 checks, 1 probe)]"
+    )
     assert render_evidence([VERIFIED, CRASHED, PROBE_PASSED]) == (
         "[evidence this activation: 1 failed: check_execution of step 3 failed: KeyError: 'Regio']"
     )
@@ -178,7 +185,7 @@ def test_each_tool_response_carries_the_digest_of_the_results_up_to_it():
     results = [VERIFIED, CRASHED, "rejected: no action"]
     responses = render_tool_responses(results)
     assert responses == [render_tool_response(r, render_evidence(results[: k + 1])) for k, r in enumerate(results)]
-    assert responses[0].endswith("every check and probe passed]\n</tool_response>")
+    assert responses[0].endswith("1 check passed; no probe has run]\n</tool_response>")
     assert responses[2].endswith("1 failed: check_execution of step 3 failed: KeyError: 'Regio']\n</tool_response>")
     assert [tool_response_body(r) for r in responses] == results  # parsers read the result back without the digest
     assert render_tool_responses(results[:2]) == responses[:2]  # built one response at a time: the same text
