@@ -127,18 +127,22 @@ class ReplyLimits:
     and digit runs. Greedy decoding of a small model can loop inside a JSON string (a number that never ends, a
     sentence repeated) until the token cap cuts the reply; under these bounds the string must close. Every bound is
     far above what a concise record needs (the study's training data: prose values at most 290 characters, digit runs
-    in prose at most 17, lists at most 7 items); the parser does not apply them, only decoding does.
+    in prose at most 17, lists at most 7 items: used variables; relations and constraints at most 2); the parser does
+    not apply them, only decoding does. With 16 list items a small model's OPEN_STATE could list relation after
+    relation (``S1``, ``S2``, ... ``S15``) past a 384-token reply cap; 8 bounds such a list to ~160 SmolLM2 tokens.
+    The issue (the training data's at most 225 characters) is bounded at 400 like prose: at 1000 a looping issue
+    ("Using the result of turn 2: Using the result of turn 2: ...") filled most of that cap.
 
     ``text_chars``: prose (conclusions, constraint text, evidence, reasoning, conflict evidence), which also holds
-    no run of more than ``digit_run`` digits; ``issue_chars``: the issue (it may quote a long question);
+    no run of more than ``digit_run`` digits; ``issue_chars``: the issue (a restatement of the question);
     ``name_chars``: variable names and state ids; ``code_chars``: code; ``items``: any list; ``max_int``: step ids.
     """
 
     text_chars: int = 400
-    issue_chars: int = 1000
+    issue_chars: int = 400
     name_chars: int = 120
     code_chars: int = 4000
-    items: int = 16
+    items: int = 8
     max_int: int = 1_000_000
     digit_run: int = 24
 

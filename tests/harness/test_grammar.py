@@ -190,6 +190,11 @@ def test_reply_limits_are_stated_in_the_schema_and_checked():
     )
     with pytest.raises(ValueError, match="text_chars=0"):
         ReplyLimits(text_chars=0)
+    # the default bounds every list at 8 items: an OPEN_STATE that keeps listing relations must close
+    opening = call_schema({"OPEN_STATE"})["oneOf"][0]["properties"]["arguments"]["properties"]
+    linked = opening["relations"]["anyOf"][1]  # the list of relations to earlier states (the other: one init)
+    assert linked["maxItems"] == opening["constraints"]["maxItems"] == ReplyLimits().items == 8
+    assert opening["issue"]["maxLength"] == ReplyLimits().issue_chars == 400  # a looping issue closes too
 
 
 @needs_grammar
