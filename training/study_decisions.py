@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from harness.jsonl import append_jsonl, read_jsonl_resumable
 from harness.manager.hier import HARNESS, POLICY
 from harness.manager.lifecycle import CONTROL_ACTIONS
+from harness.manager.llm_policy import DECISIONS
 from training.rl.rollout import HarnessConfirm, StartPoint, action_stats, check_takeover, gold_decision, start_points
 from training.study_arms import model_usage
 from training.study_metrics import harness_confirmed, own_control
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from envs.pool import ReplayPool
 
 DECISIONS_FILE = "decisions.jsonl"
-DECISION_CONTROLS = ("REPAIR", "FINALIZE_RELATIONS")
+DECISION_CONTROLS = DECISIONS
 """The gold control actions that make a check activation a decision point: repair, or confirm (do not repair)."""
 
 
