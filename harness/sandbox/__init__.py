@@ -40,7 +40,9 @@ Contained — user code in a kernel cannot:
 - read anything but ``public_dir`` (read-only), its workspace, its own ``/tmp``, the Python installation/venv
   (read-only), ``/usr`` and a few ``/etc`` files (ld.so cache, localtime, passwd, group). Not visible: the task's
   ``private/`` answers, the repository source (only ``harness/sandbox/runtime`` is mounted, read-only), ``/root``
-  and the rest of the host, other episodes' workspaces and ``/tmp``;
+  and the rest of the host, other episodes' workspaces and ``/tmp``. An installed (wheel) copy of the project inside
+  a mounted folder (the venv's ``site-packages``, with the built-in tasks' ``private/`` answers) is covered by an
+  empty read-only tmpfs (``sandbox.hidden_dirs``);
 - write anywhere except its workspace and ``/tmp`` (mounts are read-only; Landlock enforces the same);
 - use the network: each kernel has its own empty network namespace (no interfaces but a down-by-default
   loopback), and Landlock denies TCP bind/connect; kernels cannot reach each other (no shared loopback or
@@ -118,7 +120,9 @@ Fallback
 ``isolation: none`` runs the same zygote/fork machinery without namespaces and logs a loud ``logging.warning``;
 where Landlock is available (Linux >= 5.13; ABI >= 4 for TCP, >= 6 for signal scoping) it still confines reads
 to the public dir, the workspace, the Python installation and system libraries, writes to the workspace and a
-private tmp dir, denies TCP and signals out of the kernel — but that is defence in depth, not isolation.
+private tmp dir, denies TCP and signals out of the kernel — but that is defence in depth, not isolation: Landlock
+only allows folders, so an installed (wheel) copy of the project in the venv, built-in tasks' answers included, stays
+readable.
 """
 
 from .client import Kernel, ReplyTap, SandboxError

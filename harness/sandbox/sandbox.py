@@ -40,6 +40,7 @@ _THREAD_ENV = (
     "NUMEXPR_NUM_THREADS",
     "VECLIB_MAXIMUM_THREADS",
 )
+_TOP_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 _ETC_FILES = (
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
@@ -116,6 +117,27 @@ def _python_dirs() -> list[str]:
     real = Path(os.path.realpath(sys.executable))
     dirs.add(str(real.parent.parent))
     return sorted(d for d in dirs if d and not d.startswith("/usr"))
+
+
+PROJECT_PACKAGES = ("harness", "envs", "synthesis", "rewards", "training")
+"""This project's top-level packages: the folder above ``harness`` holds them (the repository, or an installed copy's
+``site-packages``)."""
+
+
+def hidden_dirs(binds: list[str]) -> list[str]:
+    """This project's own package folders that lie inside one of ``binds`` (host folders mounted read-only at the
+    same path), as paths inside the sandbox: a wheel's copy in the venv's ``site-packages``, with the built-in tasks'
+    ``private/`` answers. The sandbox covers each with an empty read-only tmpfs (the runtime has its own mount); an
+    editable install's packages live outside every bind and need nothing."""
+    root = Path(__file__).resolve().parents[2]
+    hidden = set()
+    for bind in binds:
+        real = Path(os.path.realpath(bind))
+        for name in PROJECT_PACKAGES:
+            package = root / name
+            if package.is_dir() and package.is_relative_to(real):
+                hidden.add(str(Path(bind) / package.relative_to(real)))
+    return sorted(hidden)
 
 
 class Sandbox:
@@ -268,6 +290,7 @@ class Sandbox:
             "kernel_id": kernel_id,
             # read-only binds under /tmp, hidden by each episode's fresh /tmp: the episode init binds them again
             "tmp_ro_binds": [d for d in self._ro_binds() if Path(d).is_relative_to("/tmp")] if bwrap else [],
+            "tmp_hidden": [d for d in hidden_dirs(self._ro_binds()) if d.startswith("/tmp/")] if bwrap else [],
             "public_host": str(public),
             "workspace_host": str(workspace),
             "paths": paths,
@@ -296,7 +319,7 @@ class Sandbox:
             "--cap-add",
             "ALL",
         ]
-        for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        for top in _TOP_DIRS:
             if os.path.islink(top):
                 argv += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
@@ -307,6 +330,8 @@ class Sandbox:
         argv += ["--tmpfs", "/tmp"]
         for path in self._ro_binds():
             argv += ["--ro-bind", path, path]
+        for path in hidden_dirs([*_TOP_DIRS, *self._ro_binds()]):  # an installed copy of this project: hidden
+            argv += ["--tmpfs", path, "--remount-ro", path]
         argv += [
             "--ro-bind",
             str(RUNTIME_DIR),

@@ -96,6 +96,8 @@ def _setup_mounts(spec: dict[str, Any]) -> None:
     for path in spec.get("tmp_ro_binds", []):  # e.g. a venv under /tmp, now hidden by the fresh /tmp
         os.makedirs(path, exist_ok=True)
         syscalls.bind_mount(HOST_ROOT + path, path, readonly=True)
+    for path in spec.get("tmp_hidden", []):  # this project's installed packages inside such a bind: hidden again
+        syscalls.mount("tmpfs", path, "tmpfs", syscalls.MS_RDONLY | syscalls.MS_NOSUID | syscalls.MS_NODEV, "size=4k")
     syscalls.mount("proc", "/proc", "proc", syscalls.MS_NOSUID | syscalls.MS_NODEV | syscalls.MS_NOEXEC_PROC)
     syscalls.umount_detach(HOST_ROOT)  # (never rmdir it: that would detach the zygote's mount too)
     # The root tmpfs is shared by all episodes: make it read-only here so no episode can leave anything for another.

@@ -2,8 +2,9 @@
 
 Each importer is ``fn(options: ImportOptions) -> ImportReport``; :data:`IMPORTERS` maps the KIND to it. Importers
 write valid task folders (each is loaded and validated after writing), never overwrite an existing non-empty task
-folder without ``overwrite`` (and never delete a folder that is not a task folder), and show a progress bar when they
-write many tasks.
+folder without ``overwrite`` (and never delete a folder that is not a task folder), never touch anything outside
+``out`` (every task id is checked to be a safe folder name before the first file-system change:
+:func:`~harness.tasks.importers.common.check_outputs`), and show a progress bar when they write many tasks.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import yaml
 from tqdm import tqdm
 
 from harness.jsonl import iter_jsonl
+from harness.tasks.checks import TASK_ID_PATTERN
 from harness.tasks.config import CONFIG_FILE, TaskConfig
 from harness.tasks.task import ANSWERS_FILE, REFERENCE_FILE, Task, load_task
 
@@ -99,8 +100,26 @@ def select(rows: Sequence[T], ids: Iterable[str] | None, key: Any, source: str) 
     return [by_id[i] for i in dict.fromkeys(wanted)]
 
 
-def check_outputs(task_dirs: Iterable[Path], overwrite: bool) -> None:
-    """Refuse to touch existing non-empty outputs without ``overwrite``, and anything that is not a task folder."""
+MAX_TASK_ID_CHARS = 128
+
+
+def check_task_id(task_id: str) -> str:
+    """``task_id`` when it is a safe folder name (:data:`~harness.tasks.checks.TASK_ID_PATTERN`: letters, digits,
+    ``.``, ``_``, ``-``, starting with a letter or digit, so no path separator, no ``..`` and no leading dot; at most
+    :data:`MAX_TASK_ID_CHARS` characters), else ``ImporterError`` naming it."""
+    if not isinstance(task_id, str) or not TASK_ID_PATTERN.match(task_id) or len(task_id) > MAX_TASK_ID_CHARS:
+        raise ImporterError(
+            f"task id {str(task_id)[:200]!r} is not a safe folder name (letters, digits, '.', '_' or '-', starting "
+            f"with a letter or digit, at most {MAX_TASK_ID_CHARS} characters); fix the source id or pass --task-id."
+        )
+    return task_id
+
+
+def check_outputs(out: Path, task_ids: Iterable[str], overwrite: bool) -> list[Path]:
+    """The task folders ``out/<id>`` of ``task_ids``, checked before anything is written: every id must be a safe
+    folder name (:func:`check_task_id`, so no folder outside ``out`` is ever touched), and existing non-empty outputs
+    are refused without ``overwrite``, as is anything that is not a task folder."""
+    task_dirs = [Path(out) / check_task_id(task_id) for task_id in task_ids]
     busy = [d for d in task_dirs if d.exists() and (not d.is_dir() or any(d.iterdir()))]
     foreign = [d for d in busy if not (d / CONFIG_FILE).is_file()]
     if foreign:
@@ -113,14 +132,17 @@ def check_outputs(task_dirs: Iterable[Path], overwrite: bool) -> None:
             f"{len(busy)} output task folder(s) already exist and are not empty, e.g. {busy[0]}; "
             "pass --overwrite to replace them or choose another --out."
         )
+    return task_dirs
 
 
 def fresh_task_dir(task_dir: Path) -> Path:
-    """An empty ``task_dir`` with ``public/`` and ``private/``; an existing task folder is replaced.
+    """An empty ``task_dir`` (one of :func:`check_outputs`'s folders) with ``public/`` and ``private/``; an existing
+    task folder is replaced.
 
     Callers run :func:`check_outputs` first, which guarantees that an existing folder is a task folder that the user
     allowed us to overwrite.
     """
+    check_task_id(task_dir.name)
     if task_dir.exists():
         shutil.rmtree(task_dir)
     (task_dir / "public").mkdir(parents=True)

@@ -117,10 +117,10 @@ def import_dabench(options: ImportOptions) -> ImportReport:
         )
 
     out = Path(options.out)
-    check_outputs([out / task_id(q["id"]) for q in questions], options.overwrite)
+    task_dirs = check_outputs(out, [task_id(q["id"]) for q in questions], options.overwrite)
     report = ImportReport(kind="dabench", out=out)
-    for q in progress(questions, "dabench"):
-        task_dir = fresh_task_dir(out / task_id(q["id"]))
+    for q, task_dir in progress(list(zip(questions, task_dirs, strict=True)), "dabench"):
+        fresh_task_dir(task_dir)
         link_or_copy(tables / q["file_name"], task_dir / "public" / q["file_name"])
         answers = [[str(name), str(value)] for name, value in labels[q["id"]]]
         write_task(task_dir, _build_config(q), render_description(q), answers=answers)

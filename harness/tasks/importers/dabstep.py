@@ -114,10 +114,10 @@ def import_dabstep(options: ImportOptions) -> ImportReport:
             report.skipped.append((str(row["task_id"]), reason))
         else:
             keep.append(row)
-    check_outputs([report.out / task_id(r) for r in keep], options.overwrite)
+    task_dirs = check_outputs(report.out, [task_id(r) for r in keep], options.overwrite)
     files = sorted(p.relative_to(context).as_posix() for p in context.rglob("*") if p.is_file() and not p.is_symlink())
-    for row in progress(keep, "dabstep"):
-        task_dir = fresh_task_dir(report.out / task_id(row))
+    for row, task_dir in progress(list(zip(keep, task_dirs, strict=True)), "dabstep"):
+        fresh_task_dir(task_dir)
         link_tree(context, task_dir / "public")
         config = TaskConfig(
             id=task_id(row),

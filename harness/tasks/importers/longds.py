@@ -135,8 +135,7 @@ def import_longds(options: ImportOptions) -> ImportReport:
         id=task_id, kind="multi_turn", name=str(meta.get("name") or src.name), turns=tuple(turns), metadata=metadata
     )  # raises TaskConfigError for inconsistent turns before anything is written
     out = Path(options.out)
-    task_dir = out / task_id
-    check_outputs([task_dir], options.overwrite)
+    (task_dir,) = check_outputs(out, [task_id], options.overwrite)
     fresh_task_dir(task_dir)
     if (src / "data").is_dir():
         link_tree(src / "data", task_dir / "public" / "data")

@@ -109,8 +109,7 @@ def import_mlebench(options: ImportOptions) -> ImportReport:
     comp = read_competition(src)
     task_id = options.task_id or f"mlebench-{comp['id']}"
     out = Path(options.out)
-    task_dir = out / task_id
-    check_outputs([task_dir], options.overwrite)
+    (task_dir,) = check_outputs(out, [task_id], options.overwrite)
     fresh_task_dir(task_dir)
     public, private = task_dir / "public", task_dir / "private"
     try:

@@ -9,6 +9,8 @@ from task_builders import FIXTURES, edit_config
 
 from harness import cli as stateguard_cli
 from harness.tasks.cli import main
+from harness.tasks.importers import ImporterError, ImportOptions, run_import
+from harness.tasks.importers.common import check_task_id
 
 
 def _grade(capsys, task_dir, answer) -> dict:
@@ -102,6 +104,36 @@ def test_import_errors_exit_2(tmp_path, capsys):
         main(["import", "kaggle", "--src", ".", "--out", str(tmp_path)])
     assert exc.value.code == 2
     assert "choose from 'dabench', 'dabstep', 'longds', 'mlebench'" in capsys.readouterr().err
+
+
+def _victim(folder):
+    """A task folder outside ``--out`` that an id with ``..`` would name (and ``--overwrite`` would replace)."""
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text("id: othertask\nkind: closed_form\n")
+    return folder
+
+
+def test_an_id_that_leaves_out_is_refused_before_anything_is_touched(tmp_path, capsys):
+    src = tmp_path / "src"
+    (src / "context").mkdir(parents=True)
+    row = {"task_id": "1/../../othertask", "question": "q?", "answer": "4", "guidelines": "a number"}
+    (src / "tasks.jsonl").write_text(json.dumps(row) + "\n")
+    out = tmp_path / "runs" / "out"
+    victim = _victim(tmp_path / "runs" / "othertask")  # out / "dabstep-1/../../othertask"
+    assert main(["import", "dabstep", "--src", str(src), "--out", str(out), "--overwrite"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'dabstep-1/../../othertask' is not a safe folder name" in err[0]
+    assert (victim / "config.yaml").is_file() and not any(out.iterdir())
+    for kind, options in (
+        ("mlebench", {"src": FIXTURES / "mlebench" / "tiny-spaceship", "raw": FIXTURES / "mlebench" / "raw"}),
+        ("longds", {"src": FIXTURES / "longds_shop"}),
+    ):
+        with pytest.raises(ValueError, match="othertask"):
+            run_import(kind, ImportOptions(out=out, task_id="../othertask", overwrite=True, **options))
+        assert (victim / "config.yaml").is_file() and not any(out.iterdir())
+    for bad in (".hidden", "a" * 129, "a\\b"):
+        with pytest.raises(ImporterError, match="not a safe folder name"):
+            check_task_id(bad)
 
 
 def test_wired_into_the_stateguard_command(make_task, capsys):
