@@ -18,7 +18,7 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
-from conftest import needs_bwrap
+import pytest
 
 from harness.sandbox.sandbox import PROJECT_PACKAGES, hidden_dirs
 
@@ -62,7 +62,7 @@ RUN = textwrap.dedent(
 )
 
 
-@needs_bwrap
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 def test_a_wheel_install_shows_no_private_answer_inside_the_sandbox(tmp_path):
     source, dist, venv = tmp_path / "source", tmp_path / "dist", tmp_path / "venv"
     for name in PROJECT_PACKAGES:  # built from a copy, so that the checkout gets no build/ folder
