@@ -27,15 +27,17 @@ count). Its conversation (:mod:`harness.manager.hier_prompts`) holds only its ow
 (the raw reply, verbatim); it ends with FINALIZE_RELATIONS (confirm, or revise with its relations) or REPAIR, the
 flat ``llm`` policy's action names and schemas.
 
-**Robustness.** A tier-1 reply is *rejected*, and tier 0 confirms instead (FINALIZE_RELATIONS, mode confirm), when
-the backend raises, the reply does not parse (with the runtime's default strict wire format), its action is not one
-of tier 1's (:data:`~harness.manager.hier_prompts.TIER1_TOOLS`, :data:`~harness.manager.hier_prompts.DECISIONS`) or
-not legal now, it is a tool call that would leave no action for the decision, the runtime refused its previous call,
-or it is a REPAIR whose hint the harness would refuse or whose evidence quotes no tool result of the activation
-(:func:`quotes_tool_result`). Every rejection is recorded twice: in :attr:`HierPolicy.rejected` (turn, event, state,
-reason, raw reply) and in the ``<think>`` block of the confirming response, which the episode record keeps as that
-action's ``raw`` text: ``tier-1 reply rejected (<reason>); confirmed by the harness. reply: "<raw reply as a JSON
-string, < and > escaped>"``. The policy never raises for anything tier 1 does and never repairs without evidence.
+**Robustness.** A tier-1 reply is *rejected*, and tier 0 confirms instead (FINALIZE_RELATIONS, mode confirm), when the
+backend raises, the reply does not parse (with the runtime's default strict wire format), its action is not one of tier
+1's (:data:`~harness.manager.hier_prompts.TIER1_TOOLS`, :data:`~harness.manager.hier_prompts.DECISIONS`) or not legal
+now, it is a tool call that would leave no action for the decision, the runtime refused its previous call, or it is a
+REPAIR whose hint the harness would refuse or whose evidence quotes no check or probe result of the activation
+(:func:`quotes_tool_result` over :func:`evidence_texts`: a failed check's error, a probe's output, never the worker's
+code or output that ``check_execution`` echoes). Every rejection is recorded twice: in :attr:`HierPolicy.rejected`
+(turn, event, state, reason, raw reply) and in the ``<think>`` block of the confirming response, which the episode
+record keeps as that action's ``raw`` text: ``tier-1 reply rejected (<reason>); confirmed by the harness. reply: "<raw
+reply as a JSON string, < and > escaped>"``. The policy never raises for anything tier 1 does and never repairs without
+evidence.
 
 :attr:`HierPolicy.stats` counts tier 1's model calls and the prompt / completion tokens its backend reported.
 
@@ -95,6 +97,15 @@ MIN_QUOTE_CHARS = 12
 REJECTED_RAW_CHARS = 1_500
 """Characters of a rejected raw reply quoted in the confirming response's ``<think>`` block (``rejected`` has all)."""
 
+EVIDENCE_FIELDS: dict[str, tuple[str, ...]] = {
+    "check_execution": ("verdict", "error_type", "error_message"),
+    "run_probe": ("reason", "values", "stdout", "stderr", "display", "results", "error_type", "error_message"),
+}
+"""The fields of a tool result that a REPAIR's evidence may quote, by tool: what a check computed (a failed step's
+error) or what a probe printed, returned or raised (a stated constraint's probe adds its ``reason`` and operand
+``values``). Never the worker's code, stdout, results or variables that ``check_execution`` echoes, nor the other
+tools' texts (compile and inspect results describe the manager's own code, ``load_state`` an earlier claim)."""
+
 _NUMBER = re.compile(r"(?<![\w.])-?(?:\d+\.\d+|\d{3,})(?![\w]|\.\d)")
 _NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 
@@ -149,6 +160,24 @@ def quotes_tool_result(evidence: str, results: Iterable[str]) -> bool:
         if any(wanted[i : i + MIN_QUOTE_CHARS] in haystack for i in range(len(wanted) - MIN_QUOTE_CHARS + 1)):
             return True
     return False
+
+
+def evidence_texts(previous: Iterable[tuple[str, str]], strict: bool = True) -> list[str]:
+    """The quotable part of each successful check and probe among ``previous`` (``PolicyInput.previous``: the raw
+    response of each action of the activation and its result text): the :data:`EVIDENCE_FIELDS` of the result, as
+    JSON. A response that does not parse (``strict``: the wire format the runtime parsed it with), a result that is
+    not a JSON object with ``ok: true`` (refused, illegal, a failed call) and every other tool give nothing."""
+    texts = []
+    for raw, result in previous:
+        parsed = parse_response(raw, strict=strict)
+        fields = EVIDENCE_FIELDS.get(parsed.action.name) if parsed.ok and parsed.action is not None else None
+        try:
+            value = json.loads(result) if fields else None
+        except (json.JSONDecodeError, TypeError):
+            continue
+        if isinstance(value, dict) and value.get("ok") is True:
+            texts.append(json.dumps({key: value[key] for key in fields if key in value}, ensure_ascii=False))
+    return texts
 
 
 # ---------------------------------------------------------------- the policy
@@ -389,8 +418,8 @@ class HierPolicy:
                 render_repair_hint(hint["error_variable"], hint["faulty_reasoning"], evidence)
             except HintError as error:
                 return f"the harness would refuse the repair hint: {error}"
-            if not quotes_tool_result(evidence, inp.tool_results):
-                return "REPAIR without evidence: analytical_evidence quotes no tool result of this activation"
+            if not quotes_tool_result(evidence, evidence_texts(inp.previous, self.strict_wire)):
+                return "REPAIR without evidence: analytical_evidence quotes no check or probe result of the activation"
         return None
 
     def fallback(self, inp: PolicyInput, reason: str, raw: str) -> str:

@@ -60,9 +60,9 @@ load_state shows a committed state in full. check_execution shows a worker step'
 Judge only by runtime evidence. Each tool result ends with a line "[evidence this activation: ...]" that counts the
 failed checks and probes of this activation so far and quotes the first failure. A hunch, a style concern or a
 surprising number is not evidence, and a false repair costs more than a missed one: when in doubt, confirm. A
-REPAIR whose evidence quotes no tool result, any other action, a malformed reply or a tool call that leaves no action
-for the decision is discarded and the state is confirmed. Use at most the actions the user message allows; keep the
-last one for the decision.
+REPAIR whose evidence quotes no check or probe result, any other action, a malformed reply or a tool call that leaves
+no action for the decision is discarded and the state is confirmed. Use at most the actions the user message allows;
+keep the last one for the decision.
 
 # Response format
 Optionally a short <think>...</think> block, then exactly one

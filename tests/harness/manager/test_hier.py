@@ -16,7 +16,7 @@ from harness.llm import ChatReply
 from harness.manager.actions import make_action
 from harness.manager.hier import HARNESS, POLICY, HierPolicy, quotes_tool_result
 from harness.manager.hier_prompts import DECISIONS, HIER_SYSTEM, TIER1_TOOLS, tier1_tool_schemas
-from harness.manager.policies import RulePolicy, get_policy
+from harness.manager.policies import PolicyInput, RulePolicy, get_policy
 from harness.manager.prompts import tool_response_body
 from harness.manager.runtime import ManagerRuntime
 from harness.manager.wire import parse_response, render_action
@@ -223,6 +223,52 @@ def test_the_evidence_rule():
     assert not quotes_tool_result("I suspect the revenue is wrong", [probe, failed])
     assert not quotes_tool_result("the verdict was failed", [failed])  # the tool's own field names are no quote
     assert not quotes_tool_result("step 1 and 2 are wrong", [json.dumps({"ok": True, "step_id": 1})])
+
+
+def test_repair_evidence_must_quote_a_check_or_probe_result_not_the_worker():
+    code = "sales['revenue'] = sales['quantity'] + sales['unit_price']"
+    echoed = {
+        "ok": True,
+        "step_id": 3,
+        "code": code,
+        "stdout_tail": "revenue ready for all 240 rows\n",
+        "results": [{"note": "totals recomputed by hand"}],
+        "verdict": "verified",
+        "error_type": None,
+    }
+    failed = {
+        "ok": True,
+        "step_id": 4,
+        "code": "x = by_region['Regio']",
+        "verdict": "failed",
+        "error_type": "KeyError",
+        "error_message": "'Regio'",
+    }
+    constraint = {"ok": True, "passed": False, "reason": "raised AssertionError: (no message)",
+                  "values": {"total": "26592.76"}, "succeeded": False, "stdout": ""}  # fmt: skip
+    previous = (
+        (call("check_execution", step_id=3), json.dumps(echoed)),
+        (call("check_execution", step_id=4), json.dumps(failed)),
+        (call("run_probe", code="assert total == expected"), json.dumps(constraint)),
+        (call("compile_python", code="totals recomputed by hand"), json.dumps({"ok": True, "valid": True})),
+        (call("run_probe", code="print(revenue ready for all)"), "illegal: run_probe is not legal now"),
+    )
+    inp = PolicyInput(observation="", legal_actions=("REPAIR", "FINALIZE_RELATIONS"), previous=previous)
+    policy = HierPolicy(None)
+    hint = {"error_variable": "sales", "faulty_reasoning": "revenue adds quantity and unit price"}
+
+    def vet(evidence):
+        return policy.vet(call("REPAIR", analytical_evidence=evidence, error_hint=hint), inp)
+
+    for worker_text in (
+        "it adds sales['quantity'] + sales['unit_price']",
+        "the step printed: revenue ready for all 240 rows",
+        "totals recomputed by hand",
+    ):
+        assert vet(worker_text).startswith("REPAIR without evidence"), worker_text  # echoed by check_execution
+    assert vet("the total is 26592.76 where the constraint expects more") is None  # a failed check's value
+    assert vet("the lookup raised KeyError: 'Regio'") is None  # a failed step's error
+    assert vet("the total of 26592.760 is wrong") is None  # numbers compare as numbers
 
 
 def test_the_tier1_prompt_is_short_and_lists_only_its_actions():
