@@ -370,7 +370,16 @@ def _check_resume(out: Path, config: SynthesisConfig) -> None:
     marker = out / SHARDS / "config.json"
     fingerprint = config_fingerprint(config)
     if marker.is_file():
-        found = json.loads(marker.read_text(encoding="utf-8")).get("fingerprint")
+        try:
+            found = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            found = f"{type(error).__name__}: {error}"
+        if not isinstance(found, dict) or not isinstance(found.get("fingerprint"), str):
+            raise ValueError(
+                f"{marker}: not the config marker of a synthesis run ({str(found)[:200]}), so the shards in {out} "
+                "cannot be matched to this config; use another --out folder or delete that one to start over."
+            )
+        found = found["fingerprint"]
         if found != fingerprint:
             raise ValueError(
                 f"{out} holds shards of another synthesis config (fingerprint {found}, this one {fingerprint}); "

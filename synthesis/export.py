@@ -29,6 +29,10 @@ Written under ``OUT/``:
   holds it);
 - ``faults.jsonl``: the kept faults in the shared format (:mod:`harness.worker.faults`).
 
+A shard or episode-records file that cannot be read (a truncated gzip, bad JSON, a list where an object belongs, keys
+missing) raises ``ValueError`` naming the file (and the line) and the fix: delete the task's shard and episode records
+and re-run with the same ``--out``, which synthesizes that task again.
+
 Deterministic: no timestamps or random ids; every duration is zeroed (see :mod:`synthesis.runs`); the dataset's
 fingerprint is the hash of its rows.
 """
@@ -38,6 +42,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -65,8 +70,32 @@ COLUMNS = (
 HISTOGRAM_BINS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
+SHARD_KEYS = ("task_id", "index", "error")
+GOOD_SHARD_KEYS = ("task", "outcomes", "samples", "sample_drops")
+
+
+def _redo(path: Path, task_id: str) -> str:
+    """The fix for an unreadable file of the task ``task_id`` in the shards folder of ``path``."""
+    return (
+        f"delete {path.parent / (task_id + '.json.gz')} and {path.parent / (task_id + '.episodes.jsonl.gz')}, then "
+        "re-run with the same --out to synthesize that task again"
+    )
+
+
 def read_shard(path: Path) -> dict[str, Any]:
-    return json.loads(gzip.decompress(Path(path).read_bytes()))
+    """The shard at ``path``; ``ValueError`` naming the file and the fix when it is unreadable or not a shard."""
+    path = Path(path)
+    fix = _redo(path, path.name.removesuffix(".json.gz"))
+    try:
+        shard = json.loads(gzip.decompress(path.read_bytes()))
+    except (EOFError, OSError, zlib.error, ValueError) as error:  # truncated, not gzip, not JSON
+        raise ValueError(f"{path}: unreadable shard ({type(error).__name__}: {error}); {fix}.") from None
+    if not isinstance(shard, dict):
+        raise ValueError(f"{path}: the shard is a JSON {type(shard).__name__}, not an object; {fix}.")
+    missing = [k for k in (*SHARD_KEYS, *(GOOD_SHARD_KEYS if shard.get("error") is None else ())) if k not in shard]
+    if missing or not isinstance(shard["task_id"], str):
+        raise ValueError(f"{path}: not a complete shard (missing {missing or 'a string task_id'}); {fix}.")
+    return shard
 
 
 def read_shards(paths: Sequence[Path], parsed: Mapping[Path, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -241,13 +270,22 @@ def episode_lines(out: Path, shard: dict[str, Any]) -> dict[str, list[bytes]]:
     before the records moved beside it holds them itself (``episodes``)."""
     if "episodes" in shard:
         return {b: [line.encode() for line in shard["episodes"][b]] for b in EPISODE_BRANCHES}
-    lines = gzip.decompress(episodes_path(out, shard["task_id"]).read_bytes()).split(b"\n")
+    path = episodes_path(out, shard["task_id"])
+    try:
+        lines = gzip.decompress(path.read_bytes()).split(b"\n")
+    except (EOFError, OSError, zlib.error) as error:  # missing, truncated, not gzip
+        raise ValueError(
+            f"{path}: unreadable episode records ({type(error).__name__}: {error}); {_redo(path, shard['task_id'])}."
+        ) from None
     counts = [len(shard["episode_ids"][b]) for b in EPISODE_BRANCHES]
     if len(lines) != sum(counts) + 1 or lines[-1]:
         raise ValueError(
-            f"{episodes_path(out, shard['task_id'])}: {len(lines) - 1} episode lines where the shard lists "
-            f"{sum(counts)}; delete the shard and its episodes file and re-run to synthesize the task again."
+            f"{path}: {len(lines) - 1} episode lines where the shard lists {sum(counts)}; "
+            f"{_redo(path, shard['task_id'])}."
         )
+    for number, line in enumerate(lines[:-1], 1):  # the records are exported unparsed: their shape is checked
+        if not (line.startswith(b"{") and line.endswith(b"}")):
+            raise ValueError(f"{path}: line {number} is not a JSON object; {_redo(path, shard['task_id'])}.")
     starts = [sum(counts[:k]) for k in range(len(counts))]
     return {b: lines[start : start + n] for b, start, n in zip(EPISODE_BRANCHES, starts, counts, strict=True)}
 
