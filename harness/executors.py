@@ -21,8 +21,11 @@ Every node of a Ray cluster must have this package installed in the same environ
 (task folders, tables, the evaluation suite) at the same paths; outputs travel back to the parent as return values.
 
 :func:`check_executor` is the check before any work starts: ``executor: ray`` without Ray installed raises
-:class:`RayUnavailableError` (one line naming the install command) and an ``address`` where nothing answers within
-``ray_connect_timeout_s`` raises :class:`ExecutorError` naming the address and the fix.
+:class:`RayUnavailableError` (one line naming the install command), and an ``address`` where nothing answers within
+``ray_connect_timeout_s``, or where the server does not answer the HTTP/2 preface that every gRPC server (Ray's GCS,
+the Ray Client server) answers, raises :class:`ExecutorError` naming the address and the fix (``ray.init`` would retry
+such a server for many minutes). The probe is skipped with ``RAY_USE_TLS`` set (the HTTP/2 then runs inside TLS); a
+gRPC server that is not Ray passes it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import atexit
 import contextlib
 import logging
 import multiprocessing
+import os
 import socket
 import uuid
 from abc import ABC, abstractmethod
@@ -160,8 +164,7 @@ def check_executor(options: ExecutorOptions) -> None:
     if endpoint is None:
         return
     try:
-        with socket.create_connection(endpoint, timeout=options.ray_connect_timeout_s):
-            pass
+        sock = socket.create_connection(endpoint, timeout=options.ray_connect_timeout_s)
     except OSError as error:
         raise ExecutorError(
             f"executor ray: nothing answers at address {options.address} ({type(error).__name__}: {error}; waited "
@@ -169,6 +172,37 @@ def check_executor(options: ExecutorOptions) -> None:
             f"--port={endpoint[1]}` on {endpoint[0]}), fix address, or set address: null to start a local Ray for "
             "the run."
         ) from None
+    with sock:
+        problem = None if os.environ.get("RAY_USE_TLS", "0") not in ("0", "") else _http2_problem(sock)
+    if problem is not None:
+        raise ExecutorError(
+            f"executor ray: the server at address {options.address} is not Ray: it {problem} (Ray's GCS and Ray "
+            "Client speak gRPC over HTTP/2). Fix address (the head's GCS port, 6379 after `ray start --head`; "
+            "ray://HOST:10001 for Ray Client), or set address: null to start a local Ray for the run."
+        )
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""The HTTP/2 client connection preface followed by an empty SETTINGS frame (9-byte frame header, type 4)."""
+
+
+def _http2_problem(sock: socket.socket) -> str | None:
+    """None when the server on ``sock`` answers the HTTP/2 preface with a SETTINGS frame, as every gRPC server (Ray's
+    GCS, the Ray Client server) does; else what it did instead. Waits at most the socket's timeout, so that
+    ``ray.init`` never waits on a server that is not Ray (it retries such a connection for many minutes)."""
+    head = b""
+    try:
+        sock.sendall(HTTP2_PREFACE)
+        while len(head) < 9:
+            chunk = sock.recv(9 - len(head))
+            if not chunk:
+                return "closed the connection without an HTTP/2 answer"
+            head += chunk
+    except TimeoutError:
+        return f"sent no HTTP/2 answer within {sock.gettimeout():g} s" if not head else f"sent only {head!r}"
+    except OSError as error:
+        return f"failed the HTTP/2 handshake ({type(error).__name__}: {error})"
+    return None if head[3] == 4 else f"answered {head!r}, not an HTTP/2 SETTINGS frame"
 
 
 # ---------------------------------------------------------------------------------------------------- work units

@@ -4,8 +4,13 @@ before any work starts, in code and on the command line. The Ray runs are in tes
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -107,6 +112,81 @@ def test_an_address_where_nothing_answers_fails_at_once(monkeypatch):
     ):
         check_executor(ExecutorOptions(executor="ray", address=address, ray_connect_timeout_s=2.0))
     assert time.perf_counter() - start < 2.0
+
+
+class FakeServer(threading.Thread):
+    """A TCP server that is not Ray: it accepts, sends ``banner`` (maybe nothing) and keeps the connection open."""
+
+    def __init__(self, banner: bytes) -> None:
+        super().__init__(daemon=True)
+        self.banner, self.accepted = banner, threading.Event()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = self.sock.accept()
+            conn.sendall(self.banner)
+            self.accepted.set()
+            while conn.recv(1 << 16):  # until the client goes
+                pass
+            conn.close()
+
+    def __enter__(self) -> FakeServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("banner", [b"SSH-2.0-OpenSSH_9.6\r\n", b""], ids=["garbage", "silent"])
+def test_a_server_that_is_not_ray_is_refused_with_one_line(monkeypatch, tmp_path, capsys, banner):
+    monkeypatch.setattr(executors, "is_available", lambda name: True)
+    with FakeServer(banner) as server:
+        options = ExecutorOptions(executor="ray", address=server.address, ray_connect_timeout_s=1.0)
+        said = "answered b'SSH-2.0-O', not an HTTP/2" if banner else "sent no HTTP/2 answer within 1 s"
+        with pytest.raises(ExecutorError, match=rf"the server at address {server.address} is not Ray: it {said}"):
+            check_executor(options)
+    with FakeServer(banner) as server:
+        out = tmp_path / "synth"
+        args = ["synthesize", "--config", SMOKE, "--out", str(out), "--executor", "ray", "--address", server.address]
+        assert main([*args, "--ray_connect_timeout_s", "1"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{server.address} is not Ray" in err and "address: null" in err
+        assert not (out / "shards").exists()
+
+
+def test_a_grpc_server_passes_the_probe(monkeypatch):
+    grpc = pytest.importorskip("grpc")
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(executors, "is_available", lambda name: True)
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        check_executor(ExecutorOptions(executor="ray", address=f"127.0.0.1:{port}", ray_connect_timeout_s=5.0))
+    finally:
+        server.stop(None)
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_ends_a_command_waiting_on_the_address(tmp_path):
+    with FakeServer(b"") as server:
+        argv = ["synthesize", "--config", SMOKE, "--out", str(tmp_path / "synth"), "--executor", "ray"]
+        argv += ["--address", server.address, "--ray_connect_timeout_s", "50"]
+        script = "import sys; from harness import cli, executors; executors.is_available = lambda n: True; "
+        script += "sys.exit(cli.main(sys.argv[1:]))"
+        proc = subprocess.Popen([sys.executable, "-c", script, *argv], stderr=subprocess.DEVNULL)
+        try:
+            assert server.accepted.wait(30)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == -signal.SIGTERM
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 def test_the_commands_refuse_bad_executor_input_before_any_work(monkeypatch, tmp_path, capsys):

@@ -16,6 +16,7 @@ import pytest
 
 from harness.cli import main
 from harness.evaluation.evaluate import EvaluationConfig, run_evaluation, variant_file
+from harness.executors import ExecutorOptions, check_executor
 from synthesis.driver import SynthesisResult, episodes_path, shard_path, summary_table, synthesize
 from tests.synthesis.test_pipeline import ISOLATION, small_config, tree_digest
 
@@ -76,6 +77,7 @@ class UnitKiller(threading.Thread):
 
 
 def test_the_cluster_has_two_nodes_of_one_cpu(cluster):
+    check_executor(ExecutorOptions(executor="ray", address=cluster.address))  # its GCS answers the HTTP/2 probe
     ray.init(address=cluster.address)
     try:
         nodes = [node for node in ray.nodes() if node["Alive"]]
