@@ -147,7 +147,9 @@ class Context:
     async def ask(self, prompt: str) -> ChatReply:
         """A single-turn call: the system prompt and ``prompt``. The prompt (an operator's template filled with the
         question, data profile, code and output) is untrusted text (:func:`harness.untrusted.neutralize`)."""
-        return await self.chat([{"role": "system", "content": SYSTEM}, {"role": "user", "content": neutralize(prompt)}])
+        return await self.chat(
+            [{"role": "system", "content": SYSTEM}, {"role": "user", "content": neutralize(prompt)}]
+        )
 
     # ---- sandbox --------------------------------------------------------------------------------------------------
     async def execute(

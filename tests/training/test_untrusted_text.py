@@ -123,7 +123,9 @@ def _id_counts(tokenizer: Any, ids: list[int]) -> dict[str, int]:
 
 def _llm_hf_ids(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
     """What :class:`harness.llm.HFChatBackend` feeds the model for ``messages`` (the same call)."""
-    encoded = tokenizer.apply_chat_template(messages, tools=tool_schemas(), add_generation_prompt=True, return_dict=True)
+    encoded = tokenizer.apply_chat_template(
+        messages, tools=tool_schemas(), add_generation_prompt=True, return_dict=True
+    )
     return list(encoded["input_ids"])
 
 
