@@ -18,6 +18,12 @@ invisible on screen). Everything else is unchanged: text that holds no ``<|`` an
 is (a pandas ``<NA>``, an HTML tag, ``a < b``), so records, goldens and ordinary prompts keep their bytes. The
 ``<|`` rule covers every ChatML / Qwen / Llama-3 style ``<|...|>`` token, listed or not.
 
+Why the text changes instead of the tokenization: an endpoint's server renders and tokenizes the chat itself, so
+the only thing the harness controls there is the bytes; tokenizing untrusted segments with special tokens split
+only where the project tokenizes would give training (SFT, RL) and serving (an endpoint) different inputs for the
+same episode. One byte-level transformation at the point where the text enters a message gives every path the
+same input, and the SFT data is byte for byte what the served policy sends (tested).
+
 It is idempotent (a neutralized segment holds no token string left to break), so a segment that reached a message
 along two routes is still escaped once; :func:`restore` removes exactly the inserted joiners
 (``restore(neutralize(t)) == t`` for every ``t`` that does not itself hold a joiner right after ``<``).
