@@ -11,7 +11,6 @@ equals the structural count; undoing the neutralization (the bytes sent before) 
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import sys
@@ -109,9 +108,12 @@ def episodes(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def both_tokenizers(qwen3_tokenizer):
-    """The real Qwen3 tokenizer with SmolLM2's special tokens added as special tokens: every token of both
-    templates is one id of it."""
-    tokenizer = copy.deepcopy(qwen3_tokenizer)
+    """The real Qwen3 tokenizer (a fresh copy, loaded from the cache the session fixture filled) with SmolLM2's
+    special tokens added as special tokens: every token of both templates is one id of it."""
+    from harness.tokenizer import build_qwen3_tokenizer
+
+    tokenizer = build_qwen3_tokenizer()
+    assert tokenizer is not qwen3_tokenizer
     tokenizer.add_tokens([t for t in SMOLLM2_SPECIAL_TOKENS if t not in tokenizer.get_vocab()], special_tokens=True)
     return tokenizer
 
