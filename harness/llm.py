@@ -8,7 +8,9 @@
 - :class:`HFChatBackend` runs an in-process transformers model (``train`` extra). The prompt is the tokenizer's chat
   template with ``tools`` rendered by the template; the reply is decoded **with** special tokens (Qwen3 tokenizers
   make ``<tool_call>``/``</tool_call>`` and ``<think>`` special tokens, and skipping them would erase the wire
-  format); only the trailing end-of-turn / end-of-text / pad tokens are stripped.
+  format); only the trailing end-of-turn / end-of-text / pad tokens are stripped. The prompt's untrusted segments
+  arrive already neutralized (:mod:`harness.untrusted`); a tokenizer with added tokens that neutralization does not
+  cover is named in a warning at load.
 
 Both take an optional ``grammar`` (a Lark grammar in llguidance's dialect, e.g.
 :func:`harness.manager.wire.call_grammar`): the HF backend masks every token the grammar forbids
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.import_utils import require
+from harness.untrusted import uncovered_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +233,15 @@ class HFChatBackend:
 
         self.path = path
         self.tokenizer = AutoTokenizer.from_pretrained(path)
+        uncovered = uncovered_tokens(self.tokenizer)
+        if uncovered:  # untrusted text is neutralized for the supported templates' tokens and every <|...|> form
+            logger.warning(
+                "%s: %d added token(s) of this tokenizer could still be injected through untrusted text (%s); "
+                "add them to harness.untrusted.SPECIAL_TOKENS",
+                path,
+                len(uncovered),
+                ", ".join(uncovered[:8]),
+            )
         self.model = AutoModelForCausalLM.from_pretrained(path)
         self.model.eval()
         self.max_new_tokens, self.do_sample = max_new_tokens, do_sample

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from harness.manager.bookkeeping import call, one_line, open_response, update_response
 from harness.manager.hints import HintError, render_repair_hint
 from harness.manager.policies import PolicyInput
+from harness.untrusted import neutralize
 
 if TYPE_CHECKING:
     from harness.llm import ChatBackend
@@ -59,6 +60,7 @@ _call, _one_line = call, one_line
 
 class Teacher:
     """Paraphrases natural-language fields through an OpenAI-compatible chat backend; falls back to the text given.
+    The field (it may quote worker values) reaches the model as untrusted text (:func:`harness.untrusted.neutralize`).
 
     ``backend``: any :class:`harness.llm.ChatBackend` (e.g. ``OpenAIChatBackend(url)``). Results are cached per text,
     so a paraphrase is asked once per distinct template output."""
@@ -77,7 +79,7 @@ class Teacher:
         if text in self.cache:
             return self.cache[text]
         try:
-            reply = self.backend.chat([{"role": "user", "content": self.PROMPT.format(text=text)}])
+            reply = self.backend.chat([{"role": "user", "content": self.PROMPT.format(text=neutralize(text))}])
             out = _one_line(reply.text, 400) or text
         except Exception as exc:  # an endpoint problem must never stop synthesis: keep the template text
             self.failures += 1

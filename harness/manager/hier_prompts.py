@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.manager.actions import tool_schemas
 from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from harness.untrusted import neutralize
 
 TIER1_TOOLS: tuple[str, ...] = ("check_execution", "inspect_python", "compile_python", "run_probe", "load_state")
 """The read-only tools tier 1 may call (their results come back to it)."""
@@ -142,7 +143,9 @@ def render_decision(
     ``turn``: the public turn (:func:`~harness.manager.policies.turn_view`); ``checks``: the ``check_execution``
     results tier 0 gathered in this activation; ``unchecked``: the inclusive range of the state's earlier steps that
     were not re-checked (None: all were); ``decisions``: the legal ones of :data:`DECISIONS`; ``budget``: the actions
-    tier 1 may still take in this activation, the decision included."""
+    tier 1 may still take in this activation, the decision included. The turn, the draft, the checks and the index
+    are untrusted text, so the whole message passes through :func:`harness.untrusted.neutralize` (the headings hold no
+    token string)."""
     parts = [f"# Check state {draft.get('id')} ({event_type})"]
     if turn is not None:
         parts += ["## Public turn", json.dumps(dict(turn), ensure_ascii=False)]
@@ -165,4 +168,4 @@ def render_decision(
         f"Legal decisions: {'; '.join(shown)}.",
         f"You may take {budget} action(s) in all: up to {budget - 1} tool call(s), then the decision.",
     ]
-    return "\n".join(parts)
+    return neutralize("\n".join(parts))

@@ -29,6 +29,7 @@ from harness.manager.policies import PolicyInput, turn_view
 from harness.manager.records import ManagerObservation
 from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from harness.tasks import Turn
+from harness.untrusted import neutralize
 
 _FORMAT = f"""\
 # Response format
@@ -205,12 +206,13 @@ def render_activation(inp: PolicyInput) -> str:
     """The user message that opens one activation: observation, public turn, legal actions.
 
     The public turn is :func:`~harness.manager.policies.turn_view`: id, question, context, constraint texts and the
-    committed state of every earlier turn; the task graph and constraint code only where ``inp.view`` shows them."""
+    committed state of every earlier turn; the task graph and constraint code only where ``inp.view`` shows them.
+    The observation and the turn are untrusted text (:func:`harness.untrusted.neutralize`)."""
     observation, event = _activation_view(inp.observation)
-    parts = [f"# Activation: {event}", "## Observation", observation]
+    parts = [f"# Activation: {event}", "## Observation", neutralize(observation)]
     turn = turn_view(inp)
     if turn is not None:
-        parts += ["## Public turn", json.dumps(turn, ensure_ascii=False, indent=1)]
+        parts += ["## Public turn", neutralize(json.dumps(turn, ensure_ascii=False, indent=1))]
     parts += [
         "## Legal actions now",
         ", ".join(inp.legal_actions) if inp.legal_actions else "(none listed)",
@@ -229,9 +231,10 @@ def render_tool_response(result: str, evidence: str | None = None) -> str:
     """One action's result as the Qwen3 chat template renders a ``tool`` message: ``<tool_response>`` tags, with the
     ``evidence`` digest (:func:`render_evidence`) as the last line inside them when given. Inside, so that the text
     is still exactly a rendered ``tool`` message (whose content is the result and the digest) and the template still
-    takes it for tool output when it looks for the last real query."""
+    takes it for tool output when it looks for the last real query. The result and the digest (which quotes results)
+    are untrusted text (:func:`harness.untrusted.neutralize`); the tags around them are the harness's own."""
     body = result if evidence is None else f"{result}\n{evidence}"
-    return f"{TOOL_RESPONSE_OPEN}\n{body}\n{TOOL_RESPONSE_CLOSE}"
+    return f"{TOOL_RESPONSE_OPEN}\n{neutralize(body)}\n{TOOL_RESPONSE_CLOSE}"
 
 
 def tool_response_body(content: str) -> str | None:
@@ -308,7 +311,8 @@ def render_tool_responses(results: Sequence[str]) -> list[str]:
 
 def render_window(turn: Turn | None, entries: list[dict[str, Any]], total: int) -> str:
     """The windowed model's user message: the public turn (context, question, constraint texts), then ``entries``,
-    the last of the ``total`` worker steps so far, as one JSON list."""
+    the last of the ``total`` worker steps so far, as one JSON list. Everything but the headings is untrusted text,
+    so the whole message passes through :func:`harness.untrusted.neutralize` (the headings hold no token string)."""
     parts = []
     if turn is not None:
         parts.append("# Public turn")
@@ -321,4 +325,4 @@ def render_window(turn: Turn | None, entries: list[dict[str, Any]], total: int) 
         json.dumps(entries, ensure_ascii=False, indent=1),
         "Reply with <hint>...</hint> or <silent/>.",
     ]
-    return "\n".join(parts)
+    return neutralize("\n".join(parts))

@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.llm import ChatBackend, ChatReply
 from harness.sandbox import Kernel
+from harness.untrusted import neutralize
 from harness.worker.base import Requests, StepwiseWorker, answered
 from harness.worker.step import WorkerStep
 
@@ -173,7 +174,10 @@ class ReActWorker(StepwiseWorker):
         return produced
 
     def _user(self, content: str) -> None:
-        """Add a user message; merged into the previous one when that is a user message too (pending observation)."""
+        """Add a user message; merged into the previous one when that is a user message too (pending observation).
+        ``content`` (a question, the task contract, a hint, an observation) is untrusted text
+        (:func:`harness.untrusted.neutralize`)."""
+        content = neutralize(content)
         if self.messages[-1]["role"] == "user":
             self.messages[-1] = {"role": "user", "content": f"{self.messages[-1]['content']}\n\n{content}"}
         else:
@@ -212,5 +216,5 @@ class ReActWorker(StepwiseWorker):
         )
         self.steps.append(step)
         if not parsed.has_final:
-            self.messages.append({"role": "user", "content": observation_text(step)})
+            self._user(observation_text(step))
         return step

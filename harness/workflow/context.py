@@ -27,6 +27,7 @@ from typing import Any
 from harness.llm import ChatBackend, ChatReply, Message
 from harness.sandbox import ExecutionResult, Kernel
 from harness.tasks import Task
+from harness.untrusted import neutralize
 from harness.workflow.artifacts import target_text
 from harness.workflow.config import WorkflowConfig
 from harness.workflow.prompts import SYSTEM
@@ -144,8 +145,11 @@ class Context:
         return reply
 
     async def ask(self, prompt: str) -> ChatReply:
-        """A single-turn call: the system prompt and ``prompt``."""
-        return await self.chat([{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}])
+        """A single-turn call: the system prompt and ``prompt``. The prompt (an operator's template filled with the
+        question, data profile, code and output) is untrusted text (:func:`harness.untrusted.neutralize`)."""
+        return await self.chat(
+            [{"role": "system", "content": SYSTEM}, {"role": "user", "content": neutralize(prompt)}]
+        )
 
     # ---- sandbox --------------------------------------------------------------------------------------------------
     async def execute(

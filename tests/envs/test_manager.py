@@ -14,6 +14,7 @@ from envs import EpisodeError, ManagerEnv, StepAfterDoneError, StepBeforeResetEr
 from harness.manager.actions import make_action
 from harness.manager.prompts import render_evidence
 from harness.manager.wire import render_action
+from harness.untrusted import neutralize
 from rewards import RewardConfig, score_episode
 from synthesis.gold import GoldPolicy
 from tests.envs.conftest import ISOLATION
@@ -105,7 +106,7 @@ def test_info_reports_the_legality_and_result_of_each_action(env, pool):
     assert (reward, terminated, truncated, info["legal"]) == (0.0, False, False, False)
     assert (
         info["action_result"].startswith("rejected:")
-        and obs == f"<tool_response>\n{info['action_result']}\n{render_evidence([])}\n</tool_response>"
+        and obs == f"<tool_response>\n{neutralize(info['action_result'])}\n{render_evidence([])}\n</tool_response>"
     )
     obs, _, _, _, info = env.step(render_action(make_action("COMMIT_STATE", {})))
     assert info["legal"] is False and info["action_result"].startswith("illegal:")
