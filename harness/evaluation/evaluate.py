@@ -51,6 +51,10 @@ from typing import Any, Literal
 from tqdm import tqdm
 
 from harness import __version__
+from harness.endpoints import check_endpoints, spec_endpoints
+from harness.evaluation.errored import backend_failures, errored_record, eval_section, policy_failure
+from harness.evaluation.report import PLOTS, REPORT_FILE
+from harness.evaluation.resume import check_and_record, clear_outputs, evaluation_fingerprint
 from harness.evaluation.stats import N_RESAMPLES
 from harness.evaluation.suite import DEFAULT_CACHE, SUITES, EpisodeSpec, Suite, resolve_suite
 from harness.evaluation.summary import TaskInfo, compare_variants, episode_id, summarize_variant
@@ -68,6 +72,7 @@ from harness.executors import (
     ray_num_cpus_field,
 )
 from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
+from harness.run_guard import OutLock, check_out_outside
 from harness.specs import (
     MANAGER_GRAMMAR,
     WORKER_GRAMMAR,
@@ -88,6 +93,8 @@ ORACLE_SWITCHES = {
     "executable_constraints": "the constraints' code",
 }
 """The RuntimeConfig switches that put an oracle into the manager's view -> what they show."""
+OUTPUTS = (EPISODES_DIR, RESULTS_FILE, REPORT_FILE, "tb", *PLOTS)
+"""What an evaluation writes into OUT (``overwrite`` removes them, and the fingerprint, first)."""
 
 
 class EvaluationError(ValueError):
@@ -145,6 +152,13 @@ class EvaluationConfig:
         metadata={
             "help": "Decode the replies of in-process model managers that write actions (llm-hf, hier:llm-hf) under "
             "the action grammar (harness.grammar): every reply is one well-formed action."
+        },
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "Discard the episodes, results and report already in out and start fresh (without it, a re-run "
+            "resumes, and out holding another evaluation's episodes is refused)."
         },
     )
     seed: int = field(default=0, metadata={"help": "Seed of the bootstrap resampling."})
@@ -241,16 +255,33 @@ def run_evaluation(
 ) -> dict[str, Any]:
     """Run (or resume) the evaluation and write its outputs; returns the results dict (see the module docstring).
 
+    Before any episode: ``OUT`` is locked (:class:`~harness.run_guard.OutLock`; a second run on it is refused), an
+    ``OUT`` inside a task folder of the suite is refused, every endpoint the variants still to run and the worker name
+    must answer (:mod:`harness.endpoints`), and ``OUT``'s fingerprint must match this evaluation
+    (:mod:`harness.evaluation.resume`; ``overwrite`` discards the old outputs instead).
+
     ``policy_factories``: variant name -> a function making its policy, instead of ``get_policy(spec)`` (e.g. a
     chat model behind a custom backend); called only when the variant has episodes to run, once per process that
     plays them (with ``executor: ray`` the functions travel to the workers: pass module-level functions or
     ``functools.partial`` objects). The executor and the tracker are checked first, before any work."""
-    from harness.tasks import load_task
 
     options = ExecutorOptions.of(config)
     check_executor(options)
     check_tracker(config.report_to)
     out = Path(config.out)
+    with OutLock(out):
+        return _run_locked(config, out, options, policy_factories)
+
+
+def _run_locked(
+    config: EvaluationConfig,
+    out: Path,
+    options: ExecutorOptions,
+    policy_factories: Mapping[str, Callable[[], Any]] | None,
+) -> dict[str, Any]:
+    """:func:`run_evaluation` while this process holds ``OUT``'s lock."""
+    from harness.tasks import load_task
+
     suite = resolve_suite(
         config.suite,
         cache=config.cache,
@@ -262,16 +293,25 @@ def run_evaluation(
     if suite.faults and not config.scripted:
         logger.warning("suite %s has faults; they need the scripted worker, so it runs clean", suite.name)
     episodes = suite.episodes(with_faults=config.scripted)
+    check_out_outside(out, {spec.task_dir for spec in episodes}, "--out")
     tasks = {spec.task_id: load_task(spec.task_dir) for spec in episodes}
     todo = []
     for name in config.variant_names:
-        done = {episode_id(r) for r in read_variant(variant_file(out, name))}
+        done = set() if config.overwrite else finished(read_variant(variant_file(out, name)))
         todo += [(name, s, k) for s in episodes for k in range(config.runs) if (s.key, k) not in done]
+    names = list(dict.fromkeys(n for n, _, _ in todo))
+    specs = dict(zip(config.variant_names, config.managers, strict=True))
+    factories = dict(policy_factories or {})
+    endpoints = [specs[n] for n in names if n not in factories]
+    check_endpoints(spec_endpoints(endpoints, config.worker if todo else None))
+    fingerprint = evaluation_fingerprint(config, episodes)
+    if config.overwrite:
+        clear_outputs(out, OUTPUTS)
+    check_and_record(out, fingerprint, out / EPISODES_DIR)
     logger.info("suite %s: %d episodes x %d runs x %d variants; %d to run", suite.name, len(episodes), config.runs,
                 len(config.managers), len(todo))  # fmt: skip
     if todo:
-        names = list(dict.fromkeys(n for n, _, _ in todo))
-        setup = (config, tasks, names, dict(policy_factories or {}))
+        setup = (config, tasks, names, factories)
         work = Work(_play_episode, setup=_open_episodes, args=setup, teardown=_close_episodes)
         with open_executor(options) as executor, closing(executor.imap(work, todo)) as records:
             bar = tqdm(records, total=len(todo), desc="evaluate", unit="episode", disable=None)
@@ -282,6 +322,11 @@ def run_evaluation(
     if config.report_to != "none":
         track_results(out, results, config)
     return results
+
+
+def finished(records: list[EpisodeRecord]) -> set[tuple[str, int]]:
+    """The episode ids ``(key, run)`` of ``records`` that played without error (errored ones are played again)."""
+    return {episode_id(r) for r in records if r.error is None}
 
 
 _EPISODES: dict[str, Any] = {}
@@ -302,11 +347,16 @@ def _open_episodes(
 
 
 def _play_episode(item: tuple[str, EpisodeSpec, int]) -> EpisodeRecord:
-    """The work unit: one episode ``(variant, spec, run)`` (:func:`run_episode`)."""
+    """The work unit: one episode ``(variant, spec, run)`` (:func:`run_episode`); an exception while playing or
+    grading it becomes the episode's ``error`` (:func:`errored_record`) and the evaluation goes on."""
     name, spec, run = item
     state = _EPISODES
     task = state["tasks"][spec.task_id]
-    return run_episode(state["sandbox"], task, spec, run, state["config"], state["policies"][name], name)
+    try:
+        return run_episode(state["sandbox"], task, spec, run, state["config"], state["policies"][name], name)
+    except Exception as exc:
+        logger.warning("episode %s (run %d) of %s errored: %s: %s", spec.key, run, name, type(exc).__name__, exc)
+        return errored_record(spec, run, state["config"], name, exc)
 
 
 def _close_episodes() -> None:
@@ -340,25 +390,21 @@ def run_episode(
     from harness.worker.spec import build_worker
 
     tokens_before = (getattr(policy, "prompt_tokens", 0), getattr(policy, "completion_tokens", 0))
+    failures_before = backend_failures(policy)
     runtime_config = RuntimeConfig(**config.runtime_fields())
     with sandbox.new_kernel(public_dir=task.public_dir) as kernel:
         faults = {spec.fault.turn_id: spec.fault} if config.scripted and spec.fault is not None else {}
         worker = build_worker(config.worker, kernel, task, faults)
         record = ManagerRuntime(task, kernel, worker, policy, runtime_config).run()
     record.config["eval"] = {
-        "key": spec.key,
-        "run": run,
-        "variant": variant,
-        "suite": config.suite,
-        "worker": config.worker,
-        "fault_turn": None if spec.fault is None else spec.fault.turn_id,
-        "fault_type": None if spec.fault is None else spec.fault.fault_type,
+        **eval_section(spec, run, config, variant),
         "manager_tokens": {
             "prompt": getattr(policy, "prompt_tokens", 0) - tokens_before[0],
             "completion": getattr(policy, "completion_tokens", 0) - tokens_before[1],
         },
         "constrained_decoding": decodes_under_grammar(policy),
     }
+    record.error = policy_failure(record, backend_failures(policy) - failures_before)
     return record
 
 
@@ -373,12 +419,21 @@ def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, Tas
     """The results dict from the records in ``OUT`` (only the episodes of this suite and ``runs``)."""
     out = Path(config.out)
     wanted = {(s.key, k) for s in suite.episodes(with_faults=config.scripted) for k in range(config.runs)}
-    records = {
-        name: [r for r in read_variant(variant_file(out, name)) if episode_id(r) in wanted]
-        for name in config.variant_names
-    }
+    records: dict[str, list[EpisodeRecord]] = {}
+    errored: dict[str, int] = {}
+    for name in config.variant_names:
+        played = [r for r in read_variant(variant_file(out, name)) if episode_id(r) in wanted]
+        ok: dict[tuple[str, int], EpisodeRecord] = {}
+        for r in played:
+            if r.error is None:
+                ok.setdefault(episode_id(r), r)
+        records[name] = list(ok.values())
+        errored[name] = len({episode_id(r) for r in played if r.error is not None} - set(ok))
     variants = {
-        name: summarize_variant(recs, tasks, seed=config.seed, n_resamples=config.n_resamples)
+        name: {
+            **summarize_variant(recs, tasks, seed=config.seed, n_resamples=config.n_resamples),
+            "n_errored": errored[name],
+        }
         for name, recs in records.items()
     }
     comparisons = []
@@ -399,6 +454,7 @@ def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, Tas
         "config": {k: v for k, v in asdict(config).items() if k not in EXECUTION_FIELDS},
         "versions": _versions(),
         "simulated": all(v["simulated"] for v in variants.values()),
+        "errored": errored,
         "variants": variants,
         "comparisons": comparisons,
     }
