@@ -15,12 +15,12 @@ Every value's type is checked; errors name the file or the flag and the fix. ``-
 as Ray tasks (``--address HOST:6379`` of a running cluster, or none: a local Ray for the run); ``--report-to
 trackio|tensorboard|wandb`` logs the summary metrics and plots to that tracker (see docs/scaling-out.md).
 
-``--manager`` takes a comma-separated list of variants (the grammar of :data:`harness.specs.MANAGER_GRAMMAR`:
-``none``, ``rule``, ``windowed:K:URL``, ``llm:URL`` ...); all run on the same episodes and every pair is compared
-(``b - a``: list the baseline first). Re-running with the same ``--out`` resumes: finished episodes are not re-run, errored ones are; an ``--out``
-holding another evaluation's episodes (another faults file, worker, manager spec, runtime option, task folder or
-code version: ``OUT/fingerprint.json``) is refused naming what changed, and ``--overwrite`` starts fresh. One
-evaluation at a time per ``--out`` (a lock; a second is refused). Every endpoint named by ``--manager`` and
+``--manager`` takes a comma-separated list of variants (the grammar of :data:`harness.specs.MANAGER_GRAMMAR`: ``none``,
+``rule``, ``windowed:K:URL``, ``llm:URL`` ...); all run on the same episodes and every pair is compared (``b - a``:
+list the baseline first). Re-running with the same ``--out`` resumes: finished episodes are not re-run, errored ones
+are; an ``--out`` holding another evaluation's episodes (another faults file, worker, manager spec, runtime option,
+task folder or code version: ``OUT/fingerprint.json``) is refused naming what changed, and ``--overwrite`` starts
+fresh. One evaluation at a time per ``--out`` (a lock; a second is refused). Every endpoint named by ``--manager`` and
 ``--worker`` must answer ``GET /models`` before any episode runs. An ``--out`` inside a task folder is refused. The
 last line printed is a JSON summary (per variant: task/turn accuracy, DCR, repair precision/recall). ``--out`` (and
 ``--cache`` for a named suite) is checked writable, and created, before any episode runs. The manager sees each turn's
@@ -28,9 +28,9 @@ question, context and constraint texts: ``--oracle-relations`` adds the task's d
 ``--executable-constraints`` the constraints' code (oracles a real benchmark does not give: results.json's ``oracles``
 and report.md say so, loudly for a held-out suite). Exit code 0 when the evaluation ran, 2 for bad input (the message
 names the flag or the file and the fix; also a dead endpoint, a locked or mismatched ``--out``), 3 when the suite is
-unavailable (e.g. the DABench dev set is not on this machine), 4 when some episodes errored (an exception, or a
-manager backend that failed during them: recorded as the episode's ``error``, counted per variant as ``n_errored``,
-left out of the metrics).
+unavailable (e.g. the DABench dev set is not on this machine), 4 when some episodes errored (an exception, or a manager
+backend that failed during them: recorded as the episode's ``error``, counted per variant as ``n_errored``, left out of
+the metrics).
 """
 
 from __future__ import annotations
