@@ -97,13 +97,14 @@ def file_digest(path: str | os.PathLike[str]) -> str:
 
 def tree_digest(folder: str | os.PathLike[str], *, skip: Iterable[str] = ()) -> str:
     """sha256 (hex, 16 characters) of every regular file under ``folder`` (relative path and bytes, sorted; links
-    are hashed as their target text, never followed); top-level names in ``skip`` are left out."""
+    are hashed as their target text, never followed); top-level names in ``skip`` and ``__pycache__`` folders (written
+    by importing a task's own grader) are left out."""
     root = Path(folder)
     skipped = set(skip)
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if rel.parts[0] in skipped:
+        if rel.parts[0] in skipped or "__pycache__" in rel.parts:
             continue
         digest.update(str(rel).encode(errors="surrogateescape") + b"\0")
         if path.is_symlink():

@@ -326,6 +326,12 @@ def stage_evaluate(ctx: Context) -> dict[str, Any]:
             cache=ctx.out / "eval-suites",
         )
         results = run_evaluation(config)
+    errored = {name: n for name, n in results["errored"].items() if n}
+    if errored:
+        raise RuntimeError(
+            f"stage evaluate: episodes errored ({', '.join(f'{k}: {n}' for k, n in errored.items())}); see 'error' in "
+            f"{out}/episodes/*.jsonl (a re-run plays them again)"
+        )
     return {"report": str(out / "report.md"), **evaluation_figures(results), "simulated": True}
 
 
