@@ -9,7 +9,8 @@
   contents, links not followed), for fingerprints of input files and task folders.
 - :func:`changed_fields`: the first fields on which a stored fingerprint and the current one differ, for the one-line
   refusal that names what changed.
-- :func:`check_out_outside`: an output folder inside an input folder (a task folder a worker reads) is refused.
+- :func:`check_out_outside`: an output folder inside an input folder (a task folder a worker reads) is refused;
+  :func:`enclosing_task_folder` finds a task folder above a path before the suite is resolved.
 """
 
 from __future__ import annotations
@@ -118,6 +119,16 @@ def tree_digest(folder: str | os.PathLike[str], *, skip: Iterable[str] = ()) -> 
 def changed_fields(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """The keys whose values differ between two fingerprints (a key missing on one side differs)."""
     return [key for key in dict.fromkeys([*stored, *current]) if stored.get(key) != current.get(key)]
+
+
+def enclosing_task_folder(path: str | os.PathLike[str]) -> Path | None:
+    """The nearest folder at or above ``path`` that is a task folder (holds ``config.yaml`` and ``public/``), or
+    None: checked before an output folder is created, whatever the suite."""
+    resolved = Path(path).resolve()
+    for folder in (resolved, *resolved.parents):
+        if (folder / "config.yaml").is_file() and (folder / "public").is_dir():
+            return folder
+    return None
 
 
 def check_out_outside(out: str | os.PathLike[str], folders: Iterable[str | os.PathLike[str]], flag: str) -> None:

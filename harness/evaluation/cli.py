@@ -43,6 +43,7 @@ from harness.cli import prepare_out_dir
 from harness.config_cli import add_config_arguments, given_flag, parse_config
 from harness.evaluation.evaluate import EvaluationConfig
 from harness.evaluation.suite import SuiteUnavailableError
+from harness.run_guard import check_out_outside, enclosing_task_folder
 from harness.specs import parse_suite_spec
 
 EXIT_OK, EXIT_INPUT, EXIT_SUITE_MISSING, EXIT_ERRORED = 0, 2, 3, 4
@@ -80,6 +81,9 @@ def evaluate_command(args: argparse.Namespace) -> int:
     try:
         (config,) = parse_config(args)
         suite = parse_suite_spec(config.suite, flag=given_flag(args, "suite") or "suite=")
+        task = enclosing_task_folder(config.out)  # before --out is created there
+        if task is not None:
+            check_out_outside(config.out, [task], out_flag(args, "out"))
         prepare_out_dir(config.out, out_flag(args, "out"))
         if suite.named:
             prepare_out_dir(config.cache, out_flag(args, "cache"))  # a named suite is built there

@@ -269,19 +269,6 @@ def run_evaluation(
     check_executor(options)
     check_tracker(config.report_to)
     out = Path(config.out)
-    with OutLock(out):
-        return _run_locked(config, out, options, policy_factories)
-
-
-def _run_locked(
-    config: EvaluationConfig,
-    out: Path,
-    options: ExecutorOptions,
-    policy_factories: Mapping[str, Callable[[], Any]] | None,
-) -> dict[str, Any]:
-    """:func:`run_evaluation` while this process holds ``OUT``'s lock."""
-    from harness.tasks import load_task
-
     suite = resolve_suite(
         config.suite,
         cache=config.cache,
@@ -290,10 +277,25 @@ def _run_locked(
         fault_limit=config.fault_limit,
         fault_order=config.fault_order,
     )
+    episodes = suite.episodes(with_faults=config.scripted)
+    check_out_outside(out, {spec.task_dir for spec in episodes}, "--out")
+    with OutLock(out):
+        return _run_locked(config, out, options, suite, policy_factories)
+
+
+def _run_locked(
+    config: EvaluationConfig,
+    out: Path,
+    options: ExecutorOptions,
+    suite: Suite,
+    policy_factories: Mapping[str, Callable[[], Any]] | None,
+) -> dict[str, Any]:
+    """:func:`run_evaluation` while this process holds ``OUT``'s lock."""
+    from harness.tasks import load_task
+
     if suite.faults and not config.scripted:
         logger.warning("suite %s has faults; they need the scripted worker, so it runs clean", suite.name)
     episodes = suite.episodes(with_faults=config.scripted)
-    check_out_outside(out, {spec.task_dir for spec in episodes}, "--out")
     tasks = {spec.task_id: load_task(spec.task_dir) for spec in episodes}
     todo = []
     for name in config.variant_names:
