@@ -524,8 +524,8 @@ TRACKED = (
 def tracked_metrics(results: Mapping[str, Any]) -> dict[str, float]:
     """The scalars logged to a tracker, namespaced ``eval/<variant>/<name>``: the :data:`TRACKED` numbers, the
     manager's ``legal_action_rate`` (legal actions over all actions; absent without actions), ``illegal_actions``,
-    ``states_per_episode``, ``activations_per_episode``, ``repairs`` (light + heavy) and ``n_episodes``; and per
-    comparison ``eval/<b>_vs_<a>/turn_accuracy_diff``."""
+    ``states_per_episode``, ``activations_per_episode``, ``repairs`` (light + heavy), ``n_episodes`` and
+    ``n_errored``; and per comparison ``eval/<b>_vs_<a>/turn_accuracy_diff``."""
     metrics: dict[str, float] = {}
     for name, variant in results["variants"].items():
         prefix = f"eval/{tag(name)}"
@@ -542,6 +542,7 @@ def tracked_metrics(results: Mapping[str, Any]) -> dict[str, float]:
         metrics[f"{prefix}/manager/activations_per_episode"] = float(manager["activations_per_episode"])
         metrics[f"{prefix}/manager/repairs"] = float(sum(manager["repairs"].values()))
         metrics[f"{prefix}/n_episodes"] = float(variant["n_episodes"])
+        metrics[f"{prefix}/n_errored"] = float(variant.get("n_errored", 0))
     for comparison in results["comparisons"]:
         if comparison.get("turn_accuracy_diff") is not None:
             key = f"eval/{tag(comparison['b'])}_vs_{tag(comparison['a'])}/turn_accuracy_diff"
