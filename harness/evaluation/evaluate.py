@@ -8,16 +8,19 @@
    ``windowed:K:URL``, ``llm:URL``, ``llm-hf:PATH``, ``freeform:URL`` ...) runs the episodes missing from
    ``OUT/episodes/<variant>.jsonl`` in a fresh sandbox kernel each and appends their records (``config["eval"]`` holds
    the episode ``key``, ``run``, ``variant``, ``fault_turn`` and the manager's tokens). A re-run with the same ``OUT``
-   skips finished episodes, so a killed evaluation continues where it stopped. The episodes are work units of
+   skips finished episodes, so a killed evaluation continues where it stopped; an episode that raised, or whose
+   manager failed to respond during it, is recorded with its ``error`` (:mod:`.errored`), left out of every metric,
+   counted per variant (``n_errored``, ``errored``) and played again by the next run. ``OUT`` is locked for the run,
+   and its ``fingerprint.json`` must match (:mod:`.resume`). The episodes are work units of
    :mod:`harness.executors`: ``executor: local`` plays them one after another in this process, ``executor: ray`` as
    Ray tasks (a local Ray, or the cluster at ``address``; a unit whose worker dies is played again); either way this
    process appends the records in the same order. One policy object per process serves all its episodes of a variant
    (an in-process model is loaded once per process);
 3. summarizes (:mod:`harness.evaluation.summary`) and writes ``OUT/results.json``::
 
-       {"suite": {...}, "oracles": {...}, "config": {...}, "versions": {...},
+       {"suite": {...}, "oracles": {...}, "config": {...}, "versions": {...}, "errored": {NAME: n},
         "variants": {NAME: {"task_accuracy", "turn_accuracy", "turn_accuracy_ci95", "dcr" (null when undefined),
-                            "repair_precision", "repair_recall", "simulated", "manager": {...}, "worker": {...}}},
+                            "repair_precision", "repair_recall", "simulated", "n_errored", "manager": {...}, "worker": {...}}},
         "comparisons": [{"a", "b", "turn_accuracy_diff", "ci95": [lo, hi], "task_accuracy_diff", ...}]}
 
    (``comparisons``: every pair of variants in the order given, ``b - a``, so list the baseline first; each variant
