@@ -20,7 +20,8 @@
 
        {"suite": {...}, "oracles": {...}, "config": {...}, "versions": {...}, "errored": {NAME: n},
         "variants": {NAME: {"task_accuracy", "turn_accuracy", "turn_accuracy_ci95", "dcr" (null when undefined),
-                            "repair_precision", "repair_recall", "simulated", "n_errored", "manager": {...}, "worker": {...}}},
+                            "repair_precision", "repair_recall", "simulated", "n_errored", "manager": {...},
+                            "worker": {...}}},
         "comparisons": [{"a", "b", "turn_accuracy_diff", "ci95": [lo, hi], "task_accuracy_diff", ...}]}
 
    (``comparisons``: every pair of variants in the order given, ``b - a``, so list the baseline first; each variant
