@@ -44,9 +44,8 @@ def evaluation_fingerprint(config: Any, episodes: list[Any]) -> dict[str, Any]:
         "manager_max_tokens": config.manager_max_tokens,
         "constrained_decoding": config.constrained_decoding,
     }
-    tasks = {spec.task_id: tree_digest(spec.task_dir) for spec in episodes if spec.fault is None}
-    for spec in episodes:
-        tasks.setdefault(spec.task_id, tree_digest(spec.task_dir))
+    folders = {spec.task_id: spec.task_dir for spec in episodes}
+    tasks = {task_id: tree_digest(folder) for task_id, folder in folders.items()}  # each folder once
     faults = {
         spec.key: hashlib.sha256(json.dumps(spec.fault.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
         for spec in episodes
