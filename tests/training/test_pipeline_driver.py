@@ -184,3 +184,18 @@ def test_a_second_pipeline_on_the_same_out_is_refused(tmp_path, calls):
     with OutLock(tmp_path), pytest.raises(OutLockedError, match="another run .* is writing to this folder"):
         run_pipeline(PipelineConfig(), tmp_path)
     assert calls == []
+
+
+def test_an_evaluate_stage_with_errored_episodes_fails_instead_of_marking_done(tmp_path, monkeypatch):
+    import contextlib
+
+    import harness.evaluation.evaluate as evaluate
+    import harness.serving as serving
+
+    monkeypatch.setattr(
+        serving, "serve_in_background", lambda *a, **k: contextlib.nullcontext("http://127.0.0.1:1/v1")
+    )
+    monkeypatch.setattr(evaluate, "run_evaluation", lambda config: {"errored": {"none": 0, "llm(SFT+RL)": 2}})
+    (tmp_path / "evaluate").mkdir()
+    with pytest.raises(RuntimeError, match=r"stage evaluate: episodes errored \(llm\(SFT\+RL\): 2\)"):
+        pipeline.stage_evaluate(pipeline.Context(PipelineConfig(), tmp_path))
