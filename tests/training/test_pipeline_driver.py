@@ -188,6 +188,7 @@ def test_a_second_pipeline_on_the_same_out_is_refused(tmp_path, calls):
 
 def test_an_evaluate_stage_with_errored_episodes_fails_instead_of_marking_done(tmp_path, monkeypatch):
     import contextlib
+    from types import SimpleNamespace
 
     import harness.evaluation.evaluate as evaluate
     import harness.serving as serving
@@ -195,6 +196,7 @@ def test_an_evaluate_stage_with_errored_episodes_fails_instead_of_marking_done(t
     monkeypatch.setattr(
         serving, "serve_in_background", lambda *a, **k: contextlib.nullcontext("http://127.0.0.1:1/v1")
     )
+    monkeypatch.setattr(serving, "ServeConfig", lambda **k: SimpleNamespace(**k, base_url="http://127.0.0.1:1/v1"))
     monkeypatch.setattr(evaluate, "run_evaluation", lambda config: {"errored": {"none": 0, "llm(SFT+RL)": 2}})
     (tmp_path / "evaluate").mkdir()
     with pytest.raises(RuntimeError, match=r"stage evaluate: episodes errored \(llm\(SFT\+RL\): 2\)"):
