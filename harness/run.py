@@ -23,8 +23,11 @@ constraints only when it sees their code, so a fault that raises nothing is caug
 
 The episode record is appended to ``OUT/episodes.jsonl``; the grade is printed at the end (with the per-turn
 verdicts of a multi-turn task) and the last line printed is one JSON summary. ``--out`` is checked (a writable
-folder, created when missing) before the sandbox starts. Exit code 0 when the episode ran (whatever its grade), 2 for
-bad input (the message names the flag and the fix).
+folder, created when missing, not inside the task folder) and every endpoint ``--manager`` and ``--worker`` name must
+answer ``GET /models`` before the sandbox starts. Exit code 0 when the episode ran (whatever its grade), 2 for bad
+input (the message names the flag and the fix; also a dead endpoint), 4 when the episode errored: an exception while
+playing or grading it, or a manager that failed to respond during it (e.g. its endpoint went down); the record then
+carries ``error`` (type and message) and the failure is one line on stderr.
 """
 
 from __future__ import annotations
@@ -34,14 +37,18 @@ import json
 import logging
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+from harness.endpoints import check_endpoints, spec_endpoints
+from harness.run_guard import check_out_outside
 from harness.specs import MANAGER_GRAMMAR, WORKER_GRAMMAR
 
 logger = logging.getLogger(__name__)
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin_tasks"
+EXIT_ERRORED = 4
 
 
 class RunError(ValueError):
@@ -188,6 +195,24 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
 
 
+def play(runtime: Any, task: Any, args: argparse.Namespace, policy: Any) -> Any:
+    """The episode's record; an exception while playing or grading it, or a manager that failed to respond during
+    it (:mod:`harness.evaluation.errored`), becomes the record's ``error``."""
+    from harness.evaluation.errored import backend_failures, policy_failure
+    from harness.manager import EpisodeRecord
+
+    before = backend_failures(policy)
+    try:
+        record = runtime.run()
+    except Exception as exc:
+        logger.warning("the episode of %s errored: %s: %s", task.id, type(exc).__name__, exc)
+        error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
+        config = {"worker": args.worker, "manager": args.manager}
+        return EpisodeRecord(task.id, uuid.uuid4().hex[:12], config, simulated=args.worker == "scripted", error=error)
+    record.error = policy_failure(record, backend_failures(policy) - before)
+    return record
+
+
 def run_episode(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.live import Live
@@ -231,6 +256,11 @@ def run_episode(args: argparse.Namespace) -> int:
         parse_worker_spec(args.worker, faults=args.faults is not None)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    try:
+        check_out_outside(args.out, [task.root], "--out")
+        check_endpoints(spec_endpoints([args.manager], args.worker))
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
     out = prepare_out_dir(args.out)  # before the sandbox starts: a bad --out must not cost an episode
 
     view_mode = args.view
@@ -271,12 +301,19 @@ def run_episode(args: argparse.Namespace) -> int:
                     live.update(view.render())
 
                 runtime.on_event = on_event_live
-                record = runtime.run()
+                record = play(runtime, task, args, policy)
         else:
-            record = runtime.run()
+            record = play(runtime, task, args, policy)
         kernel.close()
     episodes = out / "episodes.jsonl"
     append_episode(episodes, record)
+    if record.error is not None:
+        print(
+            f"stateguard run: the episode errored ({record.error['type']}: {record.error['message']}); it is "
+            f"recorded with its error in {episodes} and has no grade to report.",
+            file=sys.stderr,
+        )
+        return EXIT_ERRORED
 
     grade = record.grade or {}
     table = Table(title=f"grade{' (SIMULATED worker)' if simulated else ''}", title_justify="left", min_width=40)

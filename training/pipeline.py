@@ -16,14 +16,19 @@ the real Qwen3 tokenizer), everything under one output folder:
 The flags are the fields of :class:`PipelineConfig` (:mod:`harness.config_cli`: the defaults, then ``--config FILE``
 (default ``configs/pipeline/demo.yaml``), then the flags, e.g. ``--eval_limit 2`` or ``--serve-port 8018``; every
 value's type is checked). ``--out`` (default: the config's ``out``, relative to the repository root; a flag's path is
-relative to the current folder) is checked before the first stage: a writable folder, created when missing.
-Each stage writes ``OUT/<stage>/stage.json`` (seconds and key figures) when it completes; a stage whose marker exists
-is skipped, so re-running resumes after the last completed stage (and the trainers' own checkpoints resume inside a
-stage). The training stages run as real launcher subprocesses, exactly as a user would type them; their output goes
-to ``OUT/<stage>/log.txt`` and the command is printed. The run ends with a summary table (dataset size, losses,
+relative to the current folder) is checked before the first stage: a writable folder, created when missing. Each stage
+writes ``OUT/<stage>/stage.json`` (seconds, key figures and the stage's fingerprint: code version, config values,
+config file digests, upstream fingerprints) when it completes; a stage whose marker exists and matches is skipped, so
+re-running resumes after the last completed stage (and the trainers' own checkpoints resume inside a stage). Before the
+first stage (:mod:`training.pipeline_guard`) ``--out`` is locked (a second pipeline on it is refused), a marker that is
+unreadable, has no or another fingerprint, or lies below an unfinished stage stops the run with one line naming the
+file and the fix, and every file the remaining stages read must exist. ``--from-stage STAGE`` discards that stage's
+folder and the later ones and runs from it. Exit code 0 when every stage ran, 1 when a stage failed (re-run to resume),
+2 for bad input. The training stages run as real launcher subprocesses, exactly as a user would type them; their output
+goes to ``OUT/<stage>/log.txt`` and the command is printed. The run ends with a summary table (dataset size, losses,
 rewards before/after RL, where the report is and, per manager, turn accuracy, DCR with its number of turns, and the
-paired turn-accuracy difference versus the first manager, ``none``, with its bootstrap CI and P(diff <= 0)) and, as
-the last line, one JSON object with ``total_s`` and each stage's seconds.
+paired turn-accuracy difference versus the first manager, ``none``, with its bootstrap CI and P(diff <= 0)) and, as the
+last line, one JSON object with ``total_s`` and each stage's seconds.
 
 The tiny model is random-init and trained for a few steps: the demo shows that the pipeline runs, not that the
 manager learned anything (the small-model study measures that with a real pretrained model).
@@ -47,8 +52,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from harness.cli import prepare_out_dir
 from harness.config_cli import add_config_arguments, given_flag, parse_config
+from harness.run_guard import OutLock
 from harness.tracking import check_report_to_choice, resolve_report_to, trainer_flags
 from harness.yaml_config import load_yaml_config
+from training.pipeline_guard import MARKER, check_inputs, discard_from, read_markers, stage_fingerprints
 
 if TYPE_CHECKING:
     from harness.evaluation.evaluate import EvaluationConfig
@@ -57,7 +64,6 @@ logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("model", "synthesize", "sft", "rl", "evaluate")
-MARKER = "stage.json"
 
 
 @dataclass
@@ -320,6 +326,12 @@ def stage_evaluate(ctx: Context) -> dict[str, Any]:
             cache=ctx.out / "eval-suites",
         )
         results = run_evaluation(config)
+    errored = {name: n for name, n in results["errored"].items() if n}
+    if errored:
+        raise RuntimeError(
+            f"stage evaluate: episodes errored ({', '.join(f'{k}: {n}' for k, n in errored.items())}); see 'error' in "
+            f"{out}/episodes/*.jsonl (a re-run plays them again)"
+        )
     return {"report": str(out / "report.md"), **evaluation_figures(results), "simulated": True}
 
 
@@ -333,20 +345,36 @@ STAGE_FUNCTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
 
 
 def _done(ctx: Context, stage: str) -> dict[str, Any]:
+    """The figures of the finished ``stage`` (checked against its fingerprint before the first stage ran)."""
     return json.loads((ctx.stage_dir(stage) / MARKER).read_text())
 
 
 # ---------------------------------------------------------------- driver
-def run_pipeline(config: PipelineConfig, out: str | Path | None = None) -> dict[str, Any]:
-    """Run (or resume) every stage; returns ``{"stages": {stage: figures}, "total_s": ...}``."""
+def run_pipeline(
+    config: PipelineConfig, out: str | Path | None = None, *, from_stage: str | None = None, flag: str = "--out"
+) -> dict[str, Any]:
+    """Run (or resume) every stage; returns ``{"stages": {stage: figures}, "total_s": ...}``.
+
+    Before the first stage, with ``OUT`` locked (a second run on it is refused): ``from_stage`` discards that stage
+    and the later ones, every stage marker must match its fingerprint, and every file the stages still to run read
+    must exist (:mod:`training.pipeline_guard`); each problem is one :class:`PipelineStateError` line."""
     ctx = Context(config, Path(out or config.path(config.out)))
-    ctx.out.mkdir(parents=True, exist_ok=True)
+    with OutLock(ctx.out, flag):
+        if from_stage is not None:
+            discard_from(ctx.out, STAGES, from_stage)
+        prints = stage_fingerprints(config, STAGES)
+        done = read_markers(ctx.out, STAGES, prints, flag)
+        check_inputs(config, [s for s in STAGES if s not in done])
+        return _run_stages(ctx, prints, done)
+
+
+def _run_stages(ctx: Context, prints: dict[str, dict[str, Any]], done: dict[str, dict[str, Any]]) -> dict[str, Any]:
     figures: dict[str, dict[str, Any]] = {}
     start = time.perf_counter()
     for index, stage in enumerate(STAGES, 1):
         marker = ctx.stage_dir(stage) / MARKER
-        if marker.is_file():
-            figures[stage] = {**_done(ctx, stage), "skipped": True}
+        if stage in done:
+            figures[stage] = {**done[stage], "skipped": True}
             print(f"[{index}/{len(STAGES)}] {stage}: done already ({marker}), skipped", flush=True)
             continue
         print(f"[{index}/{len(STAGES)}] {stage} ...", flush=True)
@@ -354,7 +382,7 @@ def run_pipeline(config: PipelineConfig, out: str | Path | None = None) -> dict[
         began = time.perf_counter()
         result = STAGE_FUNCTIONS[stage](ctx)
         result["seconds"] = round(time.perf_counter() - began, 1)
-        marker.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        marker.write_text(json.dumps({**result, "fingerprint": prints[stage]}, indent=2, sort_keys=True) + "\n")
         figures[stage] = result
         print(f"[{index}/{len(STAGES)}] {stage}: {result['seconds']} s", flush=True)
     return {"out": str(ctx.out), "stages": figures, "total_s": round(time.perf_counter() - start, 1)}
@@ -431,6 +459,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_config_arguments(
         parser, PipelineConfig, what="pipeline", example=DEFAULT_CONFIG, default_config=DEFAULT_CONFIG
     )
+    parser.add_argument(
+        "--from-stage",
+        default=None,
+        metavar="STAGE",
+        help=f"discard STAGE and every later stage of --out, then run from STAGE on (one of: {', '.join(STAGES)})",
+    )
     parser.set_defaults(func=pipeline_command)
 
 
@@ -444,7 +478,10 @@ def pipeline_command(args: argparse.Namespace) -> int:
     where = flag or (f"out (of {args.config})" if args.config else "--out")
     out = prepare_out_dir(config.out if flag else config.path(config.out), where)
     try:
-        summary = run_pipeline(config, out)
+        summary = run_pipeline(config, out, from_stage=getattr(args, "from_stage", None), flag=where)
+    except ValueError as exc:
+        print(f"stateguard pipeline: {exc}", file=sys.stderr)
+        return 2
     except RuntimeError as exc:
         print(f"stateguard pipeline: {exc}\nRe-run the same command to resume from this stage.", file=sys.stderr)
         return 1

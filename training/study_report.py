@@ -112,7 +112,7 @@ def collect(
     for arm in ran:
         summary = evaluation["variants"].get(arm)  # None: the arm played no episodes (not in episode_arms)
         records = [] if summary is None else read_variant(variant_file(study.out / "eval", arm))
-        records = [r for r in records if r.config["eval"]["key"] in specs]
+        records = [r for r in records if r.config["eval"]["key"] in specs and r.error is None]  # errored: not played
         facts[arm] = []
         for record in records:
             spec = specs[record.config["eval"]["key"]]

@@ -15,16 +15,22 @@ Every value's type is checked; errors name the file or the flag and the fix. ``-
 as Ray tasks (``--address HOST:6379`` of a running cluster, or none: a local Ray for the run); ``--report-to
 trackio|tensorboard|wandb`` logs the summary metrics and plots to that tracker (see docs/scaling-out.md).
 
-``--manager`` takes a comma-separated list of variants (the grammar of :data:`harness.specs.MANAGER_GRAMMAR`:
-``none``, ``rule``, ``windowed:K:URL``, ``llm:URL`` ...); all run on the same episodes and every pair is compared
-(``b - a``: list the baseline first). Re-running with the same ``--out`` resumes: finished episodes are not re-run. The
+``--manager`` takes a comma-separated list of variants (the grammar of :data:`harness.specs.MANAGER_GRAMMAR`: ``none``,
+``rule``, ``windowed:K:URL``, ``llm:URL`` ...); all run on the same episodes and every pair is compared (``b - a``:
+list the baseline first). Re-running with the same ``--out`` resumes: finished episodes are not re-run, errored ones
+are; an ``--out`` holding another evaluation's episodes (another faults file, worker, manager spec, runtime option,
+task folder or code version: ``OUT/fingerprint.json``) is refused naming what changed, and ``--overwrite`` starts
+fresh. One evaluation at a time per ``--out`` (a lock; a second is refused). Every endpoint named by ``--manager`` and
+``--worker`` must answer ``GET /models`` before any episode runs. An ``--out`` inside a task folder is refused. The
 last line printed is a JSON summary (per variant: task/turn accuracy, DCR, repair precision/recall). ``--out`` (and
 ``--cache`` for a named suite) is checked writable, and created, before any episode runs. The manager sees each turn's
 question, context and constraint texts: ``--oracle-relations`` adds the task's dependency graph and
 ``--executable-constraints`` the constraints' code (oracles a real benchmark does not give: results.json's ``oracles``
 and report.md say so, loudly for a held-out suite). Exit code 0 when the evaluation ran, 2 for bad input (the message
-names the flag or the file and the fix), 3 when the suite is unavailable (e.g. the DABench dev set is not on this
-machine).
+names the flag or the file and the fix; also a dead endpoint, a locked or mismatched ``--out``), 3 when the suite is
+unavailable (e.g. the DABench dev set is not on this machine), 4 when some episodes errored (an exception, or a manager
+backend that failed during them: recorded as the episode's ``error``, counted per variant as ``n_errored``, left out of
+the metrics).
 """
 
 from __future__ import annotations
@@ -37,9 +43,10 @@ from harness.cli import prepare_out_dir
 from harness.config_cli import add_config_arguments, given_flag, parse_config
 from harness.evaluation.evaluate import EvaluationConfig
 from harness.evaluation.suite import SuiteUnavailableError
+from harness.run_guard import check_out_outside, enclosing_task_folder
 from harness.specs import parse_suite_spec
 
-EXIT_OK, EXIT_INPUT, EXIT_SUITE_MISSING = 0, 2, 3
+EXIT_OK, EXIT_INPUT, EXIT_SUITE_MISSING, EXIT_ERRORED = 0, 2, 3, 4
 EXAMPLE = "configs/eval/smoke.yaml"
 ALIASES = {"managers": "--manager", "n_resamples": "--resamples"}
 """The flags ``stateguard evaluate`` had before its config (both still work)."""
@@ -74,6 +81,9 @@ def evaluate_command(args: argparse.Namespace) -> int:
     try:
         (config,) = parse_config(args)
         suite = parse_suite_spec(config.suite, flag=given_flag(args, "suite") or "suite=")
+        task = enclosing_task_folder(config.out)  # before --out is created there
+        if task is not None:
+            check_out_outside(config.out, [task], out_flag(args, "out"))
         prepare_out_dir(config.out, out_flag(args, "out"))
         if suite.named:
             prepare_out_dir(config.cache, out_flag(args, "cache"))  # a named suite is built there
@@ -84,11 +94,20 @@ def evaluate_command(args: argparse.Namespace) -> int:
     except (EvaluationError, FaultFileError, TaskConfigError, ValueError, ImportError) as exc:
         print(f"stateguard evaluate: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    keys = ("task_accuracy", "turn_accuracy", "dcr", "repair_precision", "repair_recall", "simulated")
+    keys = ("task_accuracy", "turn_accuracy", "dcr", "repair_precision", "repair_recall", "simulated", "n_errored")
     summary = {
         "out": config.out,
         "variants": {name: {k: v[k] for k in keys} for name, v in results["variants"].items()},
         "comparisons": [{k: c[k] for k in ("a", "b", "turn_accuracy_diff", "ci95")} for c in results["comparisons"]],
     }
     print(json.dumps(summary))
+    errored = {name: n for name, n in results["errored"].items() if n}
+    if errored:
+        shown = ", ".join(f"{name}: {n}" for name, n in errored.items())
+        print(
+            f"stateguard evaluate: {sum(errored.values())} episode(s) errored ({shown}); they are left out of the "
+            f"metrics (see 'error' in {config.out}/episodes/*.jsonl) and played again by a re-run with this --out.",
+            file=sys.stderr,
+        )
+        return EXIT_ERRORED
     return EXIT_OK

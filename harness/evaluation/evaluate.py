@@ -8,16 +8,20 @@
    ``windowed:K:URL``, ``llm:URL``, ``llm-hf:PATH``, ``freeform:URL`` ...) runs the episodes missing from
    ``OUT/episodes/<variant>.jsonl`` in a fresh sandbox kernel each and appends their records (``config["eval"]`` holds
    the episode ``key``, ``run``, ``variant``, ``fault_turn`` and the manager's tokens). A re-run with the same ``OUT``
-   skips finished episodes, so a killed evaluation continues where it stopped. The episodes are work units of
+   skips finished episodes, so a killed evaluation continues where it stopped; an episode that raised, or whose
+   manager failed to respond during it, is recorded with its ``error`` (:mod:`.errored`), left out of every metric,
+   counted per variant (``n_errored``, ``errored``) and played again by the next run. ``OUT`` is locked for the run,
+   and its ``fingerprint.json`` must match (:mod:`.resume`). The episodes are work units of
    :mod:`harness.executors`: ``executor: local`` plays them one after another in this process, ``executor: ray`` as
    Ray tasks (a local Ray, or the cluster at ``address``; a unit whose worker dies is played again); either way this
    process appends the records in the same order. One policy object per process serves all its episodes of a variant
    (an in-process model is loaded once per process);
 3. summarizes (:mod:`harness.evaluation.summary`) and writes ``OUT/results.json``::
 
-       {"suite": {...}, "oracles": {...}, "config": {...}, "versions": {...},
+       {"suite": {...}, "oracles": {...}, "config": {...}, "versions": {...}, "errored": {NAME: n},
         "variants": {NAME: {"task_accuracy", "turn_accuracy", "turn_accuracy_ci95", "dcr" (null when undefined),
-                            "repair_precision", "repair_recall", "simulated", "manager": {...}, "worker": {...}}},
+                            "repair_precision", "repair_recall", "simulated", "n_errored", "manager": {...},
+                            "worker": {...}}},
         "comparisons": [{"a", "b", "turn_accuracy_diff", "ci95": [lo, hi], "task_accuracy_diff", ...}]}
 
    (``comparisons``: every pair of variants in the order given, ``b - a``, so list the baseline first; each variant
@@ -51,6 +55,10 @@ from typing import Any, Literal
 from tqdm import tqdm
 
 from harness import __version__
+from harness.endpoints import check_endpoints, spec_endpoints
+from harness.evaluation.errored import backend_failures, errored_record, eval_section, policy_failure
+from harness.evaluation.report import PLOTS, REPORT_FILE
+from harness.evaluation.resume import check_and_record, clear_outputs, evaluation_fingerprint
 from harness.evaluation.stats import N_RESAMPLES
 from harness.evaluation.suite import DEFAULT_CACHE, SUITES, EpisodeSpec, Suite, resolve_suite
 from harness.evaluation.summary import TaskInfo, compare_variants, episode_id, summarize_variant
@@ -68,6 +76,7 @@ from harness.executors import (
     ray_num_cpus_field,
 )
 from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
+from harness.run_guard import OutLock, check_out_outside
 from harness.specs import (
     MANAGER_GRAMMAR,
     WORKER_GRAMMAR,
@@ -88,6 +97,8 @@ ORACLE_SWITCHES = {
     "executable_constraints": "the constraints' code",
 }
 """The RuntimeConfig switches that put an oracle into the manager's view -> what they show."""
+OUTPUTS = (EPISODES_DIR, RESULTS_FILE, REPORT_FILE, "tb", *PLOTS)
+"""What an evaluation writes into OUT (``overwrite`` removes them, and the fingerprint, first)."""
 
 
 class EvaluationError(ValueError):
@@ -145,6 +156,13 @@ class EvaluationConfig:
         metadata={
             "help": "Decode the replies of in-process model managers that write actions (llm-hf, hier:llm-hf) under "
             "the action grammar (harness.grammar): every reply is one well-formed action."
+        },
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "Discard the episodes, results and report already in out and start fresh (without it, a re-run "
+            "resumes, and out holding another evaluation's episodes is refused)."
         },
     )
     seed: int = field(default=0, metadata={"help": "Seed of the bootstrap resampling."})
@@ -241,11 +259,15 @@ def run_evaluation(
 ) -> dict[str, Any]:
     """Run (or resume) the evaluation and write its outputs; returns the results dict (see the module docstring).
 
+    Before any episode: ``OUT`` is locked (:class:`~harness.run_guard.OutLock`; a second run on it is refused), an
+    ``OUT`` inside a task folder of the suite is refused, every endpoint the variants still to run and the worker name
+    must answer (:mod:`harness.endpoints`), and ``OUT``'s fingerprint must match this evaluation
+    (:mod:`harness.evaluation.resume`; ``overwrite`` discards the old outputs instead).
+
     ``policy_factories``: variant name -> a function making its policy, instead of ``get_policy(spec)`` (e.g. a
     chat model behind a custom backend); called only when the variant has episodes to run, once per process that
     plays them (with ``executor: ray`` the functions travel to the workers: pass module-level functions or
     ``functools.partial`` objects). The executor and the tracker are checked first, before any work."""
-    from harness.tasks import load_task
 
     options = ExecutorOptions.of(config)
     check_executor(options)
@@ -259,19 +281,43 @@ def run_evaluation(
         fault_limit=config.fault_limit,
         fault_order=config.fault_order,
     )
+    episodes = suite.episodes(with_faults=config.scripted)
+    check_out_outside(out, {spec.task_dir for spec in episodes}, "--out")
+    with OutLock(out):
+        return _run_locked(config, out, options, suite, policy_factories)
+
+
+def _run_locked(
+    config: EvaluationConfig,
+    out: Path,
+    options: ExecutorOptions,
+    suite: Suite,
+    policy_factories: Mapping[str, Callable[[], Any]] | None,
+) -> dict[str, Any]:
+    """:func:`run_evaluation` while this process holds ``OUT``'s lock."""
+    from harness.tasks import load_task
+
     if suite.faults and not config.scripted:
         logger.warning("suite %s has faults; they need the scripted worker, so it runs clean", suite.name)
     episodes = suite.episodes(with_faults=config.scripted)
     tasks = {spec.task_id: load_task(spec.task_dir) for spec in episodes}
     todo = []
     for name in config.variant_names:
-        done = {episode_id(r) for r in read_variant(variant_file(out, name))}
+        done = set() if config.overwrite else finished(read_variant(variant_file(out, name)))
         todo += [(name, s, k) for s in episodes for k in range(config.runs) if (s.key, k) not in done]
+    names = list(dict.fromkeys(n for n, _, _ in todo))
+    specs = dict(zip(config.variant_names, config.managers, strict=True))
+    factories = dict(policy_factories or {})
+    endpoints = [specs[n] for n in names if n not in factories]
+    check_endpoints(spec_endpoints(endpoints, config.worker if todo else None))
+    fingerprint = evaluation_fingerprint(config, episodes)
+    if config.overwrite:
+        clear_outputs(out, OUTPUTS)
+    check_and_record(out, fingerprint, out / EPISODES_DIR)
     logger.info("suite %s: %d episodes x %d runs x %d variants; %d to run", suite.name, len(episodes), config.runs,
                 len(config.managers), len(todo))  # fmt: skip
     if todo:
-        names = list(dict.fromkeys(n for n, _, _ in todo))
-        setup = (config, tasks, names, dict(policy_factories or {}))
+        setup = (config, tasks, names, factories)
         work = Work(_play_episode, setup=_open_episodes, args=setup, teardown=_close_episodes)
         with open_executor(options) as executor, closing(executor.imap(work, todo)) as records:
             bar = tqdm(records, total=len(todo), desc="evaluate", unit="episode", disable=None)
@@ -282,6 +328,11 @@ def run_evaluation(
     if config.report_to != "none":
         track_results(out, results, config)
     return results
+
+
+def finished(records: list[EpisodeRecord]) -> set[tuple[str, int]]:
+    """The episode ids ``(key, run)`` of ``records`` that played without error (errored ones are played again)."""
+    return {episode_id(r) for r in records if r.error is None}
 
 
 _EPISODES: dict[str, Any] = {}
@@ -302,11 +353,16 @@ def _open_episodes(
 
 
 def _play_episode(item: tuple[str, EpisodeSpec, int]) -> EpisodeRecord:
-    """The work unit: one episode ``(variant, spec, run)`` (:func:`run_episode`)."""
+    """The work unit: one episode ``(variant, spec, run)`` (:func:`run_episode`); an exception while playing or
+    grading it becomes the episode's ``error`` (:func:`errored_record`) and the evaluation goes on."""
     name, spec, run = item
     state = _EPISODES
     task = state["tasks"][spec.task_id]
-    return run_episode(state["sandbox"], task, spec, run, state["config"], state["policies"][name], name)
+    try:
+        return run_episode(state["sandbox"], task, spec, run, state["config"], state["policies"][name], name)
+    except Exception as exc:
+        logger.warning("episode %s (run %d) of %s errored: %s: %s", spec.key, run, name, type(exc).__name__, exc)
+        return errored_record(spec, run, state["config"], name, exc)
 
 
 def _close_episodes() -> None:
@@ -340,25 +396,21 @@ def run_episode(
     from harness.worker.spec import build_worker
 
     tokens_before = (getattr(policy, "prompt_tokens", 0), getattr(policy, "completion_tokens", 0))
+    failures_before = backend_failures(policy)
     runtime_config = RuntimeConfig(**config.runtime_fields())
     with sandbox.new_kernel(public_dir=task.public_dir) as kernel:
         faults = {spec.fault.turn_id: spec.fault} if config.scripted and spec.fault is not None else {}
         worker = build_worker(config.worker, kernel, task, faults)
         record = ManagerRuntime(task, kernel, worker, policy, runtime_config).run()
     record.config["eval"] = {
-        "key": spec.key,
-        "run": run,
-        "variant": variant,
-        "suite": config.suite,
-        "worker": config.worker,
-        "fault_turn": None if spec.fault is None else spec.fault.turn_id,
-        "fault_type": None if spec.fault is None else spec.fault.fault_type,
+        **eval_section(spec, run, config, variant),
         "manager_tokens": {
             "prompt": getattr(policy, "prompt_tokens", 0) - tokens_before[0],
             "completion": getattr(policy, "completion_tokens", 0) - tokens_before[1],
         },
         "constrained_decoding": decodes_under_grammar(policy),
     }
+    record.error = policy_failure(record, backend_failures(policy) - failures_before)
     return record
 
 
@@ -373,12 +425,21 @@ def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, Tas
     """The results dict from the records in ``OUT`` (only the episodes of this suite and ``runs``)."""
     out = Path(config.out)
     wanted = {(s.key, k) for s in suite.episodes(with_faults=config.scripted) for k in range(config.runs)}
-    records = {
-        name: [r for r in read_variant(variant_file(out, name)) if episode_id(r) in wanted]
-        for name in config.variant_names
-    }
+    records: dict[str, list[EpisodeRecord]] = {}
+    errored: dict[str, int] = {}
+    for name in config.variant_names:
+        played = [r for r in read_variant(variant_file(out, name)) if episode_id(r) in wanted]
+        ok: dict[tuple[str, int], EpisodeRecord] = {}
+        for r in played:
+            if r.error is None:
+                ok.setdefault(episode_id(r), r)
+        records[name] = list(ok.values())
+        errored[name] = len({episode_id(r) for r in played if r.error is not None} - set(ok))
     variants = {
-        name: summarize_variant(recs, tasks, seed=config.seed, n_resamples=config.n_resamples)
+        name: {
+            **summarize_variant(recs, tasks, seed=config.seed, n_resamples=config.n_resamples),
+            "n_errored": errored[name],
+        }
         for name, recs in records.items()
     }
     comparisons = []
@@ -399,6 +460,7 @@ def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, Tas
         "config": {k: v for k, v in asdict(config).items() if k not in EXECUTION_FIELDS},
         "versions": _versions(),
         "simulated": all(v["simulated"] for v in variants.values()),
+        "errored": errored,
         "variants": variants,
         "comparisons": comparisons,
     }
@@ -466,8 +528,8 @@ TRACKED = (
 def tracked_metrics(results: Mapping[str, Any]) -> dict[str, float]:
     """The scalars logged to a tracker, namespaced ``eval/<variant>/<name>``: the :data:`TRACKED` numbers, the
     manager's ``legal_action_rate`` (legal actions over all actions; absent without actions), ``illegal_actions``,
-    ``states_per_episode``, ``activations_per_episode``, ``repairs`` (light + heavy) and ``n_episodes``; and per
-    comparison ``eval/<b>_vs_<a>/turn_accuracy_diff``."""
+    ``states_per_episode``, ``activations_per_episode``, ``repairs`` (light + heavy), ``n_episodes`` and
+    ``n_errored``; and per comparison ``eval/<b>_vs_<a>/turn_accuracy_diff``."""
     metrics: dict[str, float] = {}
     for name, variant in results["variants"].items():
         prefix = f"eval/{tag(name)}"
@@ -484,6 +546,7 @@ def tracked_metrics(results: Mapping[str, Any]) -> dict[str, float]:
         metrics[f"{prefix}/manager/activations_per_episode"] = float(manager["activations_per_episode"])
         metrics[f"{prefix}/manager/repairs"] = float(sum(manager["repairs"].values()))
         metrics[f"{prefix}/n_episodes"] = float(variant["n_episodes"])
+        metrics[f"{prefix}/n_errored"] = float(variant.get("n_errored", 0))
     for comparison in results["comparisons"]:
         if comparison.get("turn_accuracy_diff") is not None:
             key = f"eval/{tag(comparison['b'])}_vs_{tag(comparison['a'])}/turn_accuracy_diff"

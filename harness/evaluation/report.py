@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 PLOTS = ("accuracy.png", "dcr.png", "relation_mix.png", "repairs.png")
+REPORT_FILE = "report.md"
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -42,6 +43,7 @@ VARIANT_COLUMNS = [
     ("variant", lambda r: r[0]),
     ("simulated", lambda r: r[1]["simulated"]),
     ("episodes", lambda r: r[1]["n_episodes"]),
+    ("errored", lambda r: r[1].get("n_errored", 0)),
     ("task acc", lambda r: r[1]["task_accuracy"]),
     ("turn acc", lambda r: r[1]["turn_accuracy"]),
     ("turn acc 95% CI", lambda r: interval(r[1]["turn_accuracy_ci95"])),
@@ -126,6 +128,7 @@ def render_report(results: dict[str, Any]) -> str:
     parts = [
         f"# Evaluation{tag}\n",
         *oracle_lines(results.get("oracles")),
+        *errored_lines(results.get("errored")),
         f"Suite **{suite['name']}**: {suite['source']}; {suite['tasks']} tasks, {suite['faults']} faults. "
         f"Worker `{config['worker']}`, runs {config['runs']}, bootstrap {config['n_resamples']} resamples "
         f"(seed {config['seed']}), clusters = tasks.\n",
@@ -171,6 +174,19 @@ def oracle_lines(oracles: dict[str, Any] | None) -> list[str]:
     public = oracles.get("constraint_code_public_tasks") or 0
     lines.append(f"Manager view: {view}; {public} task(s) declare their constraint code public.\n")
     return lines
+
+
+def errored_lines(errored: dict[str, int] | None) -> list[str]:
+    """A warning under the title when episodes errored: they are left out of every number below."""
+    counts = {name: n for name, n in (errored or {}).items() if n}
+    if not counts:
+        return []
+    shown = ", ".join(f"{name}: {n}" for name, n in counts.items())
+    return [
+        f"**ERRORED EPISODES ({shown})**: they could not be played or graded as the manager's own (an exception, "
+        "or a manager backend that failed); every number below leaves them out, and a re-run with the same --out "
+        "plays them again.\n"
+    ]
 
 
 def relation_cell(entry: dict[str, Any] | None) -> str:
@@ -261,6 +277,6 @@ def write_report(out: str | Path, results: dict[str, Any]) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_plots(out, results)
-    path = out / "report.md"
+    path = out / REPORT_FILE
     path.write_text(render_report(results), encoding="utf-8")
     return path

@@ -18,7 +18,10 @@ a required field names it. Sections:
   (``state_id, turn_id, checkpoint_id, op``: ``turn_start`` at each turn start, ``take`` at a commit, ``restore`` on
   a rollback, ``release`` when the harness frees one), ``transitions`` (the lifecycle history);
 - ``final_answers`` (turn id -> answer; ``"main"`` for a single task) and ``grade`` (the
-  :class:`~harness.evaluation.result.GradeResult` dict), ``duration_s``.
+  :class:`~harness.evaluation.result.GradeResult` dict), ``duration_s``;
+- ``error``: ``{"type", "message"}`` when the episode could not be played or graded as the manager's own (an
+  exception, or a manager backend that failed during it); such an episode counts in no metric and is played again on
+  resume. ``None`` otherwise.
 
 The segment flow's event types, ``window`` hints, turn-start checkpoints, checkpoint ``turn_id`` and the repair
 ``steps`` are additive within schema 1.0 (a reader keyed on the older fields reads them unchanged).
@@ -95,6 +98,7 @@ class EpisodeRecord:
     grade: dict[str, Any] | None = None
     duration_s: float = 0.0
     schema_version: str = SCHEMA_VERSION
+    error: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         # Shallow: the sections are plain JSON values already; a nested dataclass (if any) is converted on the way

@@ -90,6 +90,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+POLICY_FAILED = "the policy failed to respond"
+"""How a rejected action whose policy raised starts its result (after ``rejected: ``); evaluation reads it."""
+
+
 EVENTS: dict[str, str] = {
     "turn_start": "a turn (segment flow: the task) starts; payload {turn_id, question}",
     "worker_step": "a worker step was recorded; payload: its worker_steps entry",
@@ -452,7 +456,7 @@ class ManagerRuntime:
                 raw = yield inp
             except Exception as exc:  # a policy failure (e.g. an endpoint down) costs one action, never the episode
                 logger.warning("policy %s failed: %s: %s", self.policy.name, type(exc).__name__, exc)
-                raw, policy_error = "", f"the policy failed to respond ({type(exc).__name__}: {exc})"
+                raw, policy_error = "", f"{POLICY_FAILED} ({type(exc).__name__}: {exc})"
             else:
                 policy_error = None
                 if isinstance(raw, Reply):

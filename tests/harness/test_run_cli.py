@@ -153,3 +153,37 @@ def test_a_model_worker_starts_from_the_task_contract():
     assert text.startswith(f"# Task {task.id}")
     assert "## Data" in text and task.turns[0].question.strip() in text
     assert "private" not in text.lower()
+
+
+def test_a_dead_endpoint_is_one_line_before_the_episode(capsys, tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    rc, out, err, _ = run_cli(capsys, "--task", "retail-sales", "--manager", f"llm:{url}", "--out", str(tmp_path))
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and out == ""
+    assert f"--manager llm:{url}: the endpoint does not answer: GET {url}/models failed" in err
+    assert not (tmp_path / "episodes.jsonl").exists()
+
+
+def test_a_backend_failing_during_the_episode_is_an_error_not_a_score(capsys, tmp_path):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_llm import FakeOpenAI
+
+    with FakeOpenAI([(503, {"error": {"message": "engine overloaded"}})]) as server:
+        rc, _, err, _ = run_cli(capsys, "--task", "retail-sales", "--manager", f"llm:{server.url}", "--view", "quiet",
+                                "--max-turn-end-activations", "1", "--out", str(tmp_path))  # fmt: skip
+    assert rc == 4 and "the episode errored (ManagerBackendError" in err and "engine overloaded" in err
+    [record] = read_episodes(tmp_path / "episodes.jsonl")
+    assert record.error["type"] == "ManagerBackendError"
+
+
+def test_an_out_inside_the_task_folder_is_refused(capsys, tmp_path):
+    task = tmp_path / "retail"
+    shutil.copytree(RETAIL, task)
+    rc, _, err, _ = run_cli(capsys, "--task", str(task), "--out", str(task / "public" / "runs"))
+    assert rc == 2 and f"lies inside the task folder {task}" in err
+    assert not (task / "public" / "runs").exists()

@@ -125,3 +125,79 @@ def test_the_runs_report_to_trackio_outside_ci_and_to_nothing_in_ci(tmp_path, mo
     assert pipeline.evaluation_config(ctx.config, tmp_path, ["none"], ["none"], tmp_path).report_to == "none"
     with pytest.raises(ValueError, match="report_to='mlflow': use auto or one of"):
         PipelineConfig(report_to="mlflow")
+
+
+def test_a_fabricated_or_corrupt_marker_is_refused_in_one_line(tmp_path, calls):
+    from training.pipeline_guard import PipelineStateError
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "stage.json").write_text(json.dumps({"checkpoint": "/anything"}))
+    with pytest.raises(PipelineStateError, match=r"model/stage.json: the stage marker has no fingerprint.*"
+                       r"--from-stage model, or pass a new --out"):  # fmt: skip
+        run_pipeline(PipelineConfig(), tmp_path)
+    (tmp_path / "model" / "stage.json").write_text('{"checkpoint": ')
+    with pytest.raises(PipelineStateError, match=r"model/stage.json: the stage marker is unreadable \(JSONDecode"):
+        run_pipeline(PipelineConfig(), tmp_path)
+    assert calls == []  # nothing ran
+
+
+def test_a_marker_of_other_inputs_or_below_an_unfinished_stage_is_refused(tmp_path, calls):
+    from training.pipeline_guard import PipelineStateError
+
+    run_pipeline(PipelineConfig(), tmp_path)
+    calls.clear()
+    with pytest.raises(PipelineStateError, match=r"sft/stage.json: stage sft was made from other inputs \(values "
+                       r"sft_args changed\); re-run from it with --from-stage sft"):  # fmt: skip
+        run_pipeline(PipelineConfig(sft_args=["--max_steps", "2"]), tmp_path)
+    (tmp_path / "synthesize" / "stage.json").unlink()
+    with pytest.raises(PipelineStateError, match=r"stage sft is marked done but the earlier stage synthesize is not"):
+        run_pipeline(PipelineConfig(), tmp_path)
+    assert calls == []
+
+
+def test_from_stage_discards_it_and_the_later_stages(tmp_path, calls):
+    from training.pipeline_guard import PipelineStateError
+
+    run_pipeline(PipelineConfig(), tmp_path)
+    (tmp_path / "rl" / "leftover-checkpoint").mkdir()
+    calls.clear()
+    run_pipeline(PipelineConfig(sft_args=["--max_steps", "2"]), tmp_path, from_stage="sft")
+    assert calls == ["sft", "rl", "evaluate"] and not (tmp_path / "rl" / "leftover-checkpoint").exists()
+    with pytest.raises(PipelineStateError, match=r"--from-stage sfft: no such stage; valid stages: model, synthesize"):
+        run_pipeline(PipelineConfig(), tmp_path, from_stage="sfft")
+
+
+def test_a_config_typo_is_caught_before_the_first_stage(tmp_path, calls, capsys):
+    from harness.cli import main
+
+    rc = main(["pipeline", "--sft", "configs/sft/tiny-cpuu.yaml", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and calls == [] and len(err.strip().splitlines()) == 1
+    assert "sft: configs/sft/tiny-cpuu.yaml is not a file" in err
+    rc = main(["pipeline", "--eval-suite", "heldout-demoo", "--out", str(tmp_path)])
+    assert rc == 2 and calls == [] and "eval_suite='heldout-demoo': unknown suite" in capsys.readouterr().err
+
+
+def test_a_second_pipeline_on_the_same_out_is_refused(tmp_path, calls):
+    from harness.run_guard import OutLock, OutLockedError
+
+    with OutLock(tmp_path), pytest.raises(OutLockedError, match="another run .* is writing to this folder"):
+        run_pipeline(PipelineConfig(), tmp_path)
+    assert calls == []
+
+
+def test_an_evaluate_stage_with_errored_episodes_fails_instead_of_marking_done(tmp_path, monkeypatch):
+    import contextlib
+    from types import SimpleNamespace
+
+    import harness.evaluation.evaluate as evaluate
+    import harness.serving as serving
+
+    monkeypatch.setattr(
+        serving, "serve_in_background", lambda *a, **k: contextlib.nullcontext("http://127.0.0.1:1/v1")
+    )
+    monkeypatch.setattr(serving, "ServeConfig", lambda **k: SimpleNamespace(**k, base_url="http://127.0.0.1:1/v1"))
+    monkeypatch.setattr(evaluate, "run_evaluation", lambda config: {"errored": {"none": 0, "llm(SFT+RL)": 2}})
+    (tmp_path / "evaluate").mkdir()
+    with pytest.raises(RuntimeError, match=r"stage evaluate: episodes errored \(llm\(SFT\+RL\): 2\)"):
+        pipeline.stage_evaluate(pipeline.Context(PipelineConfig(), tmp_path))
