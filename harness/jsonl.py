@@ -32,7 +32,8 @@ MAX_JSON_DEPTH = 100
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # a JSON escape that may decode to a lone surrogate
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')  # a string (maybe unterminated) or a bracket
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]++|\\.)*+"?|[\[\]{}]')
+"""A JSON string (maybe unterminated) or a bracket; possessive, so a long string needs no backtracking memory."""
 
 
 def escape_surrogates(json_text: str) -> str:
