@@ -36,7 +36,7 @@ _INFINITY_WORDS = frozenset({"inf", "infinity"})
 
 def parse_number(value: Any) -> int | float | None:
     """The number ``value`` stands for (rules in the module docstring), or None when it is not a number."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy.bool_ too, without importing numpy
+    if isinstance(value, bool):  # numpy.bool_ is no numbers.Real: it falls through to None below
         return None
     if isinstance(value, numbers.Integral):
         return int(value)
