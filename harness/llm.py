@@ -20,6 +20,12 @@ The HF backend also takes a :class:`BranchBias`: a logit bias applied at one poi
 so far is a given text, e.g. the start of a tool call before its name), so a decision's prior can be moved without
 touching any other token (OpenAI's ``logit_bias`` applies at every position, so it cannot express this).
 
+Replies are bounded: in tokens by the backend (``max_tokens`` sent to an endpoint, ``max_new_tokens`` in process),
+and in characters by the caller with :func:`cut_reply` (default :data:`DEFAULT_MAX_REPLY_CHARS`), because an endpoint
+may ignore ``max_tokens``; the caller records that a reply was cut and its full length. An endpoint's answer body is
+read up to :data:`MAX_RESPONSE_BYTES`; more, or JSON nested deeper than :data:`harness.jsonl.MAX_JSON_DEPTH`, is a
+:class:`ChatEndpointError`. A lone surrogate in the answer (a ``\\udc00`` escape) becomes its escape text.
+
 Every reply carries its token counts. Errors: an unreachable endpoint raises ``ConnectionError`` naming the URL and
 the fix; an HTTP error status raises :class:`ChatEndpointError` with the status and the server's error message.
 """
@@ -35,12 +41,27 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.import_utils import require
+from harness.jsonl import loads_untrusted
 from harness.untrusted import uncovered_tokens
 
 logger = logging.getLogger(__name__)
 
 Message = dict[str, Any]
 """One chat message: ``{"role": "system" | "user" | "assistant" | "tool", "content": ...}``."""
+
+DEFAULT_MAX_REPLY_CHARS = 32_000
+"""Characters of one model reply kept by default (:func:`cut_reply`): ~8x a 1024-token reply, far above what a
+manager call (the grammar caps code at 4,000 characters) or a worker step needs."""
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""Bytes of one endpoint answer read at most; a longer answer is a :class:`ChatEndpointError`."""
+
+
+def cut_reply(text: str, max_chars: int) -> tuple[str, int | None]:
+    """``(text, None)`` when ``text`` has at most ``max_chars`` characters, else ``(its first max_chars characters,
+    the full length)``; the caller records the cut and the length."""
+    if len(text) <= max_chars:
+        return text, None
+    return text[:max_chars], len(text)
 
 
 @dataclass(frozen=True)
@@ -191,7 +212,7 @@ class OpenAIChatBackend:
         request = urllib.request.Request(url, data=data, headers=headers, method="GET" if body is None else "POST")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                raw = response.read()
+                raw = response.read(MAX_RESPONSE_BYTES + 1)
         except urllib.error.HTTPError as error:
             message = _error_message(error.read())
             raise ChatEndpointError(
@@ -203,10 +224,15 @@ class OpenAIChatBackend:
                 f"chat endpoint {url} failed: {reason}. Check that the server is running and reachable and that "
                 "base_url is its API root (e.g. http://localhost:8000/v1)."
             ) from error
+        if len(raw) > MAX_RESPONSE_BYTES:
+            raise ChatEndpointError(f"chat endpoint {url} answered more than {MAX_RESPONSE_BYTES} bytes; refused.")
         try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            raise ChatEndpointError(f"chat endpoint {url} returned a body that is not JSON: {raw[:200]!r}") from None
+            return loads_untrusted(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise ChatEndpointError(
+                f"chat endpoint {url} returned a body that is not JSON ({str(error).split(';')[0][:120]}): "
+                f"{raw[:200]!r}"
+            ) from None
 
 
 class HFChatBackend:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.executors import ExecutorOptions, Work, check_executor, open_executor
+from harness.jsonl import dumps
 from harness.tasks import load_task
 from synthesis.config import SynthesisConfig
 
@@ -324,7 +325,7 @@ def episodes_path(out: Path, task_id: str) -> Path:
 
 def _write_shard(out: Path, shard: dict[str, Any]) -> dict[str, Any]:
     """Write ``shard`` atomically (its presence marks the task done, so it is written last)."""
-    _write_atomic(shard_path(out, shard["task_id"]), json.dumps(shard, ensure_ascii=False, sort_keys=True).encode())
+    _write_atomic(shard_path(out, shard["task_id"]), dumps(shard, sort_keys=True).encode())
     return shard
 
 

@@ -48,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.jsonl import dumps
 from synthesis.audit import TaskSecrets, audit, card_section, task_secrets
 from synthesis.driver import EPISODE_BRANCHES, episodes_path
 
@@ -214,14 +215,12 @@ def export(
     for branch, lines in by_branch.items():
         (episodes / f"{branch}.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
     (episodes / "index.jsonl").write_text(
-        "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in episode_index(good)),
+        "".join(dumps(line, sort_keys=True) + "\n" for line in episode_index(good)),
         encoding="utf-8",
     )
     outcomes = [{**o, "task_id": s["task_id"], "domain": s["task"]["domain"]} for s in good for o in s["outcomes"]]
     kept = [o for o in outcomes if o["kept"]]
-    (out / "faults.jsonl").write_text(
-        "".join(json.dumps(o["fault"], ensure_ascii=False) + "\n" for o in kept), encoding="utf-8"
-    )
+    (out / "faults.jsonl").write_text("".join(dumps(o["fault"]) + "\n" for o in kept), encoding="utf-8")
     samples = [r for split in rows.values() for r in split]
     trajectories = len(good) + len(kept)
     stats = {

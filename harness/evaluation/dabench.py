@@ -29,6 +29,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from harness.evaluation.numbers import as_float
+
 ANSWER_PATTERN = re.compile(r"@(\w+)\[(.*?)\]")
 """The official answer pattern: a word name, then the shortest bracketed value (possibly empty)."""
 
@@ -64,18 +66,12 @@ def answers_dict(pairs: Iterable[Sequence[str]]) -> dict[str, str]:
     return {str(name): str(value) for name, value in pairs}
 
 
-def _as_float(value: str) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def values_match(pred: str | None, gold: str) -> bool:
     """Whether a predicted answer value matches the gold value.
 
-    Equal after stripping surrounding whitespace, or both parse as floats (``float()`` syntax, so ``"1e3"``, ``"-0.5"``
-    and ``" 7 "`` are numbers; ``"1,000"`` and ``"50%"`` are not) and differ by less than :data:`ABS_TOLERANCE`.
+    Equal after stripping surrounding whitespace, or both are numbers (:func:`harness.evaluation.numbers.as_float`:
+    ``float()`` syntax, so ``"1e3"``, ``"-0.5"``, ``" 7 "``, ``"1_000"`` and ``"٢٤٠"`` are numbers; ``"1,000"``,
+    ``"50%"`` and ``"1e400"`` are not) and differ by less than :data:`ABS_TOLERANCE`.
     ``None`` (answer missing) never matches. ``"nan"`` matches ``"nan"`` only as equal strings.
     """
     if pred is None:
@@ -83,7 +79,7 @@ def values_match(pred: str | None, gold: str) -> bool:
     pred_s, gold_s = str(pred).strip(), str(gold).strip()
     if pred_s == gold_s:
         return True
-    pred_f, gold_f = _as_float(pred_s), _as_float(gold_s)
+    pred_f, gold_f = as_float(pred_s), as_float(gold_s)
     if pred_f is None or gold_f is None or math.isnan(pred_f) or math.isnan(gold_f):
         return False
     return abs(pred_f - gold_f) < ABS_TOLERANCE

@@ -1,10 +1,11 @@
 """Metrics for artifact (CSV submission) tasks: one table from name to function, each unit-tested by hand.
 
-Every metric takes two equally long 1-D sequences (answers first, then predictions) of one target column and returns
-a float. *Label* metrics (``accuracy``, ``f1``) compare canonical labels: values that parse as numbers compare as
-numbers (``"1"`` equals ``"1.0"``), anything else as stripped text (case-sensitive). *Numeric* metrics (``rmse``,
-``mae``, ``mse``, ``r2``) need every value to parse as a finite number; the caller validates that first
-(:func:`numeric_column_errors`) so a non-numeric prediction is reported as an invalid submission, not a crash.
+Every metric takes two equally long 1-D sequences (answers first, then predictions) of one target column and returns a
+float. *Label* metrics (``accuracy``, ``f1``) compare canonical labels: values that parse as numbers compare as numbers
+(``"1"`` equals ``"1.0"``; the number rule is :mod:`harness.evaluation.numbers`), anything else as stripped text (case-
+sensitive). *Numeric* metrics (``rmse``, ``mae``, ``mse``, ``r2``) need every value to parse as a finite number; the
+caller validates that first (:func:`numeric_column_errors`) so a non-numeric prediction is reported as an invalid
+submission, not a crash.
 
 ``f1`` is the macro F1 over every label that occurs in the answers or the predictions (sklearn's
 ``f1_score(average="macro")``): per label ``2·TP / (2·TP + FP + FN)``, then the unweighted mean.
@@ -18,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from harness.evaluation.numbers import as_float, parse_number
 from harness.registry import lookup
 
 
@@ -34,19 +35,29 @@ class Metric:
 
 
 def canonical_label(value: Any) -> str:
-    """The label a value stands for: numbers as shortest float text (``"1.0"`` -> ``"1"``), else stripped text."""
+    """The label a value stands for: numbers (:func:`~harness.evaluation.numbers.parse_number`) as shortest float text
+    (``"1.0"`` -> ``"1"``; an exact integer as its digits), else stripped text."""
     text = str(value).strip()
-    try:
-        number = float(text)
-    except ValueError:
+    number = parse_number(text)
+    if number is None:
         return text
+    if isinstance(number, int):
+        return str(number)
     if math.isfinite(number) and number.is_integer():
         return str(int(number))
     return repr(number)
 
 
 def _as_floats(values: Sequence[Any]) -> np.ndarray:
-    return pd.to_numeric(pd.Series(list(values), dtype=object), errors="raise").to_numpy(dtype=float)
+    """The values as floats (:func:`~harness.evaluation.numbers.as_float`); one that is not a number is a
+    ``ValueError`` naming it (predictions are validated before, by :func:`numeric_column_errors`)."""
+    out = np.empty(len(values), dtype=float)
+    for index, value in enumerate(values):
+        number = as_float(str(value))
+        if number is None:
+            raise ValueError(f"value {str(value)[:60]!r} at row {index} is not a number; a numeric metric needs one.")
+        out[index] = number
+    return out
 
 
 def _check_lengths(answers: Sequence[Any], predictions: Sequence[Any]) -> None:
@@ -126,11 +137,8 @@ def numeric_column_errors(values: Sequence[Any], *, limit: int = 3) -> list[str]
     bad = []
     for value in values:
         text = "" if value is None else str(value).strip()
-        try:
-            ok = math.isfinite(float(text))
-        except ValueError:
-            ok = False
-        if not ok:
+        number = as_float(text)
+        if number is None or not math.isfinite(number):
             bad.append(text)
             if len(bad) >= limit:
                 break

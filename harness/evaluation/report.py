@@ -278,5 +278,5 @@ def write_report(out: str | Path, results: dict[str, Any]) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     write_plots(out, results)
     path = out / REPORT_FILE
-    path.write_text(render_report(results), encoding="utf-8")
+    path.write_text(render_report(results), encoding="utf-8", errors="backslashreplace")  # a lone surrogate as text
     return path

@@ -11,19 +11,24 @@ A turn's reference answer is a JSON-like value (usually a dict of named fields).
 * **Nested dicts** recurse. Leaves are keyed by their dotted path (``"stats.mean"``, ``"top.0.name"``); a scalar
   reference at the root is keyed ``""``. Keys containing dots are not escaped. An empty reference dict is one leaf
   that any predicted dict matches; an empty reference list is one leaf that only an empty list matches.
-* **Numbers** (and numeric strings such as ``"3.5"``, parsed with ``float()``) are rounded on both sides to
-  ``precision`` decimals (default 4, the turn's precision when it states one) and then must be equal.
-  ``"1,000"`` and ``"35%"`` are not numbers (they are compared as labels).
+* **Numbers** (and numeric strings such as ``"3.5"``, read by :func:`harness.evaluation.numbers.parse_number`)
+  are rounded on both sides to ``precision`` decimals (default 4, the turn's precision when it states one) and then
+  must be equal. Two integers compare exactly, at any size (``10**400`` equals only ``10**400``); an integer beyond
+  the float range against a float compares exactly too (so it never equals one). ``inf`` equals only ``inf`` of the
+  same sign; ``-0`` equals ``0``. Digits of any script are digits (``"٢٤٠"`` is 240) and an underscore between
+  digits groups them (``"1_000"`` is 1000, ``"51_996.97"`` is 51996.97), as Python's ``int()``/``float()`` read
+  them; ``"1,000"``, ``"35%"`` and an out-of-range text such as ``"1e400"`` are not numbers (compared as labels).
 * **Labels** (strings) are compared after case-folding, replacing punctuation by spaces and collapsing whitespace
   runs, so ``" Non-Significant "`` equals ``"non significant"``.
 * **Booleans**: ``True`` matches ``True``, ``"true"`` and ``"yes"`` (any case); ``False`` matches ``False``,
   ``"false"`` and ``"no"``; two such words on both sides compare as booleans (``"yes"`` equals ``"true"``).
   Numbers are never booleans (``1`` does not match ``True``), because a count of 1 is not a yes.
-* **Missing values**: ``None``, NaN (float or ``pandas.NA``) and the strings ``""``, ``"nan"``, ``"none"``,
-  ``"null"`` (any case) are all "missing" and match each other, and nothing else. So a NaN reference is matched by a
-  NaN or ``None`` prediction, never by ``0``.
+* **Missing values**: ``None``, NaN (float or ``pandas.NA``) and the strings ``""``, ``"nan"`` (signed too),
+  ``"none"``, ``"null"`` (any case) are all "missing" and match each other, and nothing else. So a NaN reference is
+  matched by a NaN or ``None`` prediction, never by ``0``.
 
-``score`` is the fraction of reference leaves matched; ``correct`` means all leaves matched.
+``score`` is the fraction of reference leaves matched; ``correct`` means all leaves matched. No predicted value
+makes the comparison raise or the answer invalid: every leaf is right or wrong.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from harness.evaluation.numbers import parse_number
 
 DEFAULT_PRECISION = 4
 """Decimals numbers are rounded to when the turn does not state a precision."""
@@ -67,9 +74,13 @@ def _is_missing(value: Any) -> bool:
     if value is None or value is pd.NA or value is pd.NaT:
         return True
     if isinstance(value, str):
-        return value.strip().casefold() in _MISSING_WORDS
-    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
-        return math.isnan(float(value))
+        word = value.strip().casefold()
+        return word in _MISSING_WORDS or word.lstrip("+-") == "nan"
+    if isinstance(value, numbers.Integral):  # never NaN; float() of a huge int would overflow
+        return False
+    if isinstance(value, numbers.Real) and not isinstance(value, np.bool_):
+        number = parse_number(value)
+        return number is not None and math.isnan(number)
     return False
 
 
@@ -85,23 +96,16 @@ def _as_bool(value: Any) -> bool | None:
     return None
 
 
-def _as_number(value: Any) -> float | None:
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
-
-
-def _numbers_match(pred: float, ref: float, precision: int) -> bool:
-    if math.isinf(pred) or math.isinf(ref):
+def _numbers_match(pred: int | float, ref: int | float, precision: int) -> bool:
+    if isinstance(pred, int) and isinstance(ref, int):
         return pred == ref
-    return round(pred, precision) == round(ref, precision)
+    try:
+        pred_float, ref_float = float(pred), float(ref)
+    except OverflowError:  # an int beyond the float range: exact comparison (never equal to a float)
+        return pred == ref
+    if math.isinf(pred_float) or math.isinf(ref_float):
+        return pred_float == ref_float
+    return round(pred_float, precision) == round(ref_float, precision)
 
 
 def scalars_match(predicted: Any, reference: Any, *, precision: int = DEFAULT_PRECISION) -> bool:
@@ -114,7 +118,7 @@ def scalars_match(predicted: Any, reference: Any, *, precision: int = DEFAULT_PR
     if either_is_bool or (pred_bool is not None and ref_bool is not None):
         return pred_bool is not None and pred_bool == ref_bool
 
-    pred_num, ref_num = _as_number(predicted), _as_number(reference)
+    pred_num, ref_num = parse_number(predicted), parse_number(reference)
     if pred_num is not None and ref_num is not None:
         return _numbers_match(pred_num, ref_num, precision)
     if isinstance(predicted, numbers.Real) or isinstance(reference, numbers.Real):
@@ -134,7 +138,7 @@ def _set_key(value: Any, precision: int) -> Any:
     as_bool = _as_bool(value)
     if as_bool is not None:
         return ("bool", as_bool)
-    as_number = _as_number(value)
+    as_number = parse_number(value)
     if as_number is not None:
         return ("number", round(as_number, precision))
     return ("label", normalize_label(str(value)))

@@ -26,6 +26,11 @@ a required field names it. Sections:
 The segment flow's event types, ``window`` hints, turn-start checkpoints, checkpoint ``turn_id`` and the repair
 ``steps`` are additive within schema 1.0 (a reader keyed on the older fields reads them unchanged).
 
+Text is kept as written, except that a lone surrogate (a model that writes the JSON escape ``\\udc00`` in a tool
+call) is recorded as its escape text ``\\udc00`` (:mod:`harness.jsonl`): every record encodes as UTF-8 and reads back
+as written. A manager reply longer than ``RuntimeConfig.max_reply_chars`` is recorded cut, its action marked
+``raw_cut: true`` with ``raw_chars`` (the reply's full length).
+
 The grade and the reference answers are written *after* the episode; nothing in this record is ever shown to the
 manager or the worker during it.
 """
@@ -33,13 +38,12 @@ manager or the worker during it.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.jsonl import append_jsonl, drop_torn_tail, iter_jsonl
+from harness.jsonl import append_jsonl, drop_torn_tail, dumps, iter_jsonl
 from harness.sandbox import ExecutionResult
 
 SCHEMA_VERSION = "1.0"
@@ -104,7 +108,7 @@ class EpisodeRecord:
         # Shallow: the sections are plain JSON values already; a nested dataclass (if any) is converted on the way
         # (``asdict`` of the whole record deep-copies every dict first, ~5x slower on large records).
         top = {f.name: getattr(self, f.name) for f in fields(self)}
-        return json.dumps(top, ensure_ascii=False, default=_json_default)
+        return dumps(top, default=_json_default)  # a lone surrogate (a model's "\\udc00") as its escape text
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "record") -> EpisodeRecord:

@@ -57,7 +57,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.llm import ChatBackend, HFChatBackend, Message, OpenAIChatBackend
+from harness.llm import DEFAULT_MAX_REPLY_CHARS, ChatBackend, HFChatBackend, Message, OpenAIChatBackend, cut_reply
 from harness.manager.bookkeeping import open_response, update_response
 from harness.manager.hier_prompts import (
     DECISIONS,
@@ -381,10 +381,12 @@ class HierPolicy:
         self.stats.prompt_tokens += reply.prompt_tokens
         self.stats.completion_tokens += reply.completion_tokens
         try:
-            text = reply_to_text(reply)
+            text, full_chars = cut_reply(reply_to_text(reply), DEFAULT_MAX_REPLY_CHARS)
             problem = self._vet(text, inp)
+            if problem is not None and full_chars is not None:
+                problem = f"the reply was cut to {len(text)} of its {full_chars} characters; {problem}"
         except Exception as exc:  # a reply the vetting cannot read is a rejected reply
-            text, problem = str(getattr(reply, "text", "")), _unreadable(exc)
+            text, problem = str(getattr(reply, "text", ""))[:DEFAULT_MAX_REPLY_CHARS], _unreadable(exc)
         if problem is not None:
             return self.fallback(inp, problem, text)
         self.last_actor = POLICY

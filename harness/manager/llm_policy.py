@@ -36,6 +36,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from harness.jsonl import dumps, json_depth_error, loads_untrusted
 from harness.llm import ChatBackend, ChatReply, HFChatBackend, Message, OpenAIChatBackend
 from harness.manager.actions import tool_schemas
 from harness.manager.policies import PolicyInput
@@ -54,34 +55,45 @@ def _render_call(call: object) -> str:
         or not isinstance(call.get("function"), dict)
         or call.get("type", "function") != "function"
     ):
-        body = json.dumps(call, ensure_ascii=False, default=str)  # not a function call: the parser rejects the keys
+        body = _dumps(call)  # not a function call: the parser rejects the keys
     else:
         function = call["function"]
-        name = json.dumps(function.get("name"), ensure_ascii=False)
+        name = _dumps(function.get("name"))
         arguments = function.get("arguments", {})
         if isinstance(arguments, str):
             if not arguments.strip():
                 arguments_text = "{}"
             else:
                 try:
-                    arguments_text = json.dumps(json.loads(arguments), ensure_ascii=False)
-                except json.JSONDecodeError:
+                    arguments_text = dumps(loads_untrusted(arguments))
+                except ValueError:  # bad JSON, nested too deep, an integer too long
                     return _render_bad_arguments(name, arguments)
         else:
-            arguments_text = json.dumps(arguments, ensure_ascii=False, default=str)
+            arguments_text = _dumps(arguments)
         body = f'{{"name": {name}, "arguments": {arguments_text}}}'
     return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
 
 
+def _dumps(value: object) -> str:
+    """JSON text of a decoded value (lone surrogates as escape text); one nested too deep for the encoder becomes a
+    marker that is bad JSON, so the parser refuses the call."""
+    try:
+        return dumps(value, default=str)
+    except (RecursionError, ValueError):
+        return "<not JSON: nested too deep or a number too long>"
+
+
 def _render_bad_arguments(name: str, arguments: str) -> str:
-    """A call whose arguments string is not JSON, kept verbatim so the parser reports bad JSON.
+    """A call whose arguments string is not JSON (or nests too deep), kept verbatim so the parser reports it.
 
     Pasted into the call object, such a string could still complete it into valid JSON (``{"a": 1}, "name": "X"``
     would override the name); then a fixed invalid marker goes before it, so the text is bad JSON either way."""
     body = f'{{"name": {name}, "arguments": {arguments}}}'
+    if json_depth_error(body) is not None:  # the parser refuses it as nested too deep
+        return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
     try:
         _DECODER.raw_decode(body)
-    except json.JSONDecodeError:
+    except ValueError:  # bad JSON, or an integer too long
         return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
     return f'{TOOL_CALL_OPEN}\n{{"name": {name}, "arguments": <not JSON> {arguments}}}\n{TOOL_CALL_CLOSE}'
 
@@ -93,7 +105,7 @@ def message_to_text(message: Message) -> str:
     is kept (stray prose stays stray); each call becomes one ``<tool_call>`` block."""
     content = message.get("content") or ""
     if not isinstance(content, str):
-        content = json.dumps(content, ensure_ascii=False, default=str)
+        content = _dumps(content)
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     prefix = ""
     tags = (THINK_OPEN, THINK_CLOSE, TOOL_CALL_OPEN, TOOL_CALL_CLOSE)

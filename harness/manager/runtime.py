@@ -22,11 +22,12 @@ This module holds what both flows share:
 
 - one *activation* (:meth:`ManagerRuntime.activation`): the policy answers :class:`PolicyInput` until it takes a
   control action or the activation's budget is spent. Tool actions run with :mod:`harness.manager.tools` and return
-  their result as ``last_action_result``. An unparseable or illegal response, a REPAIR whose hint the harness
-  refuses, or a policy that raises is recorded (``legal=False``), its error returned as ``last_action_result`` and
-  counted against the budget, never raised. What each action does (UPDATE_STATE's variable binding and source
-  interval, REPAIR light and heavy, COMMIT_STATE's ids and relation normalization, ABANDON_STATE's rollback) is in
-  :mod:`harness.manager.controls`.
+  their result as ``last_action_result``. An unparseable or illegal response, a REPAIR whose hint the harness refuses,
+  or a policy that raises is recorded (``legal=False``), its error returned as ``last_action_result`` and counted
+  against the budget, never raised. A reply longer than ``RuntimeConfig.max_reply_chars`` is cut to it first (the
+  action records ``raw_cut`` and ``raw_chars``, its full length). What each action does (UPDATE_STATE's variable
+  binding and source interval, REPAIR light and heavy, COMMIT_STATE's ids and relation normalization, ABANDON_STATE's
+  rollback) is in :mod:`harness.manager.controls`.
 - the *fallback* when review activations run out: commit a finalized state, abandon any other open one (recorded as
   activations with ``actor="harness"``).
 - checkpoints: one at each turn start (``op: "turn_start"``; the previous turn-start checkpoint is released, ``op:
@@ -59,6 +60,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.evaluation.result import GradeResult
+from harness.llm import DEFAULT_MAX_REPLY_CHARS, cut_reply
 from harness.manager import controls, tools
 from harness.manager.actions import ACTION_KIND, Action, make_action
 from harness.manager.controls import normalize_relations
@@ -130,6 +132,14 @@ class RuntimeConfig:
     )
     probe_timeout_s: float = field(default=5.0, metadata={"help": "Time limit of one run_probe / constraint check."})
     strict_wire: bool = field(default=True, metadata={"help": "Reject text outside the wire-format tags."})
+    max_reply_chars: int = field(
+        default=DEFAULT_MAX_REPLY_CHARS,
+        metadata={
+            "help": "Characters of one manager reply kept: a longer reply is cut to this many before it is parsed, "
+            "recorded and replayed, and its action records raw_cut: true and raw_chars (its full length). The "
+            "token cap is the backend's (--manager-max-tokens)."
+        },
+    )
     oracle_relations: bool = field(
         default=False,
         metadata={
@@ -166,6 +176,12 @@ class RuntimeConfig:
             raise ValueError(
                 f"max_turn_end_activations={self.max_turn_end_activations}: the turn end needs at least one "
                 "activation; use >= 1."
+            )
+        chars = self.max_reply_chars
+        if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
+            raise ValueError(
+                f"max_reply_chars={self.max_reply_chars!r} is not a positive number of characters; use e.g. "
+                f"{DEFAULT_MAX_REPLY_CHARS} (the default)."
             )
         if not 0 < self.probe_timeout_s <= tools.MAX_PROBE_TIMEOUT_S:
             raise ValueError(
@@ -461,13 +477,19 @@ class ManagerRuntime:
                 policy_error = None
                 if isinstance(raw, Reply):
                     raw, actor = raw.text, raw.actor
+            full_chars = None
+            if isinstance(raw, str):
+                raw, full_chars = cut_reply(raw, self.config.max_reply_chars)
             parsed = parse_response(raw, strict=self.config.strict_wire)
             action = {"raw": raw, "parsed": None, "kind": None, "legal": False, "result": None}
+            if full_chars is not None:
+                action.update(raw_cut=True, raw_chars=full_chars)
             if actor is not None:
                 action["actor"] = actor
             if policy_error or not parsed.ok or parsed.action is None:
                 self.lifecycle.apply("(unparseable response)")
-                last_result = f"rejected: {policy_error or parsed.error}"
+                cut = "" if full_chars is None else f"the reply was cut to {len(raw)} of its {full_chars} characters; "
+                last_result = f"rejected: {cut}{policy_error or parsed.error}"
             else:
                 act = parsed.action
                 action.update(parsed=act.to_dict(), kind=ACTION_KIND[act.name])

@@ -28,6 +28,10 @@ Rules (each violation is one error with a precise message; see :class:`ParseResu
   thought and the call): the format is fixed, the trained model produces it exactly, and stray prose is a sign of a
   malformed response. ``strict=False`` ignores such text (useful for prompt-only base models).
 
+Untrusted JSON: a call nested deeper than :data:`harness.jsonl.MAX_JSON_DEPTH` is an error found by a pre-scan
+before decoding (never a ``RecursionError``), and a lone surrogate a string decodes to (the escape ``\\udc00``)
+becomes its escape text ``\\udc00`` in the action, so an action's text always encodes as UTF-8.
+
 :func:`parse_response` never raises, whatever it is given.
 """
 
@@ -39,6 +43,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.jsonl import MAX_JSON_DEPTH, json_depth_error, too_deep, without_surrogates
 from harness.manager.actions import ACTION_KIND, ACTION_SPECS, RELATION_TYPES, Action, check_action
 
 logger = logging.getLogger(__name__)
@@ -315,6 +320,9 @@ def _parse_text(text: str, strict: bool) -> ParseResult:
             break
         outside.append(rest[position:start])
         json_start = _skip_space(rest, start + len(TOOL_CALL_OPEN))
+        deep = json_depth_error(rest, json_start)
+        if deep is not None:
+            return ParseResult(error=_too_deep(f"tool call #{len(calls) + 1}", deep - json_start), thought=thought)
         try:
             obj, json_end = _DECODER.raw_decode(rest, json_start)
         except json.JSONDecodeError as decode_error:
@@ -324,6 +332,10 @@ def _parse_text(text: str, strict: bool) -> ParseResult:
                 f"call (line {decode_error.lineno}, column {decode_error.colno} of the response after the thought)",
                 thought=thought,
             )
+        except ValueError as error:  # an integer of more than 4300 digits
+            message = str(error).split(";")[0]
+            return ParseResult(error=f"bad JSON in tool call #{len(calls) + 1}: {message}", thought=thought)
+        obj = without_surrogates(obj)
         close = _skip_space(rest, json_end)
         if not rest.startswith(TOOL_CALL_CLOSE, close):
             found = rest[close : close + 20]
@@ -343,6 +355,11 @@ def _parse_text(text: str, strict: bool) -> ParseResult:
             thought=thought,
         )
     return _one_action(calls, thought)
+
+
+def _too_deep(where: str, offset: int | None) -> str:
+    at = "" if offset is None else f" (at character {offset})"
+    return f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels{at}; write the call's arguments flat"
 
 
 def _skip_space(text: str, index: int) -> int:
@@ -383,6 +400,9 @@ def _parse_structured(calls: list[object], content: str | None, reasoning: str |
             )
         arguments = function.get("arguments", {})
         if isinstance(arguments, str):
+            deep = json_depth_error(arguments)
+            if deep is not None:
+                return ParseResult(error=_too_deep(f"{where}.function.arguments", deep), thought=thought)
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as decode_error:
@@ -391,7 +411,12 @@ def _parse_structured(calls: list[object], content: str | None, reasoning: str |
                     f"at character {decode_error.pos}",
                     thought=thought,
                 )
-        objects.append({"name": function.get("name"), "arguments": arguments})
+            except ValueError as error:  # an integer of more than 4300 digits
+                message = str(error).split(";")[0]
+                return ParseResult(error=f"bad JSON in {where}.function.arguments: {message}", thought=thought)
+        elif too_deep(arguments, MAX_JSON_DEPTH - 1):
+            return ParseResult(error=_too_deep(f"{where}.function.arguments", None), thought=thought)
+        objects.append(without_surrogates({"name": function.get("name"), "arguments": arguments}))
     return _one_action(objects, thought)
 
 

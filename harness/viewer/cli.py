@@ -101,7 +101,7 @@ def write_pages(
 
 def _write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate as its escape text
     return path
 
 

@@ -8,7 +8,8 @@ works offline and from ``file://``:
   ``Content-Security-Policy`` meta tag allows only that one script (by its SHA-256), so even a ``<script>`` that
   slipped past escaping would not run;
 - **everything from the record is escaped** (:func:`esc`): worker code and outputs, model responses and tool results
-  are untrusted text. Data reaches the script only through escaped ``data-`` attributes, never as script source;
+  are untrusted text. A lone surrogate (a model's ``\\udc00`` escape) shows as its escape text ``\\udc00``. Data
+  reaches the script only through escaped ``data-`` attributes, never as script source;
 - the state graph is inline SVG laid out here (:func:`state_graph_svg`): an arc diagram, one node per committed state
   in commit order, one arc per relation to an earlier state, coloured by relation type. A slider replays the store:
   "after activation k" shows the states committed up to activation k (each node, arc and table row carries the
@@ -27,10 +28,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from harness.jsonl import dumps, loads_untrusted
 
 RELATION_COLOURS: dict[str, str] = {
     "init": "#7f7f7f",
@@ -116,7 +118,7 @@ def esc(value: Any) -> str:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, indent=1, ensure_ascii=False, default=str)
+    return dumps(value, indent=1, default=str)  # a lone surrogate as its escape text \\udc00
 
 
 def _pre(text: Any, cls: str = "") -> str:
@@ -127,8 +129,8 @@ def _pretty(text: Any) -> str:
     """A tool result or raw text, re-indented when it is JSON."""
     if isinstance(text, str):
         try:
-            return _json(json.loads(text))
-        except ValueError:
+            return _json(loads_untrusted(text))
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to re-indent
             return text
     return _json(text)
 

@@ -2,7 +2,9 @@
 
 The model's reply is read as: an optional thought (free text), then either one fenced ```python cell (executed in
 the episode's sandbox kernel, whose output comes back as the next user message) or a line ``Final Answer: ...``
-(JSON when it parses, else text). A turn's answer is the last ``print_result`` value of the turn, else the final
+(JSON when it parses, else text; JSON nested deeper than :data:`harness.jsonl.MAX_JSON_DEPTH` stays text). A reply
+longer than ``ReActConfig.max_reply_chars`` is cut to it first; the step's ``meta`` records ``reply_cut`` and
+``reply_chars``. A turn's answer is the last ``print_result`` value of the turn, else the final
 answer. Backends (from :mod:`harness.llm`): any OpenAI-compatible chat endpoint (:class:`OpenAIChatBackend`, plain
 HTTP, no SDK needed) or an in-process transformers model (:class:`HFChatBackend`, needs the ``train`` extra). Every
 step records its tokens and time. Manager-triggered re-analysis (a repair hint) gets a separate, configurable step
@@ -17,13 +19,13 @@ blocking forms (:func:`harness.worker.base.answered`).
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.llm import ChatBackend, ChatReply
+from harness.jsonl import loads_untrusted
+from harness.llm import DEFAULT_MAX_REPLY_CHARS, ChatBackend, ChatReply, cut_reply
 from harness.sandbox import Kernel
 from harness.untrusted import neutralize
 from harness.worker.base import Requests, StepwiseWorker, answered
@@ -44,6 +46,13 @@ OUTPUT_CHARS = 3000
 class ReActConfig:
     max_steps: int = field(default=10, metadata={"help": "worker steps (cells or final answer) per turn"})
     repair_steps: int = field(default=4, metadata={"help": "extra steps reserved for manager-triggered re-analysis"})
+    max_reply_chars: int = field(
+        default=DEFAULT_MAX_REPLY_CHARS,
+        metadata={
+            "help": "characters of one model reply kept: a longer reply is cut to this many before it is read and "
+            "recorded; the step's meta records reply_cut: true and reply_chars (its full length)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.max_steps < 1 or self.repair_steps < 0:
@@ -51,6 +60,8 @@ class ReActConfig:
                 f"max_steps={self.max_steps}, repair_steps={self.repair_steps}: need max_steps >= 1 and "
                 "repair_steps >= 0."
             )
+        if self.max_reply_chars < 1:
+            raise ValueError(f"max_reply_chars={self.max_reply_chars}: keep at least 1 character; use e.g. 32000.")
 
 
 @dataclass(frozen=True)
@@ -72,8 +83,8 @@ def parse_worker_reply(text: str) -> ParsedReply:
     if final_match:
         raw = final_match.group(1).strip()
         try:
-            final = json.loads(raw)
-        except json.JSONDecodeError:
+            final = loads_untrusted(raw)
+        except ValueError:  # not JSON, nested too deep, an integer too long: the answer is the text
             final = raw
         rest = rest[: final_match.start()]
     return ParsedReply(thought=rest.strip(), code=code, final=final, has_final=final_match is not None)
@@ -194,8 +205,11 @@ class ReActWorker(StepwiseWorker):
     def _take_step(self, turn_id: str, meta: dict[str, Any]) -> Requests[WorkerStep]:
         t0 = time.perf_counter()
         reply = yield from self._chat()
-        self.messages.append({"role": "assistant", "content": reply.text})
-        parsed = parse_worker_reply(reply.text)
+        text, full_chars = cut_reply(reply.text, self.config.max_reply_chars)
+        if full_chars is not None:
+            meta = {**meta, "reply_cut": True, "reply_chars": full_chars}
+        self.messages.append({"role": "assistant", "content": text})
+        parsed = parse_worker_reply(text)
         result = self.kernel.execute(parsed.code) if parsed.code else None
         if result is not None and result.results:
             self.answers[turn_id], self._structured = result.results[-1], True

@@ -32,6 +32,7 @@ import json
 import re
 from typing import Any, ClassVar
 
+from harness.jsonl import json_depth_error
 from harness.manager.actions import validate
 from harness.sandbox import ExecutionResult
 from harness.workflow import artifacts
@@ -58,7 +59,7 @@ def extract_code(text: str) -> str | None:
 
 def extract_json(text: str) -> Any:
     """The first JSON value that parses, from a fenced ``json`` block or the first ``{`` of ``text``; raises
-    ``ValueError`` when there is none."""
+    ``ValueError`` when there is none (JSON nested deeper than :data:`harness.jsonl.MAX_JSON_DEPTH` is none)."""
     text = re.sub(r"<think>.*?</think>", "", text or "", flags=re.DOTALL)
     fenced = re.search(r"```(?:json)?[ \t]*\n(.*?)```", text, re.DOTALL)
     candidates = [fenced.group(1)] if fenced else []
@@ -67,9 +68,12 @@ def extract_json(text: str) -> Any:
         candidates.append(text[start:])
     decoder = json.JSONDecoder()
     for candidate in candidates:
+        candidate = candidate.strip()
+        if json_depth_error(candidate) is not None:
+            continue  # nested too deep to decode safely (json recurses once per level)
         try:
-            return decoder.raw_decode(candidate.strip())[0]
-        except json.JSONDecodeError:
+            return decoder.raw_decode(candidate)[0]
+        except ValueError:  # bad JSON, or an integer of more than 4300 digits
             continue
     raise ValueError("the reply holds no JSON object")
 

@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 from harness.import_utils import is_available
-from harness.llm import ChatEndpointError, ChatReply, HFChatBackend, OpenAIChatBackend
+from harness.llm import (
+    DEFAULT_MAX_REPLY_CHARS,
+    ChatEndpointError,
+    ChatReply,
+    HFChatBackend,
+    OpenAIChatBackend,
+    cut_reply,
+)
 from harness.manager.actions import tool_schemas
 
 needs_transformers = pytest.mark.skipif(
@@ -55,7 +62,7 @@ class FakeOpenAI:
     """A real HTTP server in a thread: ``GET /v1/models`` lists ``models``; each ``POST /v1/chat/completions`` pops
     the next scripted ``(status, body)`` (the last one repeats). Every request is kept in ``requests``."""
 
-    def __init__(self, replies: list[tuple[int, dict[str, Any]]], models: tuple[str, ...] = ("tiny-manager",)):
+    def __init__(self, replies: list[tuple[int, dict[str, Any] | str]], models: tuple[str, ...] = ("tiny-manager",)):
         self.replies, self.models = list(replies), models
         self.requests: list[dict[str, Any]] = []
         fake = self
@@ -73,8 +80,8 @@ class FakeOpenAI:
                 status, reply = fake.replies.pop(0) if len(fake.replies) > 1 else fake.replies[0]
                 self._send(status, reply)
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+            def _send(self, status: int, payload: dict[str, Any] | str) -> None:
+                data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()  # str: a raw body
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -161,6 +168,23 @@ def test_a_base_url_that_is_not_http_is_refused():
 
 
 @needs_openai
+def test_cut_reply_keeps_short_replies_and_reports_the_full_length():
+    assert cut_reply("abc", 3) == ("abc", None)
+    assert cut_reply("abcdef", 4) == ("abcd", 6)
+    assert DEFAULT_MAX_REPLY_CHARS == 32_000
+
+
+def test_a_deep_body_is_an_endpoint_error_and_a_lone_surrogate_arrives_as_escape_text():
+    deep = '{"choices": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with FakeOpenAI([(200, deep), (200, completion("a\udc00b"))]) as server:
+        backend = OpenAIChatBackend(server.url, "tiny-manager")
+        with pytest.raises(ChatEndpointError, match=r"not JSON \(JSON nested deeper than 100 levels"):
+            backend.chat([{"role": "user", "content": "hi"}])
+        reply = backend.chat([{"role": "user", "content": "hi"}])
+    assert reply.text == "a\\udc00b"  # the escape text: it encodes as UTF-8
+    reply.text.encode("utf-8")
+
+
 def test_the_official_openai_client_parses_the_fake_server_replies():
     import openai
 

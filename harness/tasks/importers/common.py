@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -14,7 +13,7 @@ from typing import Any, TypeVar
 import yaml
 from tqdm import tqdm
 
-from harness.jsonl import iter_jsonl
+from harness.jsonl import dumps, iter_jsonl
 from harness.tasks.checks import TASK_ID_PATTERN
 from harness.tasks.config import CONFIG_FILE, TaskConfig
 from harness.tasks.task import ANSWERS_FILE, REFERENCE_FILE, Task, load_task
@@ -176,7 +175,7 @@ def link_tree(src: Path, dst: Path) -> int:
 
 def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(dumps(data, indent=2) + "\n", encoding="utf-8")  # a lone surrogate as its escape text
 
 
 def write_task(

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from harness.evaluation.dabench import values_match
 from harness.evaluation.metrics import (
     METRICS,
     accuracy,
@@ -70,3 +71,14 @@ def test_get_metric_lists_valid_names() -> None:
 def test_numeric_column_errors() -> None:
     assert numeric_column_errors(["1", " 2.5", "-3e2"]) == []
     assert numeric_column_errors(["1", "abc", "", "nan", "inf", "x"]) == ["abc", "", "nan"]
+
+
+def test_numbers_read_one_way_in_metrics_and_dabench() -> None:
+    """Digit groups and other scripts pass validation and the metric reads them (no crash after validation); an
+    out-of-range text is refused by validation."""
+    predictions = ["1_000", "٢٤٠", "51_996.97"]
+    assert numeric_column_errors(predictions) == []
+    assert get_metric("mae").fn(["1000", "240", "51996.97"], predictions) == 0.0
+    assert canonical_label("1_000") == "1000" and canonical_label("1" + "0" * 30) == "1" + "0" * 30
+    assert numeric_column_errors(["1e400", "1" * 400]) == ["1e400", "1" * 400]
+    assert values_match("٢٤٠", "240") and values_match("1_000", "1000") and not values_match("1e400", "inf")

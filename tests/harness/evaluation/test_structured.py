@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.evaluation.graders import grade_structured
 from harness.evaluation.structured import (
     StructuredScore,
     compare_structured,
@@ -114,6 +116,28 @@ def test_keys_found_by_normalised_label() -> None:
         ("-", "-", 4, True),
         ("-", "+", 4, False),
         ({"a": 1}, 1, 4, False),
+        # numbers beyond floats, infinities, signed zero, other scripts, digit groups (the stated rule)
+        pytest.param(10**400, 10**400, 4, True, id="huge-int-1"),
+        pytest.param(10**400, 10**400 + 1, 4, False, id="huge-int-2"),
+        pytest.param("1" + "0" * 400, 10**400, 4, True, id="huge-int-3"),
+        pytest.param(10**400, float("inf"), 4, False, id="huge-int-4"),
+        pytest.param(10**400, 1e300, 4, False, id="huge-int-5"),
+        pytest.param(-(10**400), float("-inf"), 4, False, id="huge-int-6"),
+        pytest.param(10**5000, 5, 4, False, id="int-of-5000-digits"),
+        ("1e400", float("inf"), 4, False),
+        ("1e400", "1e400", 4, True),
+        ("inf", float("inf"), 4, True),
+        ("-Infinity", float("-inf"), 4, True),
+        (float("-inf"), float("inf"), 4, False),
+        ("-0", 0, 4, True),
+        (-0.0, 0, 4, True),
+        ("-nan", None, 4, True),
+        ("٢٤٠", 240, 4, True),
+        ("２４０", 240, 4, True),
+        ("1_000", 1000, 4, True),
+        ("51_996.97", 51996.97, 2, True),
+        ("1__000", 1000, 4, False),
+        ("_1000", 1000, 4, False),
     ],
 )
 def test_scalars_match(pred: Any, ref: Any, precision: int, expected: bool) -> None:
@@ -204,3 +228,35 @@ def test_property_score_is_a_fraction_and_correct_means_full_score(predicted: An
     assert result.correct == (result.score == 1.0)
     assert len(result.fields) >= 1
     assert math.isclose(result.score, sum(result.fields.values()) / len(result.fields))
+
+
+def test_grade_structured_never_raises_on_out_of_range_answers() -> None:
+    """A worker answer ``10**400`` (and its kin) is graded, not a crash of the whole evaluation."""
+    turns = [SimpleNamespace(turn_id="t1", precision=None)]
+    task = SimpleNamespace(
+        id="T", turns=turns, load_answers=lambda: {"t1": SimpleNamespace(answer={"a": 240, "b": 1.5, "c": "x"})}
+    )
+    answer = {"a": 10**400, "b": float("nan"), "c": float("-inf")}
+    result = grade_structured({"t1": answer}, task)
+    assert result.valid and result.score == 0.0
+    assert result.details["turns"]["t1"]["fields"] == {"a": False, "b": False, "c": False}
+    result = grade_structured({"t1": {"a": "٢٤٠", "b": "1_5e-1_0_0", "c": "X"}}, task)
+    assert result.details["turns"]["t1"]["fields"] == {"a": True, "b": False, "c": True}
+
+
+_wild_numbers = st.one_of(
+    st.integers(),
+    st.integers(min_value=10**300, max_value=10**5000),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.fractions(),
+    st.from_regex(r"\A[ +\-]?[0-9٠-٩_]{0,6}[.eE_]?[0-9٠-٩_+\-]{0,5}(nan|inf|e400)?\Z"),
+    st.text(max_size=8),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_wild_numbers, _json_like), st.one_of(_wild_numbers, _json_like), _wild_numbers, _wild_numbers)
+def test_property_grader_never_raises_on_any_number_or_text(predicted: Any, reference: Any, x: Any, y: Any) -> None:
+    result = compare_structured({"v": predicted, "s": {x}, "w": [x]}, {"v": reference, "s": {y, 1}, "w": [y]})
+    assert set(result.fields) >= {"s", "w.0"} and 0.0 <= result.score <= 1.0
+    assert scalars_match(x, y) is scalars_match(y, x)

@@ -5,6 +5,7 @@ spec grammar of ``get_policy``."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import sys
@@ -563,3 +564,43 @@ def test_llm_hf_spec_loads_a_local_folder(tiny_folder):
     policy = get_policy(f"llm-hf:{folder}")
     assert isinstance(policy, LLMPolicy) and policy.name == "llm-hf" and policy.system == MANAGER_SYSTEM_POLICY
     assert get_policy(f"freeform-hf:{folder}").system == FREEFORM_SYSTEM
+
+
+def test_bad_replies_never_abort_an_episode_and_its_record_round_trips(sandbox, tmp_path, caplog):
+    """A lone surrogate in a tool call (the model wrote the escape ``\\udc00``), a 4 MB reply and a 100,000-deep reply
+    (as text and as a structured call): the episode completes, the cut reply is recorded as cut, the deep ones are
+    refused in one line without a traceback, and the record is written, read back and rendered by the viewer."""
+    from harness.manager.episode import append_episode, read_episodes
+    from harness.viewer.cli import add_view_parser, write_pages
+
+    surrogate_open = '<tool_call>\n{"name": "OPEN_STATE", "arguments": {"issue": "q\\udc00", "constraints": [], ' \
+        '"relations": [{"type": "init"}]}}\n</tool_call>'  # fmt: skip
+    deep = "[" * 100_000 + "]" * 100_000
+    replies: list[str | dict[str, Any]] = [
+        "x" * 4_000_000,  # turn 1 start: cut, then refused (text outside the tags)
+        f"<tool_call>\n{deep}\n</tool_call>",
+        message(tool_call("check_execution", deep)),
+        surrogate_open,  # legal: ends the activation, the draft's issue holds the surrogate
+        render_action(make_action("ABSTAIN", {})),
+    ]
+    backend = ScriptedBackend(replies)
+    record = play(sandbox, LLMPolicy(backend), RuntimeConfig(max_actions=4, max_turn_end_activations=1))
+    actions = policy_actions(record)
+    cut, too_deep, too_deep_structured, opened = actions[:4]
+    assert cut["raw_cut"] is True and cut["raw_chars"] == 4_000_000 and len(cut["raw"]) == 32_000
+    assert cut["result"].startswith("rejected: the reply was cut to 32000 of its 4000000 characters; ")
+    assert "raw_cut" not in opened and opened["legal"] is True
+    for refused in (too_deep, too_deep_structured):
+        assert "JSON nested deeper than 100 levels" in refused["result"] and "\n" not in refused["result"]
+    assert not [r for r in caplog.records if r.exc_info]  # no traceback logged
+    assert opened["parsed"]["arguments"]["issue"] == "q\\udc00"  # the escape text, 6 characters
+
+    episodes = tmp_path / "episodes.jsonl"
+    append_episode(episodes, record)
+    assert episodes.stat().st_size < 2_000_000  # the 4 MB reply is not in the record
+    (back,) = read_episodes(episodes)
+    assert back == record
+    parser = argparse.ArgumentParser()
+    add_view_parser(parser.add_subparsers()).set_defaults(func=None)
+    (page,) = write_pages(parser.parse_args(["view", str(episodes), "--out", str(tmp_path / "page.html")]))
+    assert "q\\udc00" in page.read_text(encoding="utf-8")

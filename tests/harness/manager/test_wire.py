@@ -326,3 +326,33 @@ def test_an_internal_failure_becomes_an_error_result(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(wire, "_parse", broken)
     assert error_of(render_action(COMMIT)) == "internal parser error (RuntimeError: boom); please report it"
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        f"<tool_call>\n{DEEP}\n</tool_call>",
+        '<tool_call>\n{"name": "check_execution", "arguments": {"step_id": ' + DEEP + "}}\n</tool_call>",
+        {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "x", "arguments": DEEP}}]},
+    ],
+    ids=["text", "text-argument", "structured"],
+)
+def test_a_deeply_nested_reply_is_refused_in_one_line_without_a_traceback(response: object, caplog) -> None:
+    result = parse_response(response)
+    assert result.error is not None and "JSON nested deeper than 100 levels" in result.error
+    assert "internal parser error" not in result.error and not caplog.records
+
+
+def test_a_lone_surrogate_in_a_call_becomes_its_escape_text() -> None:
+    text = '<tool_call>\n{"name": "OPEN_STATE", "arguments": {"issue": "a\\udc00b", "constraints": [], "relations": [{"type": "init"}]}}\n</tool_call>'  # noqa: E501
+    call = {"name": "check_execution", "arguments": {"step_id": 1, "\ud800": 1}}
+    structured = {"content": None, "tool_calls": [{"function": call}]}
+    action = parse_response(text).action
+    assert action is not None and action.arguments["issue"] == "a\\udc00b"
+    render_action(action).encode("utf-8")  # encodes: no lone surrogate left
+    assert "\\ud800" in parse_response(structured).error  # the unknown argument is named by its escape text
+    huge = '<tool_call>\n{"name": "check_execution", "arguments": {"step_id": ' + "1" * 5000 + "}}\n</tool_call>"
+    assert parse_response(huge).error.startswith("bad JSON in tool call #1: Exceeds the limit (4300 digits)")

@@ -126,3 +126,15 @@ def test_the_task_contract_replaces_the_first_prompt_only(kernel):
     assert users[0] == "# Task t\n\nQuestion: first?\n\n<analytical_state_hint>[]</analytical_state_hint>"
     assert users[1] == "Question: second?"
     assert worker.answers == {"1": 1, "2": 2}
+
+
+def test_a_deep_or_huge_final_answer_stays_text_and_a_long_reply_is_cut(kernel):
+    deep = "[" * 100_000 + "]" * 100_000
+    for answer in (deep, "1" * 5000):
+        parsed = parse_worker_reply(f"Final Answer: {answer}")
+        assert parsed.has_final and parsed.final == answer  # neither RecursionError nor the int-digits ValueError
+    backend = ScriptedBackend(["Final Answer: " + "7" * 200])
+    worker = ReActWorker(backend, kernel, ReActConfig(max_steps=1, max_reply_chars=20))
+    (step,) = worker.run_turn("1", "q")
+    assert step.meta["reply_cut"] is True and step.meta["reply_chars"] == 214
+    assert worker.answers["1"] == 777_777 and worker.messages[-1]["content"] == "Final Answer: 777777"
