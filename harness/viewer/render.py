@@ -487,6 +487,16 @@ def _reward_section(reward: RewardView | None) -> str:
     return "".join(out)
 
 
+def _errored(error: Any) -> str | None:
+    """An errored episode's error (``{"type", "message"}``): its decisions are not the manager's and no metric counts
+    it; None for an episode that played."""
+    if not error:
+        return None
+    if isinstance(error, dict):
+        return f"{error.get('type')}: {error.get('message')} (not counted in any metric)"
+    return f"{error} (not counted in any metric)"
+
+
 def _summary(record: dict[str, Any]) -> str:
     config = record.get("config") or {}
     grade = record.get("grade") or {}
@@ -506,6 +516,7 @@ def _summary(record: dict[str, Any]) -> str:
         ("faults", ", ".join(f"turn {t}: {f}" for t, f in faults.items()) or "none"),
         ("fault id", config.get("fault_id")),
         ("grade", graded),
+        ("ERRORED", _errored(record.get("error"))),
         (
             "counts",
             f"{len(record.get('worker_steps') or [])} worker steps, {len(record.get('activations') or [])} "

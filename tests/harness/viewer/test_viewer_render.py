@@ -305,3 +305,11 @@ def test_segment_flow_timeline_and_unparsed_actions():
     page = render_episode(record)
     assert "<b>(unparsed)</b>" in page and 'class="badge bad">illegal<' in page
     assert html.escape("OPEN <b>it</b>") in page and "<b>it</b>" not in page
+
+
+def test_an_errored_episode_says_so_in_its_summary(gold_records):
+    record = copy.deepcopy(gold_records[0])
+    assert "ERRORED" not in render_episode(record)
+    record["error"] = {"type": "ChatEndpointError", "message": "the endpoint answered 503"}
+    page = render_episode(record)
+    assert "ERRORED" in page and "ChatEndpointError: the endpoint answered 503 (not counted in any metric)" in page
