@@ -383,7 +383,7 @@ def _export_frame(name: str, obj: Any, converted: dict[str, str]) -> tuple[dict[
         clean._mgr.set_axis(0, pd.Index([f"c{i}" for i in range(_len(labels))]))
         table = pa.Table.from_pandas(clean, preserve_index=None, nthreads=1)
     else:
-        _check_array(clean.array, name)
+        _check_array(clean._values, name)
         series_name = _DICT_OF(obj).get("_name")
         entry = {"kind": "series", "name": _check_labels([series_name], f"{name}'s name")[0]}
         table = pa.Table.from_pandas(clean.to_frame("c0"), preserve_index=None, nthreads=1)
