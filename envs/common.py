@@ -91,9 +91,7 @@ class SandboxHolder:
                 return self.kernel
         self.close_kernel()
         if self.sandbox is None:
-            # read-only probes run in the kernel, as in the synthesis that recorded the episodes (the gold manager's
-            # checks are such probes): a fork per probe halves the env's steps/s
-            self.sandbox = Sandbox(SandboxConfig(isolation=self.isolation, inline_probes=True))
+            self.sandbox = Sandbox(SandboxConfig(isolation=self.isolation))
         self.kernel = self.sandbox.new_kernel(public_dir)
         self.kernels_started += 1
         return self.kernel

@@ -7,7 +7,9 @@ Prints a small table, then one JSON line (the last line) with ``cell_ms_p50``, `
 ``speedup_vs_ipykernel``, ``kernel_start_ms_p50``, ``probe_ms_p50`` and more. A checkpoint's fork is deferred to the
 next cell, so it is measured with that cell against a plain cell in the same run: ``checkpoint_plus_cell_ms_p50``,
 ``plain_cell_ms_p50``, ``checkpoint_plus_cell_vs_plain_cell`` and ``checkpoint_ms_p50`` (the median added cost);
-``restore_*`` likewise.
+``restore_*`` likewise. ``verdict_cold_ms_p50`` (export of the 1M-row frame + the clean verifier's verdict, the first
+probe after a cell), ``verdict_cached_ms_p50`` (a later probe before the next cell), ``probe_in_fork_ms_p50`` (the old
+probe in a fork of the worker's kernel, same run) and their ratios ``verdict_*_vs_fork``.
 """
 
 from __future__ import annotations

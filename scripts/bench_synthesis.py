@@ -31,9 +31,9 @@ ceiling of any cluster at ``1 / driver_s`` units/s). From the 1-node run's time 
 
 ``reference`` is measured in the same run, before the main one, because this machine's speed drifts by up to 2x within
 hours: the runs of the first ``--reference-tasks`` tasks (default 3), in this process, once with the pipeline's sandbox
-settings and once with the plain ones (every probe forked, every runtime checkpoint a restorable snapshot, no faulted
-run joining a clean run's recording), task by task in turn. Its ``speedup`` (plain seconds over pipeline seconds) is
-the part of the figure that does not depend on the hour; ``--reference-tasks 0`` skips it.
+settings and once with the plain ones (every runtime checkpoint a restorable snapshot, no faulted run joining a clean
+run's recording; probes run in the clean verifier in both), task by task in turn. Its ``speedup`` (plain seconds over
+pipeline seconds) is the part of the figure that does not depend on the hour; ``--reference-tasks 0`` skips it.
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ def reference(config: SynthesisConfig, n_tasks: int, out: Path) -> dict[str, obj
     jobs = plan_jobs(config)[0][:n_tasks]
     seconds = {"pipeline": 0.0, "plain": 0.0}
     trajectories = 0
-    with open_sandbox(config.isolation) as fast, open_sandbox(config.isolation, inline_probes=False) as plain:
+    with open_sandbox(config.isolation) as fast, open_sandbox(config.isolation) as plain:
         for job in jobs:
             _, task, faults = prepare_job(job, config, out, fast)
             for name, sandbox, runtime in (("pipeline", fast, None), ("plain", plain, RuntimeConfig())):

@@ -173,15 +173,11 @@ MAX_CHECKPOINTS = 128
 """Kernel checkpoints a synthesis kernel may hold (the clean runs' snapshots before every faulted turn)."""
 
 
-def open_sandbox(isolation: str | None, inline_probes: bool = True) -> Any:
-    """The worker's sandbox: ``isolation`` if given, else bwrap when usable, else 'none' (logged). ``inline_probes``
-    (read-only probes run inside the kernel: the fault library's assertions and recomputations) is off only for
-    ``scripts/bench_synthesis.py``'s plain reference."""
+def open_sandbox(isolation: str | None) -> Any:
+    """The worker's sandbox: ``isolation`` if given, else bwrap when usable, else 'none' (logged)."""
     from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
 
-    # The probes are the fault library's and the task specs' own (recomputations of reference code that already ran
-    # on the same data), so their joins run inline too (SandboxConfig.inline_joins).
-    settings = {"max_checkpoints": MAX_CHECKPOINTS, "inline_probes": inline_probes, "inline_joins": inline_probes}
+    settings = {"max_checkpoints": MAX_CHECKPOINTS}
     if isolation is not None:
         return Sandbox(SandboxConfig(isolation=isolation, **settings))
     try:

@@ -5,8 +5,8 @@ Every tool takes plain arguments and returns a :class:`ToolResult`; none of them
 type, an unknown step or state id, a closed kernel): the result has ``ok=False`` and an ``error`` that names the
 argument and the fix. ``content`` is JSON-serialisable and compact (long texts are capped); ``render()`` is the text
 handed back to the manager model. None of the tools can change the worker's state: the AST tools never execute code,
-``check_execution``/``load_state`` read records, and probes run in a throwaway fork of the kernel
-(:meth:`harness.sandbox.Kernel.probe`).
+``check_execution``/``load_state`` read records, and probes run in the episode's clean verifier over the worker's
+variables exported as data (:meth:`harness.sandbox.Kernel.probe`).
 
 Usage::
 
@@ -311,14 +311,17 @@ def _probe_content(result: ExecutionResult, code: str) -> dict[str, Any]:
         "error_line": _failing_line(result, code),
         "timed_out": result.timed_out,
     }
+    if result.unavailable:
+        content["unavailable"] = {name: cap_text(why, 300) for name, why in list(result.unavailable.items())[:10]}
     if result.restarted:
         content["kernel_restarted"] = result.restart_reason
     return content
 
 
 def run_probe(kernel: Kernel, code: str, *, timeout_s: float = 5.0) -> ToolResult:
-    """Run ``code`` in a throwaway fork of ``kernel`` (sees the worker's variables, cannot change them or write
-    files) with a short time limit. ``content``: ``succeeded``, ``stdout`` and ``display`` (capped), ``results``
+    """Run ``code`` in the clean verifier over the worker's variables it names, exported as data (it cannot change
+    them or write files; ``unavailable`` lists named variables that are not data), with a short time limit.
+    ``content``: ``succeeded``, ``stdout`` and ``display`` (capped), ``results``
     (from ``print_result``), ``error_type``/``error_message``, ``timed_out``. A probe error is a successful call."""
     if err := _check_code(code) or _check_timeout(timeout_s):
         return _fail(err)

@@ -9,7 +9,7 @@ Usage::
         r = k.execute("import pandas as pd\ndf = pd.read_csv(f'{DATA_DIR}/data/x.csv')\ndf.shape")
         r.ok, r.display, r.variables, r.files                       # never raises for user errors
         cp = k.checkpoint(); k.execute("df = None"); k.restore(cp)   # fork snapshot, restorable many times
-        k.probe("df.describe()")                                     # throwaway fork; namespace untouched
+        k.probe("df.describe()")        # verdict from the clean verifier over df exported as data; kernel untouched
         k.digest()          # hash of the state later cells observe (equal digests: same replies to the same cells)
 
 ``Kernel.tap`` (a ``ReplyTap``) sees every execute/probe reply and may answer one from a record instead of the
@@ -24,13 +24,15 @@ host process ──socket──► **zygote** (numpy/pandas imported; inside one
      tmpfs ``/tmp`` and ``/proc``, detaches the host view ``/.host``, makes ``/`` read-only, drops all
      capabilities) → forks the **kernel** (rlimits, no_new_privs, Landlock, then user code).
      Checkpoints are forks of the kernel parked on their own channel; ``restore`` double-forks a new kernel from
-     one; probes are forks that run one cell and exit. Channels are unix socketpairs handed over with SCM_RIGHTS;
+     one. The episode init also forks one clean **verifier** (``runtime/verifier.py``) that computes every probe.
+     Channels are unix socketpairs handed over with SCM_RIGHTS;
      frames are length-prefixed JSON with size caps; the host gets real pids from SCM_CREDENTIALS.
 Host side: ``sandbox.py`` (:class:`Sandbox`, the zygote), ``client.py`` (:class:`Kernel`, one kernel's handle),
 ``channels.py`` (socketpairs, greetings, forks), ``replies.py`` (validating what a kernel reports). Inside the sandbox:
 ``runtime/`` (mounted read-only as ``sg_runtime``; ``runtime/kernel.py`` is the kernel process itself).
 Typical costs here (``scripts/bench_sandbox.py``), with a 1,000,000-row DataFrame in the namespace: trivial cell
-~0.3 ms, new kernel ~50 ms, probe ~6 ms; checkpoint ~4 ms and restore ~7 ms, each measured as the extra time of the
+~0.3 ms, new kernel ~50 ms, a check on the frame ~13 ms (~50 ms for the first probe after a cell, which exports it);
+checkpoint ~4 ms and restore ~7 ms, each measured as the extra time of the
 cell that follows it (a checkpoint's fork is deferred to that cell; a restored kernel's first cell pays its
 copy-on-write faults).
 
@@ -95,21 +97,37 @@ Not contained (accepted risks):
   then raises ``SandboxError``) or corrupt its own kernel (then it is restarted);
 - without root (no writable cgroups) the process and episode-memory limits are not enforced (logged warning);
   RLIMIT_NPROC is set instead where it applies (non-root uids).
-Probes run with a Landlock layer that forbids all file writes, TCP and signals outside the probe, so they
-cannot change the kernel's namespace, its workspace or ``/tmp``. Before the probe's code runs, every shared memory
-mapping of the fork (``mmap.mmap(-1, n)``, an ``mmap``/``np.memmap`` of a file, SysV/POSIX shared memory; read-only
-ones too, as ``mprotect`` could make them writable) is replaced by a private one with the same content
-(``runtime/mappings.py``), so writes through it stay in the probe; a probe whose mappings cannot be replaced (no
-memory for a copy) does not run (``ProbeFailed``). Probes *can* still write through file descriptors the kernel
-already had open for writing (``write``, or a new ``mmap`` of such a descriptor), and without Landlock (old Linux)
-they can write files.
-With ``inline_probes`` (off by default; synthesis turns it on) a probe whose syntax proves it read-only
-(``runtime/inline.py``: assertions, reads of plain values, recomputations into fresh local frames; never an
-``mmap`` object or module, nor a store into an array it did not create) runs in the kernel itself, in a shallow copy
-of the namespace — <1 ms of overhead instead of a fork; such a probe stuck in one long C call past its deadline
-restarts the kernel instead of losing only itself.
+Probes and checks (``Kernel.probe``, the manager's ``run_probe``/``check_constraint``): the verdict is computed
+where no worker code ever ran. The host parses the probe (``ast``) for the names it reads; the kernel exports those
+variables as data only (``runtime/export.py``: DataFrames/Series as Arrow IPC, numpy arrays as raw buffers, plain
+scalars and small containers as JSON, modules by name; never pickle, never an object with methods), each in a memfd
+sealed against writes, passed with SCM_RIGHTS; the episode's verifier (forked from the episode init, itself forked
+from the zygote) checks the seals, forks per probe, rebuilds the variables in a fresh namespace and runs the code
+there, with no writable path (Landlock), no TCP, the kernel's rlimits and a deadline; its reply is what the host
+returns. The export is cached until the kernel next runs anything (a cell, restore, digest, restart). A variable
+that is not data (a function, a model, a worker-defined object, an object column holding anything but plain values,
+a custom extension array) is reported in ``ExecutionResult.unavailable`` and a probe that reads it fails with a
+NameError naming it; a subclass of a DataFrame/Series/int/float/str crosses as its base data (said in ``stderr``).
+So a patched ``KernelRuntime.run_cell``, ``pandas.DataFrame.sum``, ``builtins.round``, a class whose ``__eq__``
+lies, ``__reduce__``, a DataFrame subclass: none changes a verdict, and no probe can change the kernel (it never runs
+there). The kernel reads its variables with references bound before any worker code ran (the request loop's
+``export``/``checkpoint`` dispatch, exact-type checks by identity, ``type``'s own descriptors, no ``isinstance`` or
+``==`` on worker objects), and first checks the identity of every function, class and descriptor (and every
+function's ``__code__``) in the modules of numpy, pandas, pyarrow, builtins, this runtime and the standard modules
+it calls against a snapshot the zygote took before any worker code ran: if one differs, no variable is exported
+and the probe says which attribute the worker modified. The verifier is ``PR_SET_DUMPABLE`` 0 (no ptrace, no
+``/proc/PID/mem`` from the kernel) and imports nothing from the workspace.
+What stays possible inside the worker's own process (its data is its own): rewriting the runtime's own objects in
+place — a captured function's ``__code__``/``__defaults__``/closure cells, the integrity snapshot's attributes, the
+``KernelRuntime`` instance reached through ``gc`` or frame introspection — or its memory through ``ctypes``, so that
+the kernel exports other data than its variables hold; the verifier then computes an honest verdict over dishonest
+data. The kernel cannot run without ``ctypes``: the runtime itself calls libc through it (``fflush``, Landlock,
+``mount``/``unshare``/``prctl`` syscalls), and numpy and pandas import it at load time, so it is in ``sys.modules``
+before any worker code runs; removing it would need those calls moved to a C extension and the libraries patched.
+The worker can also kill the verifier where Landlock cannot scope signals (ABI < 6): its probes then fail
+(``ProbeFailed``) and the next probe starts a fresh verifier; it can never answer for it.
 Checkpoints snapshot the process (the namespace) as it is at the ``checkpoint()`` call, not the workspace files. The
-fork is deferred to the next request that runs anything in the kernel process (cell, probe, digest, restore); as
+fork is deferred to the next request that runs anything in the kernel process (cell, digest, restore); as
 the kernel runs nothing between requests (no threads, see above; the wall-clock timer is disarmed), that fork gets
 the state of the call. ``checkpoint(restorable=False)`` takes an id without a snapshot (nothing forked; ``restore``
 refuses it).

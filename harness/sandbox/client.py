@@ -9,11 +9,13 @@ starts a new episode on the same kernel: versions start again at 1).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import itertools
 import logging
 import math
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -31,9 +33,10 @@ from .channels import (
     request,
     spawn_via,
 )
+from .probes import MAX_EXPORTED, names_read
 from .replies import check_change, parse_reply, restarted_result, scan_workspace, workspace_changes
 from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
-from .runtime.protocol import DeadlineExceeded, ProtocolError, send_msg
+from .runtime.protocol import DeadlineExceeded, ProtocolError, recv_msg, send_msg
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -117,7 +120,10 @@ class Kernel:
         self._hwm: dict[str, int] = {}
         self._files: dict[str, tuple[int, ...]] = {}
         self.restarts = 0
-        self.probe_counts = {"inline": 0, "forked": 0}  # how probes ran (SandboxConfig.inline_probes)
+        self._verifier: Channel | None = None  # the episode's clean verifier (runtime/verifier.py), started lazily
+        # variables exported at one generation: name -> (entry, fd) | reason it is unavailable | None (not defined)
+        self._exports: dict[str, tuple[dict[str, Any], int | None] | str | None] = {}
+        self._exports_generation = -1
         self.tap: ReplyTap | None = None
         self.closed = False
         self._start_episode()
@@ -139,9 +145,20 @@ class Kernel:
         return self._run("execute", code, timeout)
 
     def probe(self, code: str, timeout: float | None = None) -> ExecutionResult:
-        """Run ``code`` in a throwaway fork that sees the current namespace. Its namespace changes never reach the
-        kernel and it cannot write files (Landlock, where available). See the package docstring for the limits."""
+        """Compute ``code``'s result in the episode's clean verifier over the variables it names, exported from the
+        kernel as data (``result.unavailable``: the named variables that are not data, and why). Nothing of the
+        worker's code runs in the verifier, and the probe cannot change the kernel or write files. See the package
+        docstring for the limits."""
         return self._run("probe", code, timeout)
+
+    def _probe_in_fork(self, code: str, timeout: float | None = None) -> ExecutionResult:
+        """The reference the benchmark measures :meth:`probe` against: ``code`` in a fork of the worker's own kernel
+        (worker code decides what it reports). Never use it for a verdict."""
+        self._before_kernel_runs()
+        timeout = float(timeout or self.config.cell_timeout_s)
+        msg = {"op": "probe_in_fork", "code": code, "timeout": timeout, "keep": self._keep_pids()}
+        raw = request(self._kernel(), msg, timeout=timeout + 2 * self.config.grace_s, max_bytes=self._max_reply)
+        return self._parse({**raw, "changes": []}, probe=True)
 
     def checkpoint(self, restorable: bool = True) -> str:
         """Snapshot the kernel (fork, copy-on-write); returns an id for :meth:`restore`/:meth:`release`.
@@ -189,7 +206,7 @@ class Kernel:
         return cid
 
     def _before_kernel_runs(self) -> None:
-        """The kernel process is about to run something (a cell, a probe — forked or inline —, a digest: user code
+        """The kernel process is about to run something (a cell, a digest: user code
         can run in each, through fork hooks, pickling or finalizers): fork the deferred checkpoint first, and end the
         generation, so no later checkpoint shares a process with an earlier one."""
         self._materialize()
@@ -286,7 +303,7 @@ class Kernel:
         if self.tap is not None:
             self.tap.discard()
         old = [self._k.pid] if self._k is not None else []
-        old += self._keep_pids()
+        old += [cp.channel.pid for cp in self._checkpoints.values() if cp.channel is not None]  # (the verifier stays)
         for cp in self._checkpoints.values():
             cp.close()
         self._checkpoints.clear()
@@ -373,16 +390,12 @@ class Kernel:
         started = time.perf_counter()
         if self.tap is not None and (served := self.tap.reply(op, code)) is not None:
             result = self._parse(served, probe=op == "probe")
-            if op == "probe":
-                self.probe_counts["inline" if served.get("inline") is True else "forked"] += 1
             result.files = self._diff_files()
             return result
         raw: dict[str, Any] | None = None
         try:
             raw = self._exchange(op, code, timeout)
             result = self._parse(raw, probe=op == "probe")
-            if op == "probe":
-                self.probe_counts["inline" if raw.get("inline") is True else "forked"] += 1
         except DeadlineExceeded:
             reason, deleted = self._restart(
                 f"the cell ignored the interrupt and ran past {timeout:g}s + {self.config.grace_s:g}s grace; "
@@ -411,7 +424,10 @@ class Kernel:
 
     def _exchange(self, op: str, code: str, timeout: float) -> dict[str, Any]:
         """Send one execute/probe to the kernel process and return its raw reply, with no host bookkeeping: for a
-        :class:`ReplyTap` bringing the process up to date. Raises ``ProtocolError`` (``DeadlineExceeded``)."""
+        :class:`ReplyTap` bringing the process up to date. Raises ``ProtocolError`` (``DeadlineExceeded``) when the
+        kernel fails; a probe whose verifier fails is a failed probe, not an error."""
+        if op == "probe":
+            return self._verify(code, timeout)
         self._before_kernel_runs()
         msg = {"op": op, "code": code, "timeout": timeout, "keep": self._keep_pids()}
         wait = timeout + self.config.grace_s * (2 if op == "probe" else 1)
@@ -434,6 +450,115 @@ class Kernel:
         else:
             self._vars[name] = VariableInfo(name, version, type_ or "?", shape, summary[:500])
         return VariableChange(name, kind, version, type_, shape, summary[:500])
+
+    # ---- probes: export from the kernel, verdict in the clean verifier ---------------------------------------------
+    def _verify(self, code: str, timeout: float) -> dict[str, Any]:
+        """The raw reply of a probe: its variables exported by the kernel (cached until the kernel runs anything),
+        its code run by the verifier over them."""
+        try:
+            names, hard = names_read(ast.parse(code, "<probe>", "exec"))
+        except (SyntaxError, ValueError, RecursionError):
+            names, hard = [], []  # the verifier reports the error as the kernel would
+        unavailable = {n: f"the probe reads more than {MAX_EXPORTED} variables" for n in names[MAX_EXPORTED:]}
+        variables, fds, notes = {}, [], []
+        for name, item in self._exported(names[:MAX_EXPORTED]).items():
+            if isinstance(item, str):
+                unavailable[name] = item
+            elif item is not None:
+                entry, fd = item
+                if isinstance(entry.get("converted"), str):
+                    notes.append(f"[sandbox] {name}: {entry['converted']}\n")
+                if fd is not None:
+                    entry = {**entry, "fd": len(fds)}
+                    fds.append(fd)
+                variables[name] = entry
+        msg = {"op": "check", "code": code, "timeout": timeout, "variables": variables}
+        msg.update(unavailable=unavailable, hard=hard)
+        try:
+            raw = request(
+                self._verifier_channel(),
+                msg,
+                fds=tuple(fds),
+                timeout=timeout + 2 * self.config.grace_s,
+                max_bytes=self._max_reply,
+            )
+            if raw.get("error_type") == "KernelInternalError":
+                raise ProtocolError(str(raw.get("error_message"))[:500])
+        except (ProtocolError, SandboxError, OSError) as exc:
+            self._drop_verifier()
+            timed_out = isinstance(exc, DeadlineExceeded)
+            raw = {"ok": False, "error_type": "ProbeFailed", "error_message": f"the verifier failed: {exc}"}
+            raw.update(timed_out=timed_out, stdout="", stderr="", results=[], duration_s=0.0)
+        raw.update(changes=[], unavailable=unavailable)
+        if notes and isinstance(raw.get("stderr"), str):
+            raw["stderr"] = "".join(notes) + raw["stderr"]
+        return raw
+
+    def _exported(self, names: list[str]) -> dict[str, tuple[dict[str, Any], int | None] | str | None]:
+        """``names`` as the kernel exports them now (``runtime/export.py``); asks the kernel only for names not
+        exported since it last ran anything. Raises ``ProtocolError`` when the kernel fails."""
+        if self._exports_generation != self._generation:
+            self._clear_exports()
+            self._exports_generation = self._generation
+        wanted = [n for n in names if n not in self._exports]
+        if wanted:
+            sock = self._kernel().sock
+            send_msg(sock, {"op": "export", "names": wanted})
+            deadline = time.monotonic() + self.config.cell_timeout_s + self.config.grace_s
+            reply, fds, _ = recv_msg(sock, max_bytes=self._max_reply, deadline=deadline)
+            try:
+                self._take_exports(wanted, reply, fds)
+            finally:
+                for fd in fds:
+                    if all(not isinstance(v, tuple) or v[1] != fd for v in self._exports.values()):
+                        os.close(fd)
+        return {n: self._exports.get(n) for n in names}
+
+    def _take_exports(self, wanted: list[str], reply: dict[str, Any], fds: list[int]) -> None:
+        """Validate an export reply (untrusted: the kernel runs worker code) into the cache."""
+        variables, unavailable, missing = reply.get("variables"), reply.get("unavailable"), reply.get("missing")
+        if not (isinstance(variables, dict) and isinstance(unavailable, dict) and isinstance(missing, list)):
+            raise ProtocolError(f"bad export reply {str(reply)[:300]}")
+        converted = reply.get("converted") if isinstance(reply.get("converted"), dict) else {}
+        for name in wanted:
+            entry = variables.get(name)
+            if isinstance(entry, dict):
+                index = entry.get("fd")
+                if index is not None and not (isinstance(index, int) and 0 <= index < len(fds)):
+                    raise ProtocolError(f"export of {name!r} names no file descriptor")
+                self._exports[name] = (entry, None if index is None else fds[index])
+            elif isinstance(unavailable.get(name), str):
+                self._exports[name] = str(unavailable[name])[:1000]
+            else:
+                self._exports[name] = None
+            note = converted.get(name)
+            if isinstance(note, str) and isinstance(entry, dict):
+                self._exports[name] = ({**entry, "converted": note[:500]}, self._exports[name][1])  # type: ignore[index]
+
+    def _clear_exports(self) -> None:
+        for item in self._exports.values():
+            if isinstance(item, tuple) and item[1] is not None:
+                with contextlib.suppress(OSError):
+                    os.close(item[1])
+        self._exports = {}
+
+    def _verifier_channel(self) -> Channel:
+        if self._verifier is None:
+            if self._episode is None:
+                self._kernel()
+            assert self._episode is not None
+            self._verifier = spawn_via(self._episode.init, "spawn_verifier", "verifier")
+            self._track_host_pid(self._verifier)
+        return self._verifier
+
+    def _drop_verifier(self) -> None:
+        """Kill the verifier (a late or garbled reply); the next probe starts a fresh one."""
+        chan, self._verifier = self._verifier, None
+        if chan is None:
+            return
+        chan.close()
+        with contextlib.suppress(ProtocolError, SandboxError, OSError):
+            self._sweep(exiting=[chan.pid])
 
     # ---- files ------------------------------------------------------------------------------------------------------
     def _scan_files(self) -> dict[str, tuple[int, ...]]:
@@ -463,7 +588,8 @@ class Kernel:
             raise SandboxError(f"unknown checkpoint {checkpoint_id!r}; live checkpoints: {valid}") from None
 
     def _keep_pids(self) -> list[int]:
-        return sorted({cp.channel.pid for cp in self._checkpoints.values() if cp.channel is not None})
+        keep = {cp.channel.pid for cp in self._checkpoints.values() if cp.channel is not None}
+        return sorted(keep | ({self._verifier.pid} if self._verifier is not None else set()))
 
     def _holds(self, cp: _Checkpoint) -> bool:
         return any(other is cp for other in self._checkpoints.values())
@@ -568,6 +694,10 @@ class Kernel:
         return reason, deleted
 
     def _teardown_episode(self) -> None:
+        self._clear_exports()
+        if self._verifier is not None:
+            self._verifier.close()
+            self._verifier = None
         ep, self._episode = self._episode, None
         if self._k is not None:
             self._k.close()

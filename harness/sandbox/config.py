@@ -75,24 +75,6 @@ class SandboxConfig:
             "workspace and /tmp, no TCP, no signals out of the episode; probes: no writes)."
         },
     )
-    inline_probes: bool = field(
-        default=False,
-        metadata={
-            "help": "Run a probe whose syntax shows it cannot change anything (assertions and reads over plain "
-            "values: harness/sandbox/runtime/inline.py) inside the kernel, in a copy of the namespace, instead of a "
-            "fork: <1 ms instead of 10-25 ms. The price: such a probe stuck in one long C call past its deadline "
-            "restarts the kernel, where a forked one only loses itself. Synthesis turns it on."
-        },
-    )
-    inline_joins: bool = field(
-        default=False,
-        metadata={
-            "help": "With inline_probes, also run probes that join frames (merge/join) inline. A join on a "
-            "many-to-many key can run long inside one C call that the cell timeout cannot interrupt, so turn it on "
-            "only where probes repeat joins the task's own reference code already ran on the same data: synthesis "
-            "does (its recomputation probes)."
-        },
-    )
     preload: list[str] = field(
         default_factory=lambda: ["numpy", "pandas"],
         metadata={"help": "Modules the zygote imports once; kernels fork with them ready."},
@@ -134,8 +116,6 @@ class SandboxConfig:
             )
         if self.tmp_mb < 1:
             raise ValueError(f"tmp_mb={self.tmp_mb} must be >= 1 MiB.")
-        if self.inline_joins and not self.inline_probes:
-            raise ValueError("inline_joins=true needs inline_probes=true (it widens what an inline probe may call).")
 
     @property
     def effective_cpu_time_s(self) -> float:

@@ -41,6 +41,9 @@ def parse_reply(raw: dict[str, Any], probe: bool) -> ExecutionResult:
         raise ProtocolError("reply fields 'changes'/'results' should be lists")
     if not isinstance(duration, (int, float)) or isinstance(duration, bool):
         raise ProtocolError("reply field 'duration_s' should be a number")
+    unavailable = raw.get("unavailable", {})
+    if not isinstance(unavailable, dict) or not all(isinstance(v, str) for v in unavailable.values()):
+        raise ProtocolError("reply field 'unavailable' should map names to reasons")
     return ExecutionResult(
         ok=flag("ok"),
         stdout=text("stdout") or "",
@@ -56,6 +59,7 @@ def parse_reply(raw: dict[str, Any], probe: bool) -> ExecutionResult:
         duration_s=float(duration),
         results=results,
         probe=probe,
+        unavailable={str(k): v for k, v in unavailable.items()},
     )
 
 

@@ -82,6 +82,8 @@ class ExecutionResult:
     files: list[FileChange] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)
     probe: bool = False
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """Probes only: variables the probe reads that did not cross to the verifier as data, with the reason."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

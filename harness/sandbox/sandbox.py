@@ -283,8 +283,6 @@ class Sandbox:
             "tmp_mb": cfg.tmp_mb,
             "private_network": cfg.private_network,
             "landlock": cfg.landlock,
-            "inline_probes": cfg.inline_probes,
-            "inline_joins": cfg.inline_joins,
         }
         return {
             "kernel_id": kernel_id,

@@ -7,9 +7,12 @@ Process roles inside one episode (see ``harness/sandbox/__init__.py`` for the wh
   parks on the same channel as the snapshot, the checkpoint process itself becomes the new kernel (its parent, the
   replaced kernel, is killed, so it is reparented to the episode init and ``os.kill(os.getppid(), 9)`` cannot hit
   anything that matters);
-- a **probe** is a fork that runs one cell under Landlock with no write access anywhere, reports back over a
-  socketpair, and exits; the kernel kills it at its deadline. With ``inline_probes`` on, a probe whose syntax shows
-  it cannot change anything (:mod:`.inline`) runs in this process instead, in a shallow copy of the namespace.
+- a probe never runs here: the kernel only **exports** the variables a probe names as data (:mod:`.export`), and the
+  episode's clean **verifier** (:mod:`.verifier`, a fork of the episode init that runs no worker code) computes the
+  verdict. ``export`` and ``checkpoint`` are dispatched through references :meth:`KernelRuntime.serve` bound before
+  any user code ran, not through attributes worker code could replace.
+- ``probe_in_fork`` (a fork of this kernel that runs the probe in the worker's own process) is kept only as the
+  reference the sandbox benchmark measures the verifier against; the host never uses it for a verdict.
 """
 
 from __future__ import annotations
@@ -28,8 +31,7 @@ import traceback
 import types
 from typing import Any
 
-from . import mappings, procs, syscalls, threads
-from .inline import inline_refusal
+from . import export, mappings, procs, syscalls, threads
 from .output import CappedStream, drain_fd_capture, join_capped, to_jsonable
 from .protocol import ProtocolError, recv_msg, send_msg
 from .tracking import VariableTracker, analyse_cell
@@ -64,7 +66,7 @@ class KernelRuntime:
         self.stderr = CappedStream(self.limits["max_output_bytes"], "<stderr>")
         self.namespace: dict[str, Any] = {}
         self.tracker: VariableTracker
-        self.helpers: dict[str, Any] = {}  # the kernel's own functions in the namespace (inline probes may call them)
+        self.helpers: dict[str, Any] = {}  # the kernel's own functions in the namespace (print_result)
 
     # ---- setup (runs once per kernel process, before any user code) ------------------------------------------
     def setup(self) -> None:
@@ -312,8 +314,8 @@ class KernelRuntime:
                 self.notes.append(note)
 
     # ---- forks ----------------------------------------------------------------------------------------------------
-    def checkpoint(self, fd: int) -> int:
-        """Fork a parked copy of this kernel that serves ``fd``; returns its pid."""
+    def checkpoint(self, fd: int, trusted: tuple[Any, ...]) -> int:
+        """Fork a parked copy of this kernel that serves ``fd``; returns its pid. ``trusted``: see :meth:`serve`."""
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -322,7 +324,7 @@ class KernelRuntime:
                 os.write(w, b"ok")
                 os.close(w)
                 os.close(self.sock.detach())  # drop the kernel channel here (no shutdown: the kernel keeps it)
-                checkpoint_main(self, socket.socket(fileno=fd))
+                trusted[2](self, socket.socket(fileno=fd), trusted)
             finally:
                 os._exit(0)
         os.close(w)
@@ -331,9 +333,11 @@ class KernelRuntime:
         os.close(fd)
         return pid
 
-    def probe(self, code: str, timeout: float, keep: set[int]) -> dict[str, Any]:
-        if self.limits.get("inline_probes") and (tree := self._inline_tree(code)) is not None:
-            return self._probe_inline(code, tree, timeout, keep)
+    def probe_in_fork(
+        self, code: str, timeout: float, keep: set[int], prepare: Any = None, landlock: bool = True
+    ) -> dict[str, Any]:
+        """Run ``code`` in a throwaway fork of this process (``prepare(self)`` first, in the fork: it may return a
+        reply that replaces the run) and return its reply; the fork is killed at its deadline."""
         parent_end, child_end = socket.socketpair()
         start = time.perf_counter()
         shared = mappings.shared_mappings()  # listed here, warm: the fork holds the same mappings
@@ -350,8 +354,10 @@ class KernelRuntime:
                 except OSError as exc:
                     send_msg(child_end, _failed_probe(f"the probe did not run: {exc}"))
                     os._exit(0)
-                syscalls.landlock_restrict(writable=["/dev/null"], readable=self.spec.get("readable"))
-                result = self.run_cell(code, timeout, track=False, keep=keep | {kernel_pid})
+                if landlock:
+                    syscalls.landlock_restrict(writable=["/dev/null"], readable=self.spec.get("readable"))
+                early = prepare(self) if prepare is not None else None
+                result = early or self.run_cell(code, timeout, track=False, keep=keep | {kernel_pid})
                 send_msg(child_end, result)
             finally:
                 os._exit(0)
@@ -381,28 +387,6 @@ class KernelRuntime:
         result["duration_s"] = time.perf_counter() - start
         return result
 
-    def _inline_tree(self, code: str) -> ast.Module | None:
-        """The probe's parse when it may run inline (:mod:`.inline`), else None (it is forked)."""
-        try:
-            tree = ast.parse(code, "<probe>", "exec")
-        except (SyntaxError, ValueError):
-            return None  # the fork reports the error as before
-        joins = bool(self.limits.get("inline_joins"))
-        return tree if inline_refusal(tree, self.namespace, self.helpers, allow_joins=joins) is None else None
-
-    def _probe_inline(self, code: str, tree: ast.Module, timeout: float, keep: set[int]) -> dict[str, Any]:
-        """Run a read-only probe (see :mod:`.inline`) here, in a shallow copy of the namespace: what it binds is
-        dropped with the copy; the cell counter is put back, so tracebacks name the cell as a forked probe would."""
-        namespace, count = self.namespace, self.cell_count
-        self.namespace = dict(namespace)
-        try:
-            result = self.run_cell(code, timeout, track=False, keep=keep, tree=tree)
-        finally:
-            self.namespace, self.cell_count = namespace, count
-        result["changes"] = []
-        result["inline"] = True
-        return result
-
     def state_digest(self) -> str | None:
         """A hash of everything later cells can observe, or None when it cannot be taken (see ``Kernel.digest``):
         the user namespace pickled as one object (so aliasing between names counts), the tracker's entries, and
@@ -429,15 +413,41 @@ class KernelRuntime:
         return digest.hexdigest()
 
     # ---- the request loop -----------------------------------------------------------------------------------------
-    def serve(self) -> None:
-        send_msg(self.sock, {"op": "hello", "role": "kernel", "pid": os.getpid()})
+    def serve(self, trusted: tuple[Any, ...] | None = None) -> None:
+        """Answer the host until it goes. ``trusted``: ``(export, checkpoint, park, serve, send, recv)``, bound here
+        when the kernel starts (before any user code) and handed on to restored kernels, so that replacing an
+        attribute of this class, this module or the instance cannot redirect an export or a checkpoint."""
+        if trusted is None:
+            trusted = (export.export, KernelRuntime.checkpoint, checkpoint_main, KernelRuntime.serve, send_msg)
+            trusted += (recv_msg,)
+        export_variables, take_checkpoint, _, _, send, recv = trusted
+        namespace, sock = self.namespace, self.sock
+        send(sock, {"op": "hello", "role": "kernel", "pid": os.getpid()})
         while True:
             try:
-                msg, fds, _ = recv_msg(self.sock, max_bytes=HOST_MAX_MSG)
-            except ProtocolError:
-                return  # host gone
+                msg, fds, _ = recv(sock, max_bytes=HOST_MAX_MSG)
+            except Exception:  # noqa: BLE001 - ProtocolError: host gone
+                return
+            op = msg.get("op")
+            if op == "export":
+                try:
+                    names = [n for n in msg.get("names", []) if type(n) is str]
+                    reply, exported = export_variables(namespace, names)
+                except BaseException as exc:  # noqa: BLE001
+                    reply, exported = {"ok": False, "error_type": "ExportFailed", "error_message": repr(exc)[:500]}, []
+                try:
+                    send(sock, reply, exported)
+                except OSError:
+                    return
+                finally:
+                    for fd in exported:
+                        os.close(fd)
+                continue
             try:
-                reply = self.handle(msg, fds)
+                if op == "checkpoint":
+                    reply = {"ok": True, "pid": take_checkpoint(self, fds[0], trusted)}
+                else:
+                    reply = self.handle(msg, fds)
             except BaseException as exc:  # noqa: BLE001 - e.g. a late CellTimeout in harness code
                 reply = {"ok": False, "error_type": "KernelInternalError", "error_message": repr(exc)[:2000]}
             if reply is None:
@@ -452,9 +462,9 @@ class KernelRuntime:
                 reply["fatal"] = f"threads could not be checked: {exc!r}"[:2000]
             try:
                 try:
-                    send_msg(self.sock, reply)
+                    send(sock, reply)
                 except (TypeError, ValueError, RecursionError) as exc:  # an unserialisable reply: say so, live on
-                    send_msg(self.sock, {"ok": False, "error_type": "KernelInternalError", "error_message": repr(exc)})
+                    send(sock, {"ok": False, "error_type": "KernelInternalError", "error_message": repr(exc)})
             except OSError:
                 return
             if reply.get("fatal"):
@@ -466,10 +476,8 @@ class KernelRuntime:
         timeout = float(msg.get("timeout", self.limits["cell_timeout_s"]))
         if op == "execute":
             return self.run_cell(msg["code"], timeout, track=True, keep=keep, stop_threads=True)
-        if op == "probe":
-            return self.probe(msg["code"], timeout, keep)
-        if op == "checkpoint":
-            return {"ok": True, "pid": self.checkpoint(fds[0])}
+        if op == "probe_in_fork":
+            return self.probe_in_fork(msg["code"], timeout, keep)
         if op == "variables":
             return {"ok": True, "variables": self.tracker.describe_all(self.namespace)}
         if op == "digest":
@@ -499,8 +507,9 @@ def _failed_probe(message: str, timed_out: bool = False) -> dict[str, Any]:
     }
 
 
-def checkpoint_main(kernel: KernelRuntime, sock: socket.socket) -> None:
-    """Serve a parked checkpoint: ``restore`` forks a live kernel from this frozen state; ``release`` exits."""
+def checkpoint_main(kernel: KernelRuntime, sock: socket.socket, trusted: tuple[Any, ...]) -> None:
+    """Serve a parked checkpoint: ``restore`` forks a live kernel from this frozen state (serving with ``trusted``,
+    see :meth:`KernelRuntime.serve`); ``release`` exits."""
     send_msg(sock, {"op": "hello", "role": "checkpoint", "pid": os.getpid()})
     while True:
         try:
@@ -521,7 +530,7 @@ def checkpoint_main(kernel: KernelRuntime, sock: socket.socket) -> None:
             kernel.pid = os.getpid()
             kernel.sock = socket.socket(fileno=fds[0])
             kernel._capture_fds()
-            kernel.serve()
+            trusted[3](kernel, trusted)
             return
         elif op == "release":
             return

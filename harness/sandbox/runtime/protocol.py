@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 HEADER = struct.Struct("!I")
-MAX_FDS = 8
+MAX_FDS = 64
 _CREDS = struct.Struct("iII")  # struct ucred: pid, uid, gid
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a JSON escape that may decode to a lone surrogate
 

@@ -9,7 +9,8 @@ Zygote: started once per :class:`harness.sandbox.Sandbox` (inside bubblewrap, or
   the host outside those two dirs stays reachable), drops every capability and only then accepts ``spawn_kernel``.
 - none mode: the init is a plain child marked as child subreaper.
 
-Episode init: runs no user code. It forks kernels (``spawn_kernel``), kills stray processes on request (``sweep``),
+Episode init: runs no user code. It forks kernels (``spawn_kernel``) and the episode's clean verifier
+(``spawn_verifier``, :mod:`.verifier`: it computes every probe's verdict), kills stray processes (``sweep``),
 reports how a child died (``status``) and exits on ``exit`` or when the host closes its channel — in bwrap mode that
 kills every process of the episode, because it is PID 1 of the episode's PID namespace.
 """
@@ -139,6 +140,8 @@ class EpisodeInit:
             op = msg.get("op")
             if op == "spawn_kernel":
                 reply = {"ok": True, "pid": self._spawn_kernel(fds[0])}
+            elif op == "spawn_verifier":
+                reply = {"ok": True, "pid": self._spawn_kernel(fds[0], verifier=True)}
             elif op == "sweep":
                 exiting = {int(pid) for pid in msg.get("exiting", [])}
                 for pid in exiting:  # killed now, reaped later: its exit need not finish before the reply
@@ -161,8 +164,10 @@ class EpisodeInit:
                 reply = {"ok": False, "error_message": f"unknown op {op!r}"}
             send_msg(self.sock, reply)
 
-    def _spawn_kernel(self, fd: int) -> int:
+    def _spawn_kernel(self, fd: int, verifier: bool = False) -> int:
+        """Fork a kernel (or, ``verifier``, the episode's clean verifier: :mod:`.verifier`) serving ``fd``."""
         from .kernel import kernel_main
+        from .verifier import verifier_main
 
         init_pid = os.getpid()
         pid = os.fork()
@@ -170,7 +175,7 @@ class EpisodeInit:
             try:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 os.close(self.sock.detach())
-                kernel_main(socket.socket(fileno=fd), self.spec, init_pid)
+                (verifier_main if verifier else kernel_main)(socket.socket(fileno=fd), self.spec, init_pid)
             finally:
                 os._exit(0)
         os.close(fd)
@@ -221,6 +226,9 @@ def main(argv: list[str]) -> None:
         syscalls.set_parent_death_signal(signal.SIGKILL)
     try:
         _preload(settings.get("preload", []))
+        from . import export, verifier  # noqa: F401 - (verifier imports kernel) loaded before the snapshot
+
+        export.INTEGRITY.take()  # before any worker code: what the kernels' exports check against
     except Exception as exc:  # noqa: BLE001
         send_msg(control, {"op": "hello", "role": "zygote", "error": f"preload failed: {exc!r}"})
         return

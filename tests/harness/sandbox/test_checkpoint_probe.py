@@ -1,4 +1,5 @@
-"""Checkpoints (fork snapshots, restorable many times) and probes (throwaway forks that cannot change the kernel)."""
+"""Checkpoints (fork snapshots, restorable many times) and probes (in the clean verifier: they cannot change the
+kernel)."""
 
 from __future__ import annotations
 
@@ -84,9 +85,9 @@ def test_a_checkpoint_with_nothing_run_since_shares_the_process_and_ids_release_
     b = kernel.checkpoint()
     assert a != b
     assert kernel._checkpoints[a] is kernel._checkpoints[b]  # no second fork
-    kernel.probe("s.append(99)")  # the probe ran in (a fork of) the kernel process: a new checkpoint is a new snapshot
+    kernel.probe("s.append(99)")  # a probe runs in the verifier, over exported data: the kernel's state is the same
     e = kernel.checkpoint()
-    assert kernel._checkpoints[e] is not kernel._checkpoints[a]
+    assert kernel._checkpoints[e] is kernel._checkpoints[a]
     kernel.release(e)
     kernel.execute("s.append(2)")
     c = kernel.checkpoint()
@@ -108,7 +109,9 @@ def test_a_checkpoint_with_nothing_run_since_shares_the_process_and_ids_release_
 
 
 def test_a_checkpoint_is_forked_only_when_the_kernel_process_next_runs_something(kernel):
-    forked = kernel._keep_pids  # the checkpoint processes the host holds
+    def forked():  # the checkpoint processes the host holds
+        return [cp.channel.pid for cp in set(kernel._checkpoints.values()) if cp.channel is not None]
+
     kernel.execute("s = [1]")
     released = kernel.checkpoint()
     assert forked() == []  # deferred: no process yet
@@ -116,9 +119,9 @@ def test_a_checkpoint_is_forked_only_when_the_kernel_process_next_runs_something
     kept = kernel.checkpoint()
     kernel.restore(kept)  # restoring a deferred checkpoint: the live process already is the snapshot
     assert forked() == []
-    kernel.probe("s.append(99)")  # a probe (or a cell, a digest): the checkpoint is forked first
-    assert len(forked()) == 1
-    kernel.execute("s.append(2)")
+    kernel.probe("s.append(99)")  # a probe runs nothing in the kernel process: still deferred
+    assert forked() == []
+    kernel.execute("s.append(2)")  # a cell (or a digest): the checkpoint is forked first
     assert len(forked()) == 1
     kernel.restore(kept)
     assert kernel.execute("s").display == "[1]"
@@ -185,160 +188,3 @@ def test_id_only_checkpoints_count_against_the_limit(sandbox, task_dir, make_con
             k.checkpoint(restorable=False)
             with pytest.raises(SandboxError, match="max_checkpoints=2"):
                 k.checkpoint(restorable=False)
-
-
-# ---------------------------------------------------------------- inline probes (SandboxConfig.inline_probes)
-
-
-@pytest.fixture(scope="module")
-def inline_sandbox(sandbox, make_config):
-    from harness.sandbox import Sandbox
-
-    with Sandbox(make_config(sandbox.config.isolation, inline_probes=True)) as sb:
-        yield sb
-
-
-@pytest.fixture()
-def inline_kernel(inline_sandbox, task_dir):
-    with inline_sandbox.new_kernel(task_dir / "public") as k:
-        k.execute(
-            "import pandas as pd\nimport numpy as np\n"
-            "df = pd.read_csv(f'{DATA_DIR}/data/sales.csv')\nrates = [0.25, 0.5]\nlimit = 10"
-        )
-        yield k
-
-
-def test_a_read_only_probe_runs_inline_with_the_same_result_as_a_forked_one(inline_kernel, kernel):
-    kernel.execute(
-        "import pandas as pd\nimport numpy as np\n"
-        "df = pd.read_csv(f'{DATA_DIR}/data/sales.csv')\nrates = [0.25, 0.5]\nlimit = 10"
-    )
-    probes = [
-        "assert (df['amount'] > 0).all()\nprint(df.groupby('region')['amount'].sum().to_dict())",
-        "assert all(abs(v - round(v, 1)) < 1e-9 for v in rates), 'not rounded'",
-        "assert df['amount'].max() < limit, f'max {df[\"amount\"].max()} over {limit}'",
-        "x = sorted(set(df['region']))\nx",
-        "print_result(float(np.round(df['amount'].mean(), 2)))",
-    ]
-    for code in probes:
-        inline, forked = inline_kernel.probe(code), kernel.probe(code)
-        for field in ("ok", "stdout", "display", "error_type", "error_message", "traceback", "results"):
-            assert getattr(inline, field) == getattr(forked, field), (code, field)
-    assert inline_kernel.probe_counts == {"inline": len(probes), "forked": 0}
-    assert kernel.probe_counts == {"inline": 0, "forked": len(probes)}  # off by default
-    failed = inline_kernel.probe("assert df['amount'].max() < limit, 'too big'")
-    assert not failed.ok and failed.error_type == "AssertionError" and failed.error_message == "too big"
-
-
-def test_an_inline_probe_leaves_the_namespace_and_cell_numbering_untouched(inline_kernel):
-    before = inline_kernel.execute("1 / 0")
-    p = inline_kernel.probe("x = 5\nlimit = 99\nprint(x + limit)")
-    assert p.ok and p.stdout == "104\n" and inline_kernel.probe_counts["inline"] == 1
-    after = inline_kernel.execute("print(limit)\n'x' in dir()")
-    assert after.stdout == "10\n" and after.display == "False" and after.variables == []
-    again = inline_kernel.execute("1 / 0")  # the probe took no cell number: <cell-N> follows on
-    number = int(before.traceback.split("<cell-")[1].split(">")[0])
-    assert f"<cell-{number + 2}>" in again.traceback
-
-
-@pytest.mark.parametrize(
-    "code",
-    [
-        "df.sort_values('amount', inplace=True)",  # inplace= mutates
-        "df['amount'] = 0",  # a subscript store
-        "rates.append(1)",  # a mutating method
-        "d = df\nd.loc[0, 'amount'] = 0",  # a store through an alias
-        "df.to_csv(f'{WORK_DIR}/x.csv')",  # writes a file
-        "open(f'{WORK_DIR}/x.txt', 'w')",  # a builtin that is not allowed
-        "import os\nos.getpid()",  # an import
-        "df['amount'].apply(lambda v: v)",  # a callable
-        "df.__class__",  # a dunder
-    ],
-)
-def test_a_probe_that_could_change_something_is_forked(inline_kernel, code):
-    inline_kernel.probe(code)
-    assert inline_kernel.probe_counts == {"inline": 0, "forked": 1}
-    state = inline_kernel.execute("print(df['amount'].tolist(), rates)\nimport os\nos.listdir(WORK_DIR)")
-    assert state.stdout == "[10, 20, 5] [0.25, 0.5]\n" and state.display == "[]"
-
-
-def test_a_probe_reading_a_user_object_or_a_shadowed_builtin_is_forked(inline_kernel):
-    inline_kernel.execute("class Box:\n    def __eq__(self, other):\n        return True\nbox = Box()")
-    inline_kernel.probe("assert box == 1")
-    inline_kernel.execute("def len(x):\n    return 0")
-    inline_kernel.probe("assert len(rates) == 2")
-    inline_kernel.execute("nested = {'a': [1, box]}")
-    inline_kernel.probe("assert 'a' in nested")
-    inline_kernel.execute("def print_result(value):\n    rates.append(value)")  # no longer the kernel's helper
-    inline_kernel.probe("print_result(1)")
-    assert inline_kernel.probe_counts == {"inline": 0, "forked": 4}
-    assert inline_kernel.execute("rates").display == "[0.25, 0.5]"
-
-
-def test_a_recomputation_probe_runs_inline_and_leaves_no_trace(inline_kernel, kernel):
-    """The shape of the synthesis evidence probes: imports, a helper function with try/except, a frame read from the
-    task data and written into (a fresh local), a comparison with the namespace. Same result as a forked run; the
-    namespace, the files and the frame in the kernel are as before."""
-    kernel.execute("import pandas as pd\ndf = pd.read_csv(f'{DATA_DIR}/data/sales.csv')")
-    inline_kernel.execute("df = df.copy()")  # the fixture's frame, to compare with the fresh read below
-    code = (
-        "import pandas as _pd\n"
-        "def _same(a, b):\n"
-        "    try:\n"
-        "        _pd.testing.assert_frame_equal(a, b, check_dtype=False)\n"
-        "        return True\n"
-        "    except (AssertionError, TypeError, ValueError):\n"
-        "        return False\n"
-        "chk = _pd.read_csv(f'{DATA_DIR}/data/sales.csv')\n"
-        "chk['amount'] = chk['amount'] * 2\n"
-        "chk.loc[chk['region'] == 'north', 'region'] = 'N'\n"
-        "assert 'df' in globals()\n"
-        "assert _same(df, chk), f'df differs from the recomputation: {chk[\"amount\"].tolist()}'\n"
-    )
-    inline, forked = inline_kernel.probe(code), kernel.probe(code)
-    assert inline_kernel.probe_counts == {"inline": 1, "forked": 0}
-    assert not inline.ok and inline.error_type == "AssertionError"
-    assert inline.error_message == forked.error_message == "df differs from the recomputation: [20, 40, 10]"
-    state = inline_kernel.execute(
-        "print(df['amount'].tolist(), df['region'].tolist(), '_same' in dir(), 'chk' in dir())"
-    )
-    assert state.stdout == "[10, 20, 5] ['north', 'south', 'north'] False False\n" and state.variables == []
-    assert inline.files == [] and list(Path(inline_kernel.workspace).iterdir()) == []
-
-
-def test_a_join_probe_runs_inline_only_with_inline_joins(inline_sandbox, sandbox, make_config, task_dir, kernel):
-    """``inline_joins`` (synthesis): a recomputation that merges frames runs inline, with the forked result."""
-    from harness.sandbox import Sandbox
-
-    setup = "import pandas as pd\ndf = pd.read_csv(f'{DATA_DIR}/data/sales.csv')"
-    code = (
-        "import pandas as _pd\n"
-        "chk = _pd.read_csv(f'{DATA_DIR}/data/sales.csv')\n"
-        "zones = chk[['region']].drop_duplicates()\n"
-        "zones['zone'] = zones['region'].str.upper()\n"
-        "chk = chk.merge(zones, on='region', how='left')\n"
-        "chk['amount'] = chk['amount'] * 2\n"
-        "assert df['amount'].tolist() == chk['amount'].tolist(), f'zones {chk[\"zone\"].tolist()}'\n"
-    )
-    kernel.execute(setup)
-    forked = kernel.probe(code)
-    assert not forked.ok and forked.error_message == "zones ['NORTH', 'SOUTH', 'NORTH']"
-    with inline_sandbox.new_kernel(task_dir / "public") as k:  # inline_probes only: a join still forks
-        k.execute(setup)
-        assert k.probe(code).error_message == forked.error_message
-        assert k.probe_counts == {"inline": 0, "forked": 1}
-    config = make_config(sandbox.config.isolation, inline_probes=True, inline_joins=True)
-    with Sandbox(config) as sb, sb.new_kernel(task_dir / "public") as k:
-        k.execute(setup)
-        inline = k.probe(code)
-        assert k.probe_counts == {"inline": 1, "forked": 0}
-        for field in ("ok", "stdout", "error_type", "error_message", "traceback", "results"):
-            assert getattr(inline, field) == getattr(forked, field), field
-        assert k.execute("print(sorted(dir()))").stdout.count("chk") == 0  # the probe's names are gone
-
-
-def test_inline_joins_needs_inline_probes():
-    from harness.sandbox import SandboxConfig
-
-    with pytest.raises(ValueError, match="inline_joins=true needs inline_probes=true"):
-        SandboxConfig(isolation="none", inline_joins=True)

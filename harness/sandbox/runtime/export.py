@@ -1,0 +1,457 @@
+"""Variables of the kernel as data, for the clean verifier (:mod:`.verifier`) that computes every probe's verdict.
+
+The kernel runs the worker's code, so nothing it computes is trusted as a verdict. What crosses to the verifier is
+data only, each variable in its own sealed memfd (``F_SEAL_WRITE|F_SEAL_GROW|F_SEAL_SHRINK``) passed with SCM_RIGHTS,
+or inline as JSON when it is a small plain value:
+
+- an exact ``pandas.DataFrame``/``Series`` (a subclass: its base data, said in ``converted``): Arrow IPC of its
+  columns (labels and the Series name as JSON; the index in the pandas metadata);
+- an exact ``numpy.ndarray`` of a non-object dtype: its bytes (C order), dtype and shape;
+- ``str``/``int``/``float``/``bool``/``None``, numpy scalars, ``list``/``tuple``/``dict``/``set`` of these (bounded),
+  pandas ``Timestamp``/``Timedelta``: JSON (an ``int``/``float``/``str`` subclass crosses as its base value);
+- a module: its name (the verifier imports it clean).
+
+Everything else (functions, models, worker-defined objects, object columns holding anything but plain values,
+custom extension arrays, time zones other than the standard ones) is reported ``unavailable`` with the reason: it
+never crosses, so no method of the worker's runs in the verifier, and none runs here either (element types are
+checked with ``type``, not with the objects' own methods; pickle is never used).
+
+Tampering: before it reads anything, :func:`export` checks that no module or class of numpy, pandas, pyarrow,
+builtins or this runtime (and no function's ``__code__`` in them) differs from the snapshot the zygote took before
+any worker code ran (:class:`Integrity`); if one does, every variable is unavailable with a message naming the
+modified attribute. So a patched ``pandas.DataFrame.sum``, ``builtins.len`` or ``KernelRuntime.run_cell`` cannot
+redirect the export; the entry points and the check are reached through references the kernel bound at setup. What
+stays possible inside the worker's process is listed in ``harness/sandbox/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import json
+import mmap
+import operator
+import os
+import sys
+import types
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.ipc  # noqa: F401 - pa.ipc
+
+SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+MAX_JSON_CHARS = 1_000_000
+MAX_ITEMS = 10_000
+CHECKED_MODULES = (
+    *("sg_runtime", "builtins", "numpy", "pandas", "pyarrow"),
+    *("os", "posix", "fcntl", "mmap", "json", "socket", "_socket", "operator", "types", "functools", "itertools"),
+)
+"""Top-level names of the modules whose dictionaries (and classes) :class:`Integrity` snapshots: the export's own
+code, the libraries it walks and the standard modules it calls."""
+NOT_DATA = "is not data; probes see DataFrames, Series, numpy arrays, scalars, small containers of these and modules"
+
+_type, _len, _set, _map, _id, _issubclass = type, len, set, map, id, issubclass
+_QUALNAME = type.__dict__["__qualname__"].__get__  # the getset of ``type`` itself: no metaclass can intercept it
+_TYPE_DICT = type.__dict__["__dict__"].__get__
+_DICT_OF_MODULE = types.ModuleType.__dict__["__dict__"].__get__
+_FRAME, _SERIES = pd.DataFrame, pd.Series
+_BLOCK_MANAGER = pd.core.internals.managers.BlockManager
+_SINGLE_MANAGER = pd.core.internals.managers.SingleBlockManager
+_DICT_OF = next(c.__dict__["__dict__"] for c in _FRAME.__mro__ if "__dict__" in c.__dict__).__get__
+_PLAIN_IDS = frozenset(map(id, (str, int, float, bool, type(None))))
+_IN_OBJECT_COLUMNS = _PLAIN_IDS | {id(np.float64), id(pd.Timestamp)}
+_NP_SCALAR_IDS = frozenset(
+    id(t) for t in set(np.sctypeDict.values()) if issubclass(t, (np.bool_, np.integer, np.floating))
+)
+_INDEX_IDS = frozenset(
+    map(id, (pd.Index, pd.RangeIndex, pd.MultiIndex, pd.DatetimeIndex, pd.TimedeltaIndex, pd.CategoricalIndex))
+)
+_EXTENSION_IDS = frozenset(
+    id(getattr(pd.arrays, name))
+    for name in (
+        "ArrowStringArray",
+        "ArrowExtensionArray",
+        "StringArray",
+        "IntegerArray",
+        "FloatingArray",
+        "BooleanArray",
+        "DatetimeArray",
+        "TimedeltaArray",
+        "Categorical",
+    )
+    if hasattr(pd.arrays, name)
+)
+
+
+def _standard_tz_types() -> tuple[type, ...]:
+    import datetime
+    import zoneinfo
+
+    kinds: list[type] = [datetime.timezone, zoneinfo.ZoneInfo]
+    try:
+        import pytz
+
+        kinds += [type(pytz.utc), *{type(pytz.timezone(z)) for z in ("Europe/Paris", "EST")}]
+    except ImportError:
+        pass
+    return tuple(kinds)
+
+
+_TZ_IDS = frozenset(map(id, _standard_tz_types()))
+
+
+class Unavailable(Exception):
+    """A variable that cannot cross as data (the message says why)."""
+
+
+_DATA_TYPES = (int, float, complex, str, bytes, bool, type(None), tuple, list, dict, set, frozenset)
+
+
+def _code_like(value: Any) -> bool:
+    """Whether a module or class attribute is behaviour (a function, class, descriptor, object) rather than plain
+    data; plain data (caches, counters, settings) changes legitimately and is not snapshotted."""
+    return type(value) not in _DATA_TYPES
+
+
+class Integrity:
+    """Identity snapshot of the behaviour in the module and class dictionaries the export walks (functions, classes,
+    descriptors and their code objects), taken before any worker code runs; :meth:`modified` names the first entry
+    that changed since (None: none did). Identities are compared, never values, so no ``__eq__`` runs. A key added
+    later is accepted when its value is a module (a lazy submodule import) or plain data, refused otherwise (in a
+    class it could shadow an inherited method; in a module, a builtin)."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, Any, tuple[str, ...]]] = []  # (label, live mapping, snapshotted keys)
+        self._freeze()
+
+    def take(self) -> None:
+        """Snapshot the loaded modules of :data:`CHECKED_MODULES` and the classes they hold."""
+        entries: list[tuple[str, Any, tuple[str, ...]]] = []
+        seen: set[int] = set()
+        for name, module in sorted(sys.modules.items()):
+            if type(module) is not types.ModuleType or name.split(".")[0] not in CHECKED_MODULES:
+                continue
+            mappings = [(name, vars(module))]
+            mappings += [
+                (f"{v.__module__}.{v.__qualname__}", v.__dict__) for v in vars(module).values() if isinstance(v, type)
+            ]
+            for label, mapping in mappings:
+                if id(mapping) not in seen:
+                    seen.add(id(mapping))
+                    entries.append((label, mapping, tuple(k for k, v in mapping.items() if _code_like(v))))
+        self.entries = entries
+        self._freeze()
+
+    def _freeze(self) -> None:
+        """Flatten the snapshot so :meth:`modified` runs as a few C-level passes."""
+        kept = [(label, mapping, keys) for label, mapping, keys in self.entries if keys]
+        self.entries = kept
+        self._mappings = tuple(mapping for _, mapping, _ in kept)
+        self._sizes = tuple(len(mapping) for mapping in self._mappings)
+        self._getters = tuple(operator.itemgetter(*keys) if len(keys) > 1 else _single(keys[0]) for _, _, keys in kept)
+        self._values = tuple(
+            v for getter, mapping in zip(self._getters, self._mappings, strict=True) for v in getter(mapping)
+        )
+        self._functions = tuple(v for v in self._values if type(v) is types.FunctionType)
+        self._codes = tuple(f.__code__ for f in self._functions)
+        self._value_codes = tuple(v.__code__ if type(v) is types.FunctionType else None for v in self._values)
+
+    def modified(
+        self,
+        _len: Any = len,
+        _all: Any = all,
+        _map: Any = map,
+        _is: Any = operator.is_,
+        _tuple: Any = tuple,
+        _chain: Any = itertools.chain.from_iterable,
+        _code: Any = operator.attrgetter("__code__"),
+    ) -> str | None:
+        try:
+            values = _tuple(_chain(_map(_call, self._getters, self._mappings)))
+        except KeyError:  # a snapshotted key was deleted
+            return self._changed()
+        if _all(_map(_is, values, self._values)) and _all(_map(_is, _map(_code, self._functions), self._codes)):
+            if _tuple(_map(_len, self._mappings)) == self._sizes:
+                return None
+            return self._added()
+        return self._changed()
+
+    def _changed(self) -> str:
+        offset = 0
+        for label, mapping, keys in self.entries:
+            for key in keys:
+                old, code = self._values[offset], self._value_codes[offset]
+                offset += 1
+                new = mapping.get(key, _MISSING)
+                if new is not old:
+                    return f"{label}.{key}{' (deleted)' if new is _MISSING else ''}"
+                if code is not None and old.__code__ is not code:
+                    return f"{label}.{key}.__code__"
+        return "a module or class"
+
+    def _added(self) -> str | None:
+        """Accept keys added since the snapshot that are modules or plain data (re-snapshotting those entries)."""
+        for (label, mapping, keys), size in zip(self.entries, self._sizes, strict=True):
+            if len(mapping) == size:
+                continue
+            for key, value in list(mapping.items()):
+                if key not in keys and _code_like(value) and type(value) is not types.ModuleType:
+                    return f"{label}.{key} (added)"
+        self._freeze()
+        return None
+
+
+_MISSING = object()
+
+
+def _single(key: str) -> Any:
+    return lambda mapping: (mapping[key],)
+
+
+def _call(getter: Any, mapping: Any) -> Any:
+    return getter(mapping)
+
+
+INTEGRITY = Integrity()
+"""Taken by the zygote once its preload and this runtime are imported; kernels fork with it."""
+
+
+# ---- values to data ------------------------------------------------------------------------------------------------
+def _name_of(kind: Any) -> str:
+    """``module.qualname`` of a class, read through ``type``'s own descriptors (no metaclass code runs)."""
+    module = _TYPE_DICT(kind).get("__module__")
+    module = str.__str__(module) if _issubclass(_type(module), str) else "?"
+    return f"{module}.{str.__str__(_QUALNAME(kind))}"
+
+
+def _describe(value: Any) -> str:
+    return f"a {_name_of(_type(value))} object"
+
+
+def _plain_values(values: Any, what: str) -> None:
+    """Refuse an object array holding anything but plain values (exact types, compared by id: no method runs)."""
+    ids = _set(_map(_id, _map(_type, values.ravel(order="K"))))
+    odd = ids - _IN_OBJECT_COLUMNS
+    if odd:
+        kind = next(_type(v) for v in values.ravel(order="K") if _id(_type(v)) in odd)
+        raise Unavailable(f"{what} holds {_name_of(kind)} objects, which are not plain values")
+
+
+def _check_array(values: Any, what: str) -> None:
+    kind = _type(values)
+    if kind is np.ndarray:
+        if values.dtype.kind == "O":
+            _plain_values(values, what)
+        elif values.dtype.kind not in "biufcmMU":
+            raise Unavailable(f"{what} has dtype {values.dtype.str}, which does not cross")
+        return
+    if _id(kind) not in _EXTENSION_IDS:
+        raise Unavailable(f"{what} is a {_name_of(kind)} array, not one of pandas' own")
+    if kind is pd.arrays.StringArray:
+        _plain_values(values._ndarray, what)
+    elif kind is pd.Categorical:
+        _check_index(values.categories, f"{what} (categories)")
+    elif kind is pd.arrays.DatetimeArray and values.tz is not None and _id(_type(values.tz)) not in _TZ_IDS:
+        raise Unavailable(f"{what} has a time zone of type {_name_of(_type(values.tz))}")
+
+
+def _check_labels(labels: Any, what: str) -> list[Any]:
+    out = []
+    for label in labels:
+        out.append([_json_value(v, what) for v in label] if _type(label) is tuple else _json_value(label, what))
+    return out
+
+
+def _check_index(index: Any, what: str) -> None:
+    kind = _type(index)
+    if _id(kind) not in _INDEX_IDS:
+        raise Unavailable(f"{what} is a {_name_of(kind)}, not one of pandas' own index types")
+    _check_labels(index.names, f"{what} names")
+    if kind is pd.RangeIndex:
+        return
+    if kind is pd.MultiIndex:
+        for level in index.levels:
+            _check_index(level, f"{what} (level)")
+        return
+    _check_array(index._data, what)
+
+
+def _json_value(value: Any, what: str, depth: int = 0) -> Any:
+    kind = _type(value)
+    if _id(kind) in _PLAIN_IDS:
+        if kind is float and not (value == value and value - value == 0.0):  # NaN or an infinity
+            return {"float": float.__repr__(value)}
+        return value
+    if depth > 20:
+        raise Unavailable(f"{what} nests too deeply")
+    if kind is list or kind is tuple or kind is set or kind is frozenset or kind is dict:
+        if _len(value) > MAX_ITEMS:
+            raise Unavailable(f"{what} has {_len(value)} items (more than {MAX_ITEMS})")
+        if kind is dict:
+            pairs = list(dict.items(value))
+            return {"dict": [[_json_value(k, what, depth + 1), _json_value(v, what, depth + 1)] for k, v in pairs]}
+        items = [_json_value(v, what, depth + 1) for v in (list.copy(value) if kind is list else value)]
+        return items if kind is list else {kind.__name__: items}
+    if _id(kind) in _NP_SCALAR_IDS:
+        return {"np": value.dtype.str, "value": _json_value(value.item(), what, depth + 1)}
+    if kind is pd.Timestamp:
+        tz = value.tz
+        if tz is not None and _id(_type(tz)) not in _TZ_IDS:
+            raise Unavailable(f"{what} has a time zone of type {_name_of(_type(tz))}")
+        return {"timestamp": value.value, "unit": value.unit, "tz": None if tz is None else str(tz)}
+    if kind is pd.Timedelta:
+        return {"timedelta": value.value, "unit": value.unit}
+    if value is pd.NaT:
+        return {"nat": True}
+    raise Unavailable(f"{_describe(value)} {NOT_DATA}")
+
+
+def _base_value(value: Any) -> tuple[Any, str] | None:
+    """An int/float/str subclass as its base value, through the base type's own slot (never the subclass's)."""
+    kind = _type(value)
+    for base, convert in ((int, int.__int__), (float, float.__float__), (str, str.__str__)):
+        if _issubclass(kind, base):
+            return convert(value), base.__name__
+    return None
+
+
+def _memfd(name: str, size: int) -> tuple[int, mmap.mmap]:
+    fd = os.memfd_create(f"export-{name}"[:200], os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, size)
+        return fd, mmap.mmap(fd, size) if size else mmap.mmap(-1, 1)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _seal(fd: int) -> int:
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+    return fd
+
+
+def _write_table(name: str, table: pa.Table) -> int:
+    mock = pa.MockOutputStream()
+    with pa.ipc.new_stream(mock, table.schema) as writer:
+        writer.write_table(table)
+    fd, mm = _memfd(name, mock.size())
+    try:
+        sink = pa.FixedSizeBufferWriter(pa.py_buffer(mm))
+        writer = pa.ipc.new_stream(sink, table.schema)
+        writer.write_table(table)
+        writer.close()
+        sink.close()
+        del writer, sink
+        mm.close()
+        return _seal(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _clean_frame(obj: Any, what: str, converted: dict[str, str], name: str) -> Any:
+    """A new DataFrame/Series over a shallow copy of ``obj``'s block manager, read from its instance dict (so neither
+    a subclass nor an instance attribute changes what is read); ``obj`` itself is not modified."""
+    frame = _issubclass(_type(obj), _FRAME)
+    manager = _DICT_OF(obj).get("_mgr")
+    if _type(manager) is not (_BLOCK_MANAGER if frame else _SINGLE_MANAGER):
+        raise Unavailable(f"{what}'s data is held in a {_type(manager).__qualname__}, not a pandas block manager")
+    if _type(obj) is not (_FRAME if frame else _SERIES):
+        converted[name] = f"{_describe(obj)} (a {'DataFrame' if frame else 'Series'} subclass) crossed as its data"
+    manager = manager.copy(deep=False)
+    return (_FRAME if frame else _SERIES)._from_mgr(manager, manager.axes)
+
+
+def _export_frame(name: str, obj: Any, converted: dict[str, str]) -> tuple[dict[str, Any], int]:
+    clean = _clean_frame(obj, name, converted, name)
+    _check_index(clean.index, f"{name}'s index")
+    entry: dict[str, Any]
+    if _type(clean) is _FRAME:
+        columns = clean.columns
+        _check_index(columns, f"{name}'s columns")
+        labels = _check_labels(columns, f"{name}'s column labels")
+        for position, values in enumerate(clean._mgr.arrays):
+            _check_array(values, f"{name}'s column {labels[position]!r}")
+        entry = {
+            "kind": "frame",
+            "columns": labels,
+            "columns_names": _check_labels(columns.names, f"{name}'s column names"),
+            "multi": _type(columns) is pd.MultiIndex,
+        }
+        clean._mgr.set_axis(0, pd.Index([f"c{i}" for i in range(_len(labels))]))
+        table = pa.Table.from_pandas(clean, preserve_index=None, nthreads=1)
+    else:
+        _check_array(clean._values, name)
+        series_name = _DICT_OF(obj).get("_name")
+        entry = {"kind": "series", "name": _check_labels([series_name], f"{name}'s name")[0]}
+        table = pa.Table.from_pandas(clean.to_frame("c0"), preserve_index=None, nthreads=1)
+    return entry, _write_table(name, table)
+
+
+def _export_array(name: str, arr: Any) -> tuple[dict[str, Any], int]:
+    if arr.dtype.kind not in "biufcmM?":
+        raise Unavailable(f"a numpy array of dtype {arr.dtype.str} {NOT_DATA}")
+    data = np.ascontiguousarray(arr)
+    fd, mm = _memfd(name, data.nbytes)
+    try:
+        if data.nbytes:
+            np.frombuffer(mm, dtype=np.uint8, count=data.nbytes)[:] = data.reshape(-1).view(np.uint8)
+        mm.close()
+        return {"kind": "array", "dtype": arr.dtype.str, "shape": list(arr.shape)}, _seal(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def export(namespace: dict[str, Any], names: list[str]) -> tuple[dict[str, Any], list[int]]:
+    """The variables ``names`` of ``namespace`` as data: ``(reply, fds)``. ``reply``: ``variables`` (name -> entry,
+    ``fd`` indexing ``fds``), ``unavailable`` (name -> reason), ``missing`` (names not defined), ``converted``
+    (name -> how a subclass crossed). The caller closes ``fds`` once they are sent."""
+    variables: dict[str, Any] = {}
+    unavailable: dict[str, str] = {}
+    converted: dict[str, str] = {}
+    missing: list[str] = []
+    fds: list[int] = []
+    tampered = INTEGRITY.modified()
+    # only exact-str names: a key object of the worker's could run its __eq__ on a hash collision
+    plain = {k: v for k, v in dict.items(namespace) if _type(k) is str}
+    for name in names:
+        if tampered is not None:
+            unavailable[name] = f"the worker's code modified {tampered}, so no variable is read from its kernel"
+            continue
+        if name not in plain:
+            missing.append(name)
+            continue
+        value = plain[name]
+        try:
+            if _type(value) is types.ModuleType:
+                module = _DICT_OF_MODULE(value).get("__name__")
+                if _type(module) is not str:
+                    raise Unavailable(f"{name} is a module without a plain name")
+                variables[name] = {"kind": "module", "name": module}
+            elif _issubclass(_type(value), _FRAME) or _issubclass(_type(value), _SERIES):
+                entry, fd = _export_frame(name, value, converted)
+                variables[name] = {**entry, "fd": _len(fds)}
+                fds.append(fd)
+            elif _type(value) is np.ndarray:
+                entry, fd = _export_array(name, value)
+                variables[name] = {**entry, "fd": _len(fds)}
+                fds.append(fd)
+            else:
+                base = _base_value(value) if _id(_type(value)) not in _PLAIN_IDS else None
+                if base is not None:
+                    converted[name] = f"{_describe(value)} (a {base[1]} subclass) crossed as its {base[1]} value"
+                    value = base[0]
+                data = _json_value(value, name)
+                text = json.dumps(data, allow_nan=False)
+                if _len(text) > MAX_JSON_CHARS:
+                    raise Unavailable(f"{name} is {_len(text)} characters as JSON (more than {MAX_JSON_CHARS})")
+                variables[name] = {"kind": "json", "value": data}
+        except Unavailable as exc:
+            unavailable[name] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - e.g. pyarrow cannot type a column
+            unavailable[name] = f"{name} could not be exported as data ({type(exc).__name__}: {str(exc)[:300]})"
+    reply = {"ok": True, "variables": variables, "unavailable": unavailable, "missing": missing}
+    return {**reply, "converted": converted}, fds

@@ -1,0 +1,90 @@
+"""Probe verdicts come from the clean verifier over exported data: worker code cannot forge them or change state.
+
+Each tampering test gives the verdict that is true of the data; on the old design (the probe ran in a fork of the
+worker's kernel, or inline in it) each gave the verdict the worker chose."""
+
+from __future__ import annotations
+
+import pytest
+
+SETUP = "import pandas as pd, numpy as np, sys, math, builtins\ndf = pd.DataFrame({'a': [1.0, 2.0], 's': ['x', None]})"
+
+
+@pytest.fixture()
+def k(kernel):
+    assert kernel.execute(SETUP).ok
+    return kernel
+
+
+def test_a_patched_run_cell_cannot_make_a_failing_constraint_pass(k):
+    k.execute(
+        "K = sys.modules['sg_runtime.kernel'].KernelRuntime\n_run = K.run_cell\n"
+        "K.run_cell = lambda self, code, *a, **kw: _run(self, 'None', *a, **kw)"
+    )
+    r = k.probe("assert len(df) == 3")
+    assert not r.ok and "KernelRuntime.run_cell" in r.unavailable["df"]
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        "pd.DataFrame.sum = lambda self, *a, **kw: pd.Series({'a': 10.0})",
+        "pd.DataFrame.__len__.__code__ = (lambda self: 3).__code__",
+        "builtins.round = lambda x, n=None: 3.0",
+    ],
+)
+def test_patched_library_methods_or_builtins_cannot_forge_a_verdict(k, patch):
+    assert k.execute(patch).ok
+    r = k.probe("assert len(df) == 3 and df.sum()['a'] == 10.0")
+    assert not r.ok and r.error_type == "NameError" and "modified" in r.unavailable["df"]
+
+
+def test_a_patched_module_the_check_imports_is_clean_in_the_verifier(k):
+    k.execute("math.isclose = lambda *a, **kw: True\nshare = 0.3")
+    r = k.probe("assert math.isclose(share, 0.5)")
+    assert not r.ok and r.error_type == "AssertionError"
+
+
+def test_lying_objects_cross_as_their_data_or_not_at_all(k):
+    k.execute(
+        "class Liar(float):\n    def __eq__(self, other): return True\n    __hash__ = float.__hash__\n"
+        "share = Liar(0.3)\n"
+        "class Sub(pd.DataFrame):\n    def __len__(self): return 3\n"
+        "sub = Sub({'a': [1.0, 2.0]})\n"
+        "class Boom:\n    def __reduce__(self): return (print, ('pwned',))\n"
+        "boom = Boom()"
+    )
+    assert k.probe("assert share == 0.5").error_type == "AssertionError"
+    r = k.probe("assert len(sub) == 3")
+    assert r.error_type == "AssertionError" and "DataFrame subclass) crossed as its data" in r.stderr
+    r = k.probe("boom")
+    assert (
+        r.error_type == "NameError" and "Boom object is not data" in r.unavailable["boom"] and "pwned" not in r.stdout
+    )
+
+
+def test_data_round_trips_and_deleted_or_renamed_variables_are_missing(k):
+    k.execute("arr = np.arange(6).reshape(2, 3)\nmeta = {'n': 2, 'tags': ('a', None), 'x': float('nan')}")
+    r = k.probe("print_result([df.shape, df['s'].isna().sum(), arr.sum(), meta['tags'], math.isnan(meta['x'])])")
+    assert r.ok and r.results == [[[2, 2], 1, 15, ["a", None], True]]
+    k.execute("frame = df\ndel df")
+    r = k.probe("len(df)")
+    assert r.error_type == "NameError" and "'df' is not defined" in r.error_message
+    assert k.probe("len(frame)").display == "2"
+
+
+@pytest.mark.parametrize(
+    "probe",
+    [
+        "for df.loc[0, 'a'] in [999.0]: pass",
+        "[0 for df.loc[0, 'a'] in [999.0]]",
+        "(lst := lst.append(4))",
+        "setattr(df, 'attrs', {'x': 1}); df.__setitem__('a', 0.0)",
+        "df.drop(columns='a', inplace=True); lst.append(4); d['k'] = 2",
+    ],
+)
+def test_no_probe_changes_the_kernel_state(k, probe):
+    k.execute("lst = [1]\nd = {'k': 1}")
+    k.probe(probe)
+    r = k.execute("print(df['a'].tolist(), lst, d, df.attrs)")
+    assert r.stdout == "[1.0, 2.0] [1] {'k': 1} {}\n"
