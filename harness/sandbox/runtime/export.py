@@ -333,18 +333,14 @@ def _seal(fd: int) -> int:
 
 
 def _write_table(name: str, table: pa.Table) -> int:
-    mock = pa.MockOutputStream()
-    with pa.ipc.new_stream(mock, table.schema) as writer:
-        writer.write_table(table)
-    fd, mm = _memfd(name, mock.size())
+    """Arrow IPC of ``table`` in a new sealed memfd. Written with ``write(2)`` (the kernel fills the memfd's pages in
+    one pass), about twice as fast as faulting in a writable mapping of it page by page."""
+    fd = os.memfd_create(f"export-{name}"[:200], os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
-        sink = pa.FixedSizeBufferWriter(pa.py_buffer(mm))
-        writer = pa.ipc.new_stream(sink, table.schema)
-        writer.write_table(table)
-        writer.close()
-        sink.close()
-        del writer, sink
-        mm.close()
+        with os.fdopen(fd, "wb", buffering=0, closefd=False) as raw:
+            sink = pa.PythonFile(raw, mode="w")
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
         return _seal(fd)
     except BaseException:
         os.close(fd)
