@@ -41,15 +41,20 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc  # noqa: F401 - pa.ipc
 
+from . import fastexport
+
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
 MAX_JSON_CHARS = 1_000_000
 MAX_ITEMS = 10_000
-CHECKED_MODULES = (
-    *("sg_runtime", "builtins", "numpy", "pandas", "pyarrow"),
+RUNTIME_MODULES = (
+    *("sg_runtime", "builtins"),
     *("os", "posix", "fcntl", "mmap", "json", "socket", "_socket", "operator", "types", "functools", "itertools"),
 )
-"""Top-level names of the modules whose dictionaries (and classes) :class:`Integrity` snapshots: the export's own
-code, the libraries it walks and the standard modules it calls."""
+"""Top-level names of the modules :data:`RUNTIME_INTEGRITY` snapshots: the export's own code and the standard
+modules it calls (checked before every export)."""
+CHECKED_MODULES = (*RUNTIME_MODULES, "numpy", "pandas", "pyarrow")
+"""Top-level names of the modules whose dictionaries (and classes) :data:`INTEGRITY` snapshots: the runtime's, and
+the libraries the checked path walks (checked before a variable takes that path)."""
 NOT_DATA = "is not data; probes see DataFrames, Series, numpy arrays, scalars, small containers of these and modules"
 
 _type, _len, _set, _map, _id, _issubclass = type, len, set, map, id, issubclass
@@ -122,16 +127,17 @@ class Integrity:
     later is accepted when its value is a module (a lazy submodule import) or plain data, refused otherwise (in a
     class it could shadow an inherited method; in a module, a builtin)."""
 
-    def __init__(self) -> None:
+    def __init__(self, modules: tuple[str, ...] = CHECKED_MODULES) -> None:
+        self.modules = frozenset(modules)
         self.entries: list[tuple[str, Any, tuple[str, ...]]] = []  # (label, live mapping, snapshotted keys)
         self._freeze()
 
     def take(self) -> None:
-        """Snapshot the loaded modules of :data:`CHECKED_MODULES` and the classes they hold."""
+        """Snapshot the loaded modules named in ``modules`` (top-level names) and the classes they hold."""
         entries: list[tuple[str, Any, tuple[str, ...]]] = []
         seen: set[int] = set()
         for name, module in sorted(sys.modules.items()):
-            if type(module) is not types.ModuleType or name.split(".")[0] not in CHECKED_MODULES:
+            if type(module) is not types.ModuleType or name.split(".")[0] not in self.modules:
                 continue
             mappings = [(name, vars(module))]
             mappings += [
@@ -214,8 +220,16 @@ def _call(getter: Any, mapping: Any) -> Any:
     return getter(mapping)
 
 
-INTEGRITY = Integrity()
+INTEGRITY = Integrity(CHECKED_MODULES)
 """Taken by the zygote once its preload and this runtime are imported; kernels fork with it."""
+RUNTIME_INTEGRITY = Integrity(RUNTIME_MODULES)
+"""The same for the runtime and standard modules only: all the fast path (:mod:`.fastexport`) relies on."""
+
+
+def take_snapshots() -> None:
+    """Snapshot :data:`INTEGRITY` and :data:`RUNTIME_INTEGRITY` (the zygote, before any worker code)."""
+    INTEGRITY.take()
+    RUNTIME_INTEGRITY.take()
 
 
 # ---- values to data ------------------------------------------------------------------------------------------------
@@ -386,6 +400,24 @@ def _export_frame(name: str, obj: Any, converted: dict[str, str]) -> tuple[dict[
     return entry, _write_table(name, table)
 
 
+def _export_fast(name: str, obj: Any, frame: bool, converted: dict[str, str]) -> tuple[dict[str, Any], int] | None:
+    """The fast path (:mod:`.fastexport`) when it covers ``obj``, else None (the checked path exports it)."""
+    try:
+        entry, arrays = fastexport.read(obj, frame)
+    except Exception:  # noqa: BLE001 - NotFast, or a layout it does not expect: the checked path decides
+        return None
+    fd = os.memfd_create(f"export-{name}"[:200], os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        fastexport.write(fd, entry, arrays)
+        _seal(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if _type(obj) is not (_FRAME if frame else _SERIES):
+        converted[name] = f"{_describe(obj)} (a {'DataFrame' if frame else 'Series'} subclass) crossed as its data"
+    return entry, fd
+
+
 def _export_array(name: str, arr: Any) -> tuple[dict[str, Any], int]:
     if arr.dtype.kind not in "biufcmM?":
         raise Unavailable(f"a numpy array of dtype {arr.dtype.str} {NOT_DATA}")
@@ -410,7 +442,8 @@ def export(namespace: dict[str, Any], names: list[str]) -> tuple[dict[str, Any],
     converted: dict[str, str] = {}
     missing: list[str] = []
     fds: list[int] = []
-    tampered = INTEGRITY.modified()
+    tampered = RUNTIME_INTEGRITY.modified()
+    libraries: list[str | None] = []  # INTEGRITY.modified(), computed once a variable needs the checked path
     # only exact-str names: a key object of the worker's could run its __eq__ on a hash collision
     plain = {k: v for k, v in dict.items(namespace) if _type(k) is str}
     for name in names:
@@ -421,13 +454,25 @@ def export(namespace: dict[str, Any], names: list[str]) -> tuple[dict[str, Any],
             missing.append(name)
             continue
         value = plain[name]
+        frame = _issubclass(_type(value), _FRAME)
         try:
+            if frame or _issubclass(_type(value), _SERIES):
+                fast = _export_fast(name, value, frame, converted)
+                if fast is not None:
+                    variables[name] = {**fast[0], "fd": _len(fds)}
+                    fds.append(fast[1])
+                    continue
+            if not libraries:
+                libraries.append(INTEGRITY.modified())
+            if libraries[0] is not None:
+                unavailable[name] = f"the worker's code modified {libraries[0]}, so {name} is not read from its kernel"
+                continue
             if _type(value) is types.ModuleType:
                 module = _DICT_OF_MODULE(value).get("__name__")
                 if _type(module) is not str:
                     raise Unavailable(f"{name} is a module without a plain name")
                 variables[name] = {"kind": "module", "name": module}
-            elif _issubclass(_type(value), _FRAME) or _issubclass(_type(value), _SERIES):
+            elif frame or _issubclass(_type(value), _SERIES):
                 entry, fd = _export_frame(name, value, converted)
                 variables[name] = {**entry, "fd": _len(fds)}
                 fds.append(fd)

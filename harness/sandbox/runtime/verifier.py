@@ -24,9 +24,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc  # noqa: F401 - pa.ipc
+from pandas.api.internals import create_dataframe_from_blocks
 
 from . import syscalls
 from .export import SEALS
+from .fastexport import DTYPE_CHARS
 from .kernel import KernelRuntime
 from .protocol import ProtocolError, recv_msg, send_msg
 
@@ -83,6 +85,41 @@ def _mapped(fd: int) -> mmap.mmap | bytes:
     return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
 
 
+def _fast_array(buf: Any, dtype: str, shape: list[int], offset: int) -> np.ndarray:
+    kind = np.dtype(dtype)
+    if kind.char not in DTYPE_CHARS or not kind.isnative:
+        raise ValueError(f"an exported column has dtype {dtype!r}, which the fast path does not carry")
+    count = 1
+    for size in shape:
+        count *= size
+    if not count:
+        return np.empty(shape, dtype=kind)
+    return np.frombuffer(buf, dtype=kind, count=count, offset=offset).reshape(shape)
+
+
+def _rebuild_fast(entry: dict[str, Any], buf: Any) -> Any:
+    """A DataFrame/Series from :mod:`.fastexport`'s raw column buffers, zero-copy over the private mapping ``buf``,
+    with the kernel's block layout (no consolidating copy)."""
+    spec = entry["index"]
+    name = _value(spec["name"])
+    if "range" in spec:
+        index = pd.RangeIndex(*spec["range"], name=name)
+    else:
+        index = pd.Index(_fast_array(buf, spec["dtype"], [spec["length"]], spec["offset"]), name=name, copy=False)
+    blocks = entry["blocks"]
+    if entry["kind"] == "series":
+        (block,) = blocks
+        values = _fast_array(buf, block["dtype"], block["shape"], block["offset"])
+        return pd.Series(values, index=index, name=_value(entry["name"]), copy=False)
+    columns = _labels(entry["columns"], entry["multi"], entry["columns_names"])
+    if sorted(loc for block in blocks for loc in block["locs"]) != list(range(len(columns))):
+        raise ValueError("the exported blocks do not place each column once")
+    arrays = [
+        (_fast_array(buf, b["dtype"], b["shape"], b["offset"]), np.asarray(b["locs"], dtype=np.intp)) for b in blocks
+    ]
+    return create_dataframe_from_blocks(arrays, index=index, columns=columns)
+
+
 def rebuild(variables: dict[str, Any], fds: list[int]) -> dict[str, Any]:
     """The exported ``variables`` (entries of ``export.export``'s reply) as Python values; ``fds``: their memfds."""
     out: dict[str, Any] = {}
@@ -95,6 +132,8 @@ def rebuild(variables: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         elif kind == "array":
             buf = _mapped(fds[entry["fd"]])
             out[name] = np.frombuffer(buf, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])
+        elif entry.get("path") == "fast":
+            out[name] = _rebuild_fast(entry, _mapped(fds[entry["fd"]]))
         else:
             table = pa.ipc.open_stream(pa.py_buffer(_mapped(fds[entry["fd"]]))).read_all()
             frame = table.to_pandas(split_blocks=True)
