@@ -127,8 +127,9 @@ class Integrity:
     later is accepted when its value is a module (a lazy submodule import) or plain data, refused otherwise (in a
     class it could shadow an inherited method; in a module, a builtin)."""
 
-    def __init__(self, modules: tuple[str, ...] = CHECKED_MODULES) -> None:
+    def __init__(self, modules: tuple[str, ...] = CHECKED_MODULES, own_classes: bool = False) -> None:
         self.modules = frozenset(modules)
+        self.own_classes = own_classes  # only classes defined in ``modules`` (not those they merely reference)
         self.entries: list[tuple[str, Any, tuple[str, ...]]] = []  # (label, live mapping, snapshotted keys)
         self._freeze()
 
@@ -141,7 +142,9 @@ class Integrity:
                 continue
             mappings = [(name, vars(module))]
             mappings += [
-                (f"{v.__module__}.{v.__qualname__}", v.__dict__) for v in vars(module).values() if isinstance(v, type)
+                (f"{v.__module__}.{v.__qualname__}", v.__dict__)
+                for v in vars(module).values()
+                if isinstance(v, type) and (not self.own_classes or str(v.__module__).split(".")[0] in self.modules)
             ]
             for label, mapping in mappings:
                 if id(mapping) not in seen:
@@ -222,8 +225,9 @@ def _call(getter: Any, mapping: Any) -> Any:
 
 INTEGRITY = Integrity(CHECKED_MODULES)
 """Taken by the zygote once its preload and this runtime are imported; kernels fork with it."""
-RUNTIME_INTEGRITY = Integrity(RUNTIME_MODULES)
-"""The same for the runtime and standard modules only: all the fast path (:mod:`.fastexport`) relies on."""
+RUNTIME_INTEGRITY = Integrity(RUNTIME_MODULES, own_classes=True)
+"""The same for the runtime and standard modules and their own classes only (not the pandas/numpy/pyarrow classes the
+runtime refers to): all the fast path (:mod:`.fastexport`) relies on."""
 
 
 def take_snapshots() -> None:
