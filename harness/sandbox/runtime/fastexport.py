@@ -60,7 +60,10 @@ _ND_DTYPE, _ND_SHAPE, _ND_NDIM = (_getset(np.ndarray, n) for n in ("dtype", "sha
 _ND_COPY, _ND_TOLIST = np.ndarray.copy, np.ndarray.tolist
 _DT_STR, _DT_NATIVE = _getset(np.dtype, "str"), _getset(np.dtype, "isnative")
 _RANGE_START, _RANGE_STOP, _RANGE_STEP = (_getset(range, n) for n in ("start", "stop", "step"))
-_TO_PYLIST = pa.ChunkedArray.to_pylist
+_TO_PYLIST, _CHUNKED_TYPE = pa.ChunkedArray.to_pylist, _getset(pa.ChunkedArray, "type")
+_ARROW_TYPE_ID = _getset(pa.DataType, "id")
+_ARROW_STRING_IDS = frozenset(_ARROW_TYPE_ID(t) for t in (pa.string(), pa.large_string(), pa.string_view()))
+_ARROW_DATATYPE = pa.DataType
 _FRAME, _SERIES, _INDEX, _RANGE_INDEX = pd.DataFrame, pd.Series, pd.Index, pd.RangeIndex
 _ARROW_STRING = pd.arrays.ArrowStringArray
 _NDARRAY, _CHUNKED, _PLACEMENT, _NUMPY_BLOCK = np.ndarray, pa.ChunkedArray, _cy_internals.BlockPlacement, NumpyBlock
@@ -146,6 +149,9 @@ def _column_labels(columns: Any) -> tuple[list[Any], Any]:
     elif _type(data) is _ARROW_STRING:
         (chunked,) = _fields(_DICT_OF_ARRAY(data), "_pa_array")
         if _type(chunked) is not _CHUNKED:
+            raise NotFast
+        kind = _CHUNKED_TYPE(chunked)  # plain strings only: an extension type's scalars could run Python code
+        if _type(kind) is not _ARROW_DATATYPE or _ARROW_TYPE_ID(kind) not in _ARROW_STRING_IDS:
             raise NotFast
         labels = _TO_PYLIST(chunked)
     else:
