@@ -4,8 +4,10 @@ The kernel runs the worker's code, so nothing it computes is trusted as a verdic
 data only, each variable in its own sealed memfd (``F_SEAL_WRITE|F_SEAL_GROW|F_SEAL_SHRINK``) passed with SCM_RIGHTS,
 or inline as JSON when it is a small plain value:
 
-- an exact ``pandas.DataFrame``/``Series`` (a subclass: its base data, said in ``converted``): Arrow IPC of its
-  columns (labels and the Series name as JSON; the index in the pandas metadata);
+- a ``pandas.DataFrame``/``Series`` of numpy-backed numeric columns with a plain index and labels (the common case):
+  raw column buffers, block by block (the fast path, :mod:`.fastexport`; the entry says ``path: "fast"``);
+- any other exact ``pandas.DataFrame``/``Series`` (a subclass: its base data, said in ``converted``): Arrow IPC of
+  its columns (labels and the Series name as JSON; the index in the pandas metadata);
 - an exact ``numpy.ndarray`` of a non-object dtype: its bytes (C order), dtype and shape;
 - ``str``/``int``/``float``/``bool``/``None``, numpy scalars, ``list``/``tuple``/``dict``/``set`` of these (bounded),
   pandas ``Timestamp``/``Timedelta``: JSON (an ``int``/``float``/``str`` subclass crosses as its base value);
@@ -16,12 +18,19 @@ custom extension arrays, time zones other than the standard ones) is reported ``
 never crosses, so no method of the worker's runs in the verifier, and none runs here either (element types are
 checked with ``type``, not with the objects' own methods; pickle is never used).
 
-Tampering: before it reads anything, :func:`export` checks that no module or class of numpy, pandas, pyarrow,
-builtins or this runtime (and no function's ``__code__`` in them) differs from the snapshot the zygote took before
-any worker code ran (:class:`Integrity`); if one does, every variable is unavailable with a message naming the
-modified attribute. So a patched ``pandas.DataFrame.sum``, ``builtins.len`` or ``KernelRuntime.run_cell`` cannot
-redirect the export; the entry points and the check are reached through references the kernel bound at setup. What
-stays possible inside the worker's process is listed in ``harness/sandbox/__init__.py``.
+Tampering: before it reads anything, :func:`export` checks that no module or class of this runtime, builtins and the
+standard modules it calls (and no function's ``__code__`` in them) differs from the snapshot the zygote took before
+any worker code ran (:data:`RUNTIME_INTEGRITY`); if one does, every variable is unavailable with a message naming
+the modified attribute. The fast path runs no Python-level code of pandas, numpy or pyarrow: it reads the block
+manager, its blocks, their values and placements, the index and the labels only through C-level references taken at
+import (Cython getsets of ``pandas._libs.internals``, ``__dict__`` getsets, ``ndarray``/``dtype`` getsets and
+methods, ``ChunkedArray.to_pylist``; see :mod:`.fastexport`), so a patched pandas/numpy/pyarrow attribute is never
+looked up there and those libraries need no scan for it. Before a variable takes any other path, the same check
+also covers every module and class of numpy, pandas and pyarrow (:data:`INTEGRITY`, ~100k entries, a few
+milliseconds; once per export); if one differs, that variable is unavailable, naming it. So a patched
+``pandas.DataFrame.sum``, ``builtins.len`` or ``KernelRuntime.run_cell`` cannot redirect the export; the entry points
+and the checks are reached through references the kernel bound at setup. What stays possible inside the worker's
+process is listed in ``harness/sandbox/__init__.py``.
 """
 
 from __future__ import annotations

@@ -4,10 +4,13 @@ One verifier per episode, forked from the episode init (itself a fork of the zyg
 ancestry). Before it serves, it is confined like a probe: Landlock with no writable path at all (reads: the public
 dir, the workspace, the Python installation), no TCP, rlimits as a kernel's, ``PR_SET_DUMPABLE`` 0 (the worker's
 kernel cannot ptrace it or read/write its memory through ``/proc``), and ``sys.path`` without the working directory
-(a module the worker wrote is never imported here). Per ``check`` it forks a child that rebuilds the variables from
-the sealed memfds the kernel exported (:mod:`.export`; Arrow IPC -> pandas, ``np.frombuffer``, JSON), runs the code in
-a fresh namespace (``print_result``, ``DATA_DIR``, ``BASE_PATH``, ``WORK_DIR`` as in the kernel) and replies in the
-shape of a kernel cell; the child is killed at its deadline, so no check's state reaches the next one.
+(a module the worker wrote is never imported here). Per ``check`` it rebuilds the fast path's frames (raw column
+buffers of :mod:`.fastexport`, zero-copy over a private mapping of the sealed memfd) here, once per export, then forks
+a child that rebuilds the other variables from the sealed memfds the kernel exported (:mod:`.export`; Arrow IPC ->
+pandas, ``np.frombuffer``, JSON), runs the code in a fresh namespace (``print_result``, ``DATA_DIR``, ``BASE_PATH``,
+``WORK_DIR`` as in the kernel) and replies in the shape of a kernel cell; the child is killed at its deadline, so no
+check's state reaches the next one (nor this process's copy of the rebuilt frames, which no code but the rebuild
+touches here).
 """
 
 from __future__ import annotations
