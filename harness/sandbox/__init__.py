@@ -31,7 +31,7 @@ Host side: ``sandbox.py`` (:class:`Sandbox`, the zygote), ``client.py`` (:class:
 ``channels.py`` (socketpairs, greetings, forks), ``replies.py`` (validating what a kernel reports). Inside the sandbox:
 ``runtime/`` (mounted read-only as ``sg_runtime``; ``runtime/kernel.py`` is the kernel process itself).
 Typical costs here (``scripts/bench_sandbox.py``), with a 1,000,000-row DataFrame in the namespace: trivial cell
-~0.3 ms, new kernel ~50 ms, a check on the frame ~13 ms (~50 ms for the first probe after a cell, which exports it);
+~0.3 ms, new kernel ~50 ms, a check on the frame ~11 ms (~24 ms for the first probe after a cell, which exports it);
 checkpoint ~4 ms and restore ~7 ms, each measured as the extra time of the
 cell that follows it (a checkpoint's fork is deferred to that cell; a restored kernel's first cell pays its
 copy-on-write faults).
