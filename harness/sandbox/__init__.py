@@ -31,7 +31,7 @@ Host side: ``sandbox.py`` (:class:`Sandbox`, the zygote), ``client.py`` (:class:
 ``channels.py`` (socketpairs, greetings, forks), ``replies.py`` (validating what a kernel reports). Inside the sandbox:
 ``runtime/`` (mounted read-only as ``sg_runtime``; ``runtime/kernel.py`` is the kernel process itself).
 Typical costs here (``scripts/bench_sandbox.py``), with a 1,000,000-row DataFrame in the namespace: trivial cell
-~0.3 ms, new kernel ~50 ms, a check on the frame ~13 ms (~50 ms for the first probe after a cell, which exports it);
+~0.3 ms, new kernel ~50 ms, a check on the frame ~11 ms (~24 ms for the first probe after a cell, which exports it);
 checkpoint ~4 ms and restore ~7 ms, each measured as the extra time of the
 cell that follows it (a checkpoint's fork is deferred to that cell; a restored kernel's first cell pays its
 copy-on-write faults).
@@ -99,12 +99,14 @@ Not contained (accepted risks):
   RLIMIT_NPROC is set instead where it applies (non-root uids).
 Probes and checks (``Kernel.probe``, the manager's ``run_probe``/``check_constraint``): the verdict is computed
 where no worker code ever ran. The host parses the probe (``ast``) for the names it reads; the kernel exports those
-variables as data only (``runtime/export.py``: DataFrames/Series as Arrow IPC, numpy arrays as raw buffers, plain
-scalars and small containers as JSON, modules by name; never pickle, never an object with methods), each in a memfd
-sealed against writes, passed with SCM_RIGHTS; the episode's verifier (forked from the episode init, itself forked
-from the zygote) checks the seals, forks per probe, rebuilds the variables in a fresh namespace and runs the code
-there, with no writable path (Landlock), no TCP, the kernel's rlimits and a deadline; its reply is what the host
-returns. The export is cached until the kernel next runs anything (a cell, restore, digest, restart). A variable
+variables as data only (``runtime/export.py``: DataFrames/Series of numpy-backed numeric columns as raw column
+buffers, other DataFrames/Series as Arrow IPC, numpy arrays as raw buffers, plain scalars and small containers as
+JSON, modules by name; never pickle, never an object with methods), each in a memfd sealed against writes, passed
+with SCM_RIGHTS; the episode's verifier (forked from the episode init, itself forked from the zygote) checks the
+seals, rebuilds raw-buffer frames zero-copy once per export (a later check of the same export reuses them), forks
+per probe, rebuilds the other variables in the fork's fresh namespace and runs the code there, with no writable
+path (Landlock), no TCP, the kernel's rlimits and a deadline; its reply is what the host returns. The export is
+cached until the kernel next runs anything (a cell, restore, digest, restart). A variable
 that is not data (a function, a model, a worker-defined object, an object column holding anything but plain values,
 a custom extension array) is reported in ``ExecutionResult.unavailable`` and a probe that reads it fails with a
 NameError naming it; a subclass of a DataFrame/Series/int/float/str crosses as its base data (said in ``stderr``).
@@ -113,9 +115,16 @@ lies, ``__reduce__``, a DataFrame subclass: none changes a verdict, and no probe
 there). The kernel reads its variables with references bound before any worker code ran (the request loop's
 ``export``/``checkpoint`` dispatch, exact-type checks by identity, ``type``'s own descriptors, no ``isinstance`` or
 ``==`` on worker objects), and first checks the identity of every function, class and descriptor (and every
-function's ``__code__``) in the modules of numpy, pandas, pyarrow, builtins, this runtime and the standard modules
-it calls against a snapshot the zygote took before any worker code ran: if one differs, no variable is exported
-and the probe says which attribute the worker modified. The verifier is ``PR_SET_DUMPABLE`` 0 (no ptrace, no
+function's ``__code__``) in this runtime, builtins and the standard modules it calls against a snapshot the zygote
+took before any worker code ran: if one differs, no variable is exported and the probe says which attribute the
+worker modified. A numeric numpy-backed frame or Series (``runtime/fastexport.py``) is then read without running
+any Python-level code of pandas, numpy or pyarrow — its block manager, blocks, values, placements, index and labels
+only through C-level references taken in the zygote (Cython getsets of ``pandas._libs.internals``, ``__dict__``
+getsets, ``ndarray``/``dtype`` getsets and methods, pyarrow's ``ChunkedArray.to_pylist`` on a plain string
+array), types compared by identity — so a patched ``DataFrame.__len__``, a ``blocks`` property shadowing the Cython
+one, ``numpy.arange`` or ``pyarrow.array`` is never called and needs no check. Any other variable is exported only
+once the same snapshot check also passes for every module and class of numpy, pandas and pyarrow (else that
+variable is unavailable, naming the attribute). The verifier is ``PR_SET_DUMPABLE`` 0 (no ptrace, no
 ``/proc/PID/mem`` from the kernel) and imports nothing from the workspace.
 What stays possible inside the worker's own process (its data is its own): rewriting the runtime's own objects in
 place — a captured function's ``__code__``/``__defaults__``/closure cells, the integrity snapshot's attributes, the

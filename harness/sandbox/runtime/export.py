@@ -4,8 +4,10 @@ The kernel runs the worker's code, so nothing it computes is trusted as a verdic
 data only, each variable in its own sealed memfd (``F_SEAL_WRITE|F_SEAL_GROW|F_SEAL_SHRINK``) passed with SCM_RIGHTS,
 or inline as JSON when it is a small plain value:
 
-- an exact ``pandas.DataFrame``/``Series`` (a subclass: its base data, said in ``converted``): Arrow IPC of its
-  columns (labels and the Series name as JSON; the index in the pandas metadata);
+- a ``pandas.DataFrame``/``Series`` of numpy-backed numeric columns with a plain index and labels (the common case):
+  raw column buffers, block by block (the fast path, :mod:`.fastexport`; the entry says ``path: "fast"``);
+- any other exact ``pandas.DataFrame``/``Series`` (a subclass: its base data, said in ``converted``): Arrow IPC of
+  its columns (labels and the Series name as JSON; the index in the pandas metadata);
 - an exact ``numpy.ndarray`` of a non-object dtype: its bytes (C order), dtype and shape;
 - ``str``/``int``/``float``/``bool``/``None``, numpy scalars, ``list``/``tuple``/``dict``/``set`` of these (bounded),
   pandas ``Timestamp``/``Timedelta``: JSON (an ``int``/``float``/``str`` subclass crosses as its base value);
@@ -16,12 +18,19 @@ custom extension arrays, time zones other than the standard ones) is reported ``
 never crosses, so no method of the worker's runs in the verifier, and none runs here either (element types are
 checked with ``type``, not with the objects' own methods; pickle is never used).
 
-Tampering: before it reads anything, :func:`export` checks that no module or class of numpy, pandas, pyarrow,
-builtins or this runtime (and no function's ``__code__`` in them) differs from the snapshot the zygote took before
-any worker code ran (:class:`Integrity`); if one does, every variable is unavailable with a message naming the
-modified attribute. So a patched ``pandas.DataFrame.sum``, ``builtins.len`` or ``KernelRuntime.run_cell`` cannot
-redirect the export; the entry points and the check are reached through references the kernel bound at setup. What
-stays possible inside the worker's process is listed in ``harness/sandbox/__init__.py``.
+Tampering: before it reads anything, :func:`export` checks that no module or class of this runtime, builtins and the
+standard modules it calls (and no function's ``__code__`` in them) differs from the snapshot the zygote took before
+any worker code ran (:data:`RUNTIME_INTEGRITY`); if one does, every variable is unavailable with a message naming
+the modified attribute. The fast path runs no Python-level code of pandas, numpy or pyarrow: it reads the block
+manager, its blocks, their values and placements, the index and the labels only through C-level references taken at
+import (Cython getsets of ``pandas._libs.internals``, ``__dict__`` getsets, ``ndarray``/``dtype`` getsets and
+methods, ``ChunkedArray.to_pylist``; see :mod:`.fastexport`), so a patched pandas/numpy/pyarrow attribute is never
+looked up there and those libraries need no scan for it. Before a variable takes any other path, the same check
+also covers every module and class of numpy, pandas and pyarrow (:data:`INTEGRITY`, ~100k entries, a few
+milliseconds; once per export); if one differs, that variable is unavailable, naming it. So a patched
+``pandas.DataFrame.sum``, ``builtins.len`` or ``KernelRuntime.run_cell`` cannot redirect the export; the entry points
+and the checks are reached through references the kernel bound at setup. What stays possible inside the worker's
+process is listed in ``harness/sandbox/__init__.py``.
 """
 
 from __future__ import annotations
@@ -41,15 +50,20 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc  # noqa: F401 - pa.ipc
 
+from . import fastexport
+
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
 MAX_JSON_CHARS = 1_000_000
 MAX_ITEMS = 10_000
-CHECKED_MODULES = (
-    *("sg_runtime", "builtins", "numpy", "pandas", "pyarrow"),
+RUNTIME_MODULES = (
+    *("sg_runtime", "builtins"),
     *("os", "posix", "fcntl", "mmap", "json", "socket", "_socket", "operator", "types", "functools", "itertools"),
 )
-"""Top-level names of the modules whose dictionaries (and classes) :class:`Integrity` snapshots: the export's own
-code, the libraries it walks and the standard modules it calls."""
+"""Top-level names of the modules :data:`RUNTIME_INTEGRITY` snapshots: the export's own code and the standard
+modules it calls (checked before every export)."""
+CHECKED_MODULES = (*RUNTIME_MODULES, "numpy", "pandas", "pyarrow")
+"""Top-level names of the modules whose dictionaries (and classes) :data:`INTEGRITY` snapshots: the runtime's, and
+the libraries the checked path walks (checked before a variable takes that path)."""
 NOT_DATA = "is not data; probes see DataFrames, Series, numpy arrays, scalars, small containers of these and modules"
 
 _type, _len, _set, _map, _id, _issubclass = type, len, set, map, id, issubclass
@@ -122,20 +136,24 @@ class Integrity:
     later is accepted when its value is a module (a lazy submodule import) or plain data, refused otherwise (in a
     class it could shadow an inherited method; in a module, a builtin)."""
 
-    def __init__(self) -> None:
+    def __init__(self, modules: tuple[str, ...] = CHECKED_MODULES, own_classes: bool = False) -> None:
+        self.modules = frozenset(modules)
+        self.own_classes = own_classes  # only classes defined in ``modules`` (not those they merely reference)
         self.entries: list[tuple[str, Any, tuple[str, ...]]] = []  # (label, live mapping, snapshotted keys)
         self._freeze()
 
     def take(self) -> None:
-        """Snapshot the loaded modules of :data:`CHECKED_MODULES` and the classes they hold."""
+        """Snapshot the loaded modules named in ``modules`` (top-level names) and the classes they hold."""
         entries: list[tuple[str, Any, tuple[str, ...]]] = []
         seen: set[int] = set()
         for name, module in sorted(sys.modules.items()):
-            if type(module) is not types.ModuleType or name.split(".")[0] not in CHECKED_MODULES:
+            if type(module) is not types.ModuleType or name.split(".")[0] not in self.modules:
                 continue
             mappings = [(name, vars(module))]
             mappings += [
-                (f"{v.__module__}.{v.__qualname__}", v.__dict__) for v in vars(module).values() if isinstance(v, type)
+                (f"{v.__module__}.{v.__qualname__}", v.__dict__)
+                for v in vars(module).values()
+                if isinstance(v, type) and (not self.own_classes or str(v.__module__).split(".")[0] in self.modules)
             ]
             for label, mapping in mappings:
                 if id(mapping) not in seen:
@@ -214,8 +232,17 @@ def _call(getter: Any, mapping: Any) -> Any:
     return getter(mapping)
 
 
-INTEGRITY = Integrity()
+INTEGRITY = Integrity(CHECKED_MODULES)
 """Taken by the zygote once its preload and this runtime are imported; kernels fork with it."""
+RUNTIME_INTEGRITY = Integrity(RUNTIME_MODULES, own_classes=True)
+"""The same for the runtime and standard modules and their own classes only (not the pandas/numpy/pyarrow classes the
+runtime refers to): all the fast path (:mod:`.fastexport`) relies on."""
+
+
+def take_snapshots() -> None:
+    """Snapshot :data:`INTEGRITY` and :data:`RUNTIME_INTEGRITY` (the zygote, before any worker code)."""
+    INTEGRITY.take()
+    RUNTIME_INTEGRITY.take()
 
 
 # ---- values to data ------------------------------------------------------------------------------------------------
@@ -386,6 +413,24 @@ def _export_frame(name: str, obj: Any, converted: dict[str, str]) -> tuple[dict[
     return entry, _write_table(name, table)
 
 
+def _export_fast(name: str, obj: Any, frame: bool, converted: dict[str, str]) -> tuple[dict[str, Any], int] | None:
+    """The fast path (:mod:`.fastexport`) when it covers ``obj``, else None (the checked path exports it)."""
+    try:
+        entry, arrays = fastexport.read(obj, frame)
+    except Exception:  # noqa: BLE001 - NotFast, or a layout it does not expect: the checked path decides
+        return None
+    fd = os.memfd_create(f"export-{name}"[:200], os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        fastexport.write(fd, entry, arrays)
+        _seal(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if _type(obj) is not (_FRAME if frame else _SERIES):
+        converted[name] = f"{_describe(obj)} (a {'DataFrame' if frame else 'Series'} subclass) crossed as its data"
+    return entry, fd
+
+
 def _export_array(name: str, arr: Any) -> tuple[dict[str, Any], int]:
     if arr.dtype.kind not in "biufcmM?":
         raise Unavailable(f"a numpy array of dtype {arr.dtype.str} {NOT_DATA}")
@@ -410,7 +455,8 @@ def export(namespace: dict[str, Any], names: list[str]) -> tuple[dict[str, Any],
     converted: dict[str, str] = {}
     missing: list[str] = []
     fds: list[int] = []
-    tampered = INTEGRITY.modified()
+    tampered = RUNTIME_INTEGRITY.modified()
+    libraries: list[str | None] = []  # INTEGRITY.modified(), computed once a variable needs the checked path
     # only exact-str names: a key object of the worker's could run its __eq__ on a hash collision
     plain = {k: v for k, v in dict.items(namespace) if _type(k) is str}
     for name in names:
@@ -421,13 +467,25 @@ def export(namespace: dict[str, Any], names: list[str]) -> tuple[dict[str, Any],
             missing.append(name)
             continue
         value = plain[name]
+        frame = _issubclass(_type(value), _FRAME)
         try:
+            if frame or _issubclass(_type(value), _SERIES):
+                fast = _export_fast(name, value, frame, converted)
+                if fast is not None:
+                    variables[name] = {**fast[0], "fd": _len(fds)}
+                    fds.append(fast[1])
+                    continue
+            if not libraries:
+                libraries.append(INTEGRITY.modified())
+            if libraries[0] is not None:
+                unavailable[name] = f"the worker's code modified {libraries[0]}, so {name} is not read from its kernel"
+                continue
             if _type(value) is types.ModuleType:
                 module = _DICT_OF_MODULE(value).get("__name__")
                 if _type(module) is not str:
                     raise Unavailable(f"{name} is a module without a plain name")
                 variables[name] = {"kind": "module", "name": module}
-            elif _issubclass(_type(value), _FRAME) or _issubclass(_type(value), _SERIES):
+            elif frame or _issubclass(_type(value), _SERIES):
                 entry, fd = _export_frame(name, value, converted)
                 variables[name] = {**entry, "fd": _len(fds)}
                 fds.append(fd)

@@ -4,16 +4,20 @@ One verifier per episode, forked from the episode init (itself a fork of the zyg
 ancestry). Before it serves, it is confined like a probe: Landlock with no writable path at all (reads: the public
 dir, the workspace, the Python installation), no TCP, rlimits as a kernel's, ``PR_SET_DUMPABLE`` 0 (the worker's
 kernel cannot ptrace it or read/write its memory through ``/proc``), and ``sys.path`` without the working directory
-(a module the worker wrote is never imported here). Per ``check`` it forks a child that rebuilds the variables from
-the sealed memfds the kernel exported (:mod:`.export`; Arrow IPC -> pandas, ``np.frombuffer``, JSON), runs the code in
-a fresh namespace (``print_result``, ``DATA_DIR``, ``BASE_PATH``, ``WORK_DIR`` as in the kernel) and replies in the
-shape of a kernel cell; the child is killed at its deadline, so no check's state reaches the next one.
+(a module the worker wrote is never imported here). Per ``check`` it rebuilds the fast path's frames (raw column
+buffers of :mod:`.fastexport`, zero-copy over a private mapping of the sealed memfd) here, once per export, then forks
+a child that rebuilds the other variables from the sealed memfds the kernel exported (:mod:`.export`; Arrow IPC ->
+pandas, ``np.frombuffer``, JSON), runs the code in a fresh namespace (``print_result``, ``DATA_DIR``, ``BASE_PATH``,
+``WORK_DIR`` as in the kernel) and replies in the shape of a kernel cell; the child is killed at its deadline, so no
+check's state reaches the next one (nor this process's copy of the rebuilt frames, which no code but the rebuild
+touches here).
 """
 
 from __future__ import annotations
 
 import fcntl
 import importlib
+import json
 import mmap
 import os
 import socket
@@ -24,9 +28,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc  # noqa: F401 - pa.ipc
+from pandas.api.internals import create_dataframe_from_blocks
 
 from . import syscalls
 from .export import SEALS
+from .fastexport import DTYPE_CHARS
 from .kernel import KernelRuntime
 from .protocol import ProtocolError, recv_msg, send_msg
 
@@ -83,6 +89,41 @@ def _mapped(fd: int) -> mmap.mmap | bytes:
     return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
 
 
+def _fast_array(buf: Any, dtype: str, shape: list[int], offset: int) -> np.ndarray:
+    kind = np.dtype(dtype)
+    if kind.char not in DTYPE_CHARS or not kind.isnative:
+        raise ValueError(f"an exported column has dtype {dtype!r}, which the fast path does not carry")
+    count = 1
+    for size in shape:
+        count *= size
+    if not count:
+        return np.empty(shape, dtype=kind)
+    return np.frombuffer(buf, dtype=kind, count=count, offset=offset).reshape(shape)
+
+
+def _rebuild_fast(entry: dict[str, Any], buf: Any) -> Any:
+    """A DataFrame/Series from :mod:`.fastexport`'s raw column buffers, zero-copy over the private mapping ``buf``,
+    with the kernel's block layout (no consolidating copy)."""
+    spec = entry["index"]
+    name = _value(spec["name"])
+    if "range" in spec:
+        index = pd.RangeIndex(*spec["range"], name=name)
+    else:
+        index = pd.Index(_fast_array(buf, spec["dtype"], [spec["length"]], spec["offset"]), name=name, copy=False)
+    blocks = entry["blocks"]
+    if entry["kind"] == "series":
+        (block,) = blocks
+        values = _fast_array(buf, block["dtype"], block["shape"], block["offset"])
+        return pd.Series(values, index=index, name=_value(entry["name"]), copy=False)
+    columns = _labels(entry["columns"], entry["multi"], entry["columns_names"])
+    if sorted(loc for block in blocks for loc in block["locs"]) != list(range(len(columns))):
+        raise ValueError("the exported blocks do not place each column once")
+    arrays = [
+        (_fast_array(buf, b["dtype"], b["shape"], b["offset"]), np.asarray(b["locs"], dtype=np.intp)) for b in blocks
+    ]
+    return create_dataframe_from_blocks(arrays, index=index, columns=columns)
+
+
 def rebuild(variables: dict[str, Any], fds: list[int]) -> dict[str, Any]:
     """The exported ``variables`` (entries of ``export.export``'s reply) as Python values; ``fds``: their memfds."""
     out: dict[str, Any] = {}
@@ -95,6 +136,8 @@ def rebuild(variables: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         elif kind == "array":
             buf = _mapped(fds[entry["fd"]])
             out[name] = np.frombuffer(buf, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])
+        elif entry.get("path") == "fast":
+            out[name] = _rebuild_fast(entry, _mapped(fds[entry["fd"]]))
         else:
             table = pa.ipc.open_stream(pa.py_buffer(_mapped(fds[entry["fd"]]))).read_all()
             frame = table.to_pandas(split_blocks=True)
@@ -131,6 +174,8 @@ class VerifierRuntime(KernelRuntime):
     """A kernel-shaped process that runs no worker code: each ``check`` runs in a fork over rebuilt data."""
 
     def setup(self) -> None:
+        self._fast: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # (memfd, entry) -> (its mapping, rebuilt value)
+        self._stale: list[Any] = []  # entries dropped from the cache, released once the reply is sent
         self.init_pid = os.getpid()  # strays are this process's descendants only (never the kernel or checkpoints)
         syscalls.prctl(PR_SET_DUMPABLE, 0)
         paths = self.spec["paths"]
@@ -144,17 +189,50 @@ class VerifierRuntime(KernelRuntime):
         cwd = os.getcwd()
         sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd) and not p.startswith(paths["workspace"])]
 
+    def _prebuilt(self, variables: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """The fast-path variables of this check, rebuilt here (before the fork) once per exported memfd: a later
+        check of the same export reuses them, and each check's fork gets its own copy-on-write view. Only the
+        current check's variables stay cached; the others are released after the reply (:meth:`serve`), as freeing
+        an export's memory takes a few milliseconds."""
+        built: dict[str, Any] = {}
+        kept: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        for name, entry in variables.items():
+            if entry.get("path") != "fast":
+                continue
+            fd = fds[entry["fd"]]
+            stat = os.fstat(fd)
+            key = (stat.st_dev, stat.st_ino, json.dumps(entry, sort_keys=True))
+            item = self._fast.get(key) or kept.get(key)
+            if item is None:
+                buf = _mapped(fd)
+                item = (buf, _rebuild_fast(entry, buf))
+            kept[key] = item
+            built[name] = item[1]
+        self._stale.append(self._fast)
+        self._fast = kept
+        return built
+
     def check(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         code, timeout = msg["code"], float(msg.get("timeout", self.limits["cell_timeout_s"]))
         variables: dict[str, Any] = msg.get("variables", {})
         unavailable: dict[str, str] = msg.get("unavailable", {})
         named = [n for n in msg.get("hard", []) if n in unavailable]
+        built: dict[str, Any] = {}
+        failed: Exception | None = None
+        if not named:
+            try:
+                built = self._prebuilt(variables, fds)
+            except Exception as exc:  # noqa: BLE001 - reported by the probe below
+                failed = exc
 
         def prepare(runtime: KernelRuntime) -> dict[str, Any] | None:
             if named:
                 return unavailable_reply(unavailable, named)
             try:
-                runtime.namespace.update(rebuild(variables, fds))
+                if failed is not None:
+                    raise failed
+                runtime.namespace.update(rebuild({n: e for n, e in variables.items() if n not in built}, fds))
+                runtime.namespace.update(built)
             except Exception as exc:  # noqa: BLE001 - the probe cannot run: say why, as a probe failure
                 reply = unavailable_reply({}, [])
                 reply.update(error_type="ProbeFailed", error_message=f"the exported data could not be read: {exc!r}")
@@ -187,6 +265,7 @@ class VerifierRuntime(KernelRuntime):
                 send_msg(self.sock, reply)
             except OSError:
                 return
+            self._stale.clear()
 
 
 def verifier_main(sock: socket.socket, spec: dict[str, Any], init_pid: int) -> None:

@@ -228,7 +228,7 @@ def main(argv: list[str]) -> None:
         _preload(settings.get("preload", []))
         from . import export, verifier  # noqa: F401 - (verifier imports kernel) loaded before the snapshot
 
-        export.INTEGRITY.take()  # before any worker code: what the kernels' exports check against
+        export.take_snapshots()  # before any worker code: what the kernels' exports check against
     except Exception as exc:  # noqa: BLE001
         send_msg(control, {"op": "hello", "role": "zygote", "error": f"preload failed: {exc!r}"})
         return
