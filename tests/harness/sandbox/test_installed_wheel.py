@@ -53,7 +53,7 @@ RUN = textwrap.dedent(
     """
     import json, sys, harness
     from harness.sandbox import Sandbox, SandboxConfig
-    config = SandboxConfig(isolation='bwrap', preload=[], cell_timeout_s=120, grace_s=5)
+    config = SandboxConfig(isolation='bwrap', preload=[], cell_timeout_s=120, grace_s=5, extra_ro_binds=[sys.argv[3]])
     with Sandbox(config) as sandbox:
         result = sandbox.execute_once(sys.argv[1], sys.argv[2])
     print(json.dumps({'harness': harness.__file__, 'ok': result.ok, 'error': result.error_message,
@@ -84,7 +84,13 @@ def test_a_wheel_install_shows_no_private_answer_inside_the_sandbox(tmp_path):
     public.mkdir()
     system = ("/usr/", f"{sys.base_prefix}/")  # names only: read 170,000 files there and the test takes 30 s
     code = f"NEEDLE, SYSTEM = {NEEDLE!r}, {system!r}\n{SEARCH}"
-    out = subprocess.run([python, "-c", RUN, code, public], cwd=tmp_path, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [python, "-c", RUN, code, public, sysconfig.get_path("purelib")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout.splitlines()[-1])
     assert report["harness"].startswith(str(site))  # the wheel's copy ran, not this checkout
