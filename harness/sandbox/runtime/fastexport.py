@@ -18,6 +18,10 @@ that the worker replaced (``DataFrame.__len__``, a ``blocks`` property shadowing
 ``pyarrow.array``) is never looked up, so this path needs no integrity scan of those libraries; the runtime's own
 modules, ``builtins`` and the standard modules it calls are still checked (:data:`.export.RUNTIME_INTEGRITY`).
 
+A frame a probe reads only some str-labelled columns of (``harness.sandbox.probes.projections``) is read the same way,
+then cut to those columns from the block placements alone (:func:`_project`: row slices of the blocks, no pandas call),
+and crosses as an ordinary frame entry with fewer columns, marked ``projected``.
+
 The buffers go into one memfd per variable (64-byte aligned offsets in the entry, C order), sealed by the caller; the
 verifier maps it privately and rebuilds the same blocks zero-copy (``verifier._rebuild_fast``).
 """
