@@ -9,7 +9,8 @@ next cell, so it is measured with that cell against a plain cell in the same run
 ``plain_cell_ms_p50``, ``checkpoint_plus_cell_vs_plain_cell`` and ``checkpoint_ms_p50`` (the median added cost);
 ``restore_*`` likewise. ``verdict_cold_ms_p50`` (export of the 1M-row frame + the clean verifier's verdict, the first
 probe after a cell), ``verdict_cached_ms_p50`` (a later probe before the next cell), ``probe_in_fork_ms_p50`` (the old
-probe in a fork of the worker's kernel, same run) and their ratios ``verdict_*_vs_fork``.
+probe in a fork of the worker's kernel, same run) and their ratios ``verdict_*_vs_fork``; the check reads one column
+(only that column is exported), ``verdict_cold_full_ms_p50`` is the cold verdict of a check reading the whole frame.
 """
 
 from __future__ import annotations

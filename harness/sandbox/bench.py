@@ -98,21 +98,29 @@ def _checkpoint_and_restore(kernel: Any, n: int) -> dict[str, float]:
 def _verdicts(kernel: Any, n: int) -> dict[str, float]:
     """A check on the 1M-row frame: its clean verdict (export from the kernel + the verifier), cold (the first probe
     after a cell: the frame is exported) and cached (a later probe before the next cell), beside the old design's
-    probe in a fork of the worker's kernel (``Kernel._probe_in_fork``, kept only as this reference), interleaved."""
+    probe in a fork of the worker's kernel (``Kernel._probe_in_fork``, kept only as this reference), interleaved.
+    The check reads one column, so only that column is exported (column projection, ``probes.projections``);
+    ``verdict_cold_full_ms_p50`` is the cold verdict of a check that reads the whole frame (all of it exported)."""
     check = "assert len(df) == 1_000_000 and df['c'].max() == 6"
-    cold, cached, forked = [], [], []
+    full = "assert df.shape == (1_000_000, 3) and df.sum().notna().all()"
+    cold, cached, forked, cold_full = [], [], [], []
     for _ in range(n):
-        kernel.execute("y = 1")  # the kernel ran something: the next probe exports again
-        for times, fn in ((cold, kernel.probe), (cached, kernel.probe), (forked, kernel._probe_in_fork)):
-            start = time.perf_counter()
-            result = fn(check)
-            times.append((time.perf_counter() - start) * 1000)
-            if not result.ok:
-                raise RuntimeError(f"benchmark check failed: {result.error_type}: {result.error_message}")
+        for steps in (
+            ((cold, kernel.probe, check), (cached, kernel.probe, check), (forked, kernel._probe_in_fork, check)),
+            ((cold_full, kernel.probe, full),),
+        ):
+            kernel.execute("y = 1")  # the kernel ran something: the next probe exports again
+            for times, fn, code in steps:
+                start = time.perf_counter()
+                result = fn(code)
+                times.append((time.perf_counter() - start) * 1000)
+                if not result.ok:
+                    raise RuntimeError(f"benchmark check failed: {result.error_type}: {result.error_message}")
     out = {
         "verdict_cold_ms_p50": statistics.median(cold),
         "verdict_cached_ms_p50": statistics.median(cached),
         "probe_in_fork_ms_p50": statistics.median(forked),
+        "verdict_cold_full_ms_p50": statistics.median(cold_full),
     }
     out["verdict_cold_vs_fork"] = out["verdict_cold_ms_p50"] / out["probe_in_fork_ms_p50"]
     out["verdict_cached_vs_fork"] = out["verdict_cached_ms_p50"] / out["probe_in_fork_ms_p50"]

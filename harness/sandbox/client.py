@@ -33,7 +33,7 @@ from .channels import (
     request,
     spawn_via,
 )
-from .probes import MAX_EXPORTED, names_read
+from .probes import MAX_EXPORTED, names_read, projections
 from .replies import check_change, parse_reply, restarted_result, scan_workspace, workspace_changes
 from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
 from .runtime.protocol import DeadlineExceeded, ProtocolError, recv_msg, send_msg
@@ -121,8 +121,9 @@ class Kernel:
         self._files: dict[str, tuple[int, ...]] = {}
         self.restarts = 0
         self._verifier: Channel | None = None  # the episode's clean verifier (runtime/verifier.py), started lazily
-        # variables exported at one generation: name -> (entry, fd) | reason it is unavailable | None (not defined)
-        self._exports: dict[str, tuple[dict[str, Any], int | None] | str | None] = {}
+        # variables exported at one generation: name -> (what the kernel exported: (entry, fd) | reason it is
+        # unavailable | None (not defined), the column labels a projected frame holds or None: the whole value)
+        self._exports: dict[str, tuple[tuple[dict[str, Any], int | None] | str | None, frozenset[str] | None]] = {}
         self._exports_generation = -1
         self.tap: ReplyTap | None = None
         self.closed = False
@@ -456,12 +457,14 @@ class Kernel:
         """The raw reply of a probe: its variables exported by the kernel (cached until the kernel runs anything),
         its code run by the verifier over them."""
         try:
-            names, hard = names_read(ast.parse(code, "<probe>", "exec"))
+            tree = ast.parse(code, "<probe>", "exec")
+            names, hard = names_read(tree)
+            columns = projections(tree, names[:MAX_EXPORTED])
         except (SyntaxError, ValueError, RecursionError):
-            names, hard = [], []  # the verifier reports the error as the kernel would
+            names, hard, columns = [], [], {}  # the verifier reports the error as the kernel would
         unavailable = {n: f"the probe reads more than {MAX_EXPORTED} variables" for n in names[MAX_EXPORTED:]}
         variables, fds, notes = {}, [], []
-        for name, item in self._exported(names[:MAX_EXPORTED]).items():
+        for name, item in self._exported(names[:MAX_EXPORTED], columns).items():
             if isinstance(item, str):
                 unavailable[name] = item
             elif item is not None:
@@ -494,53 +497,84 @@ class Kernel:
             raw["stderr"] = "".join(notes) + raw["stderr"]
         return raw
 
-    def _exported(self, names: list[str]) -> dict[str, tuple[dict[str, Any], int | None] | str | None]:
-        """``names`` as the kernel exports them now (``runtime/export.py``); asks the kernel only for names not
-        exported since it last ran anything. Raises ``ProtocolError`` when the kernel fails."""
+    def _exported(
+        self, names: list[str], columns: dict[str, list[str]] | None = None
+    ) -> dict[str, tuple[dict[str, Any], int | None] | str | None]:
+        """``names`` as the kernel exports them now (``runtime/export.py``); ``columns``: name -> the column labels
+        the probe reads of it (:func:`.probes.projections`; a name absent from it is wanted whole). Asks the kernel
+        only for names not exported since it last ran anything, or exported projected to columns that do not cover
+        the ones wanted now (then to both sets). Raises ``ProtocolError`` when the kernel fails."""
+        columns = columns or {}
         if self._exports_generation != self._generation:
             self._clear_exports()
             self._exports_generation = self._generation
-        wanted = [n for n in names if n not in self._exports]
+        asked: dict[str, list[str]] = {}
+        wanted = []
+        for name in names:
+            want = None if name not in columns else frozenset(columns[name])
+            cached = self._exports.get(name, ("absent", frozenset()))[1]
+            if name in self._exports and (cached is None or (want is not None and want <= cached)):
+                continue
+            wanted.append(name)
+            if want is not None:
+                asked[name] = sorted(want | (cached or frozenset()))
         if wanted:
             sock = self._kernel().sock
-            send_msg(sock, {"op": "export", "names": wanted})
+            send_msg(sock, {"op": "export", "names": wanted, "columns": asked})
             deadline = time.monotonic() + self.config.cell_timeout_s + self.config.grace_s
             reply, fds, _ = recv_msg(sock, max_bytes=self._max_reply, deadline=deadline)
             try:
-                self._take_exports(wanted, reply, fds)
+                self._take_exports(wanted, reply, fds, asked)
             finally:
+                kept = {v[0][1] for v in self._exports.values() if isinstance(v[0], tuple)}
                 for fd in fds:
-                    if all(not isinstance(v, tuple) or v[1] != fd for v in self._exports.values()):
+                    if fd not in kept:
                         os.close(fd)
-        return {n: self._exports.get(n) for n in names}
+        return {n: self._exports[n][0] if n in self._exports else None for n in names}
 
-    def _take_exports(self, wanted: list[str], reply: dict[str, Any], fds: list[int]) -> None:
-        """Validate an export reply (untrusted: the kernel runs worker code) into the cache."""
+    def _take_exports(
+        self, wanted: list[str], reply: dict[str, Any], fds: list[int], asked: dict[str, list[str]]
+    ) -> None:
+        """Validate an export reply (untrusted: the kernel runs worker code) into the cache, replacing (and closing)
+        an entry exported before with other columns. An entry the kernel says is ``projected`` holds the columns
+        ``asked`` for it (a projected entry that holds others is refused); any other entry is the whole value."""
         variables, unavailable, missing = reply.get("variables"), reply.get("unavailable"), reply.get("missing")
         if not (isinstance(variables, dict) and isinstance(unavailable, dict) and isinstance(missing, list)):
             raise ProtocolError(f"bad export reply {str(reply)[:300]}")
         converted = reply.get("converted") if isinstance(reply.get("converted"), dict) else {}
         for name in wanted:
             entry = variables.get(name)
+            item: tuple[dict[str, Any], int | None] | str | None
+            holds: frozenset[str] | None = None
             if isinstance(entry, dict):
                 index = entry.get("fd")
                 if index is not None and not (isinstance(index, int) and 0 <= index < len(fds)):
                     raise ProtocolError(f"export of {name!r} names no file descriptor")
-                self._exports[name] = (entry, None if index is None else fds[index])
+                if entry.get("projected") is not None:
+                    if entry.get("projected") is not True or name not in asked:
+                        raise ProtocolError(f"export of {name!r} is projected though no projection was asked")
+                    holds = frozenset(asked[name])
+                note = converted.get(name)
+                if isinstance(note, str):
+                    entry = {**entry, "converted": note[:500]}
+                item = (entry, None if index is None else fds[index])
             elif isinstance(unavailable.get(name), str):
-                self._exports[name] = str(unavailable[name])[:1000]
+                item = str(unavailable[name])[:1000]
             else:
-                self._exports[name] = None
-            note = converted.get(name)
-            if isinstance(note, str) and isinstance(entry, dict):
-                self._exports[name] = ({**entry, "converted": note[:500]}, self._exports[name][1])  # type: ignore[index]
+                item = None
+            self._close_export(name)
+            self._exports[name] = (item, holds)
 
     def _clear_exports(self) -> None:
-        for item in self._exports.values():
-            if isinstance(item, tuple) and item[1] is not None:
-                with contextlib.suppress(OSError):
-                    os.close(item[1])
+        for name in list(self._exports):
+            self._close_export(name)
         self._exports = {}
+
+    def _close_export(self, name: str) -> None:
+        item = self._exports.pop(name, (None, None))[0]
+        if isinstance(item, tuple) and item[1] is not None:
+            with contextlib.suppress(OSError):
+                os.close(item[1])
 
     def _verifier_channel(self) -> Channel:
         if self._verifier is None:

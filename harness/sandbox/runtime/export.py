@@ -413,10 +413,13 @@ def _export_frame(name: str, obj: Any, converted: dict[str, str]) -> tuple[dict[
     return entry, _write_table(name, table)
 
 
-def _export_fast(name: str, obj: Any, frame: bool, converted: dict[str, str]) -> tuple[dict[str, Any], int] | None:
-    """The fast path (:mod:`.fastexport`) when it covers ``obj``, else None (the checked path exports it)."""
+def _export_fast(
+    name: str, obj: Any, frame: bool, converted: dict[str, str], columns: Any = None
+) -> tuple[dict[str, Any], int] | None:
+    """The fast path (:mod:`.fastexport`) when it covers ``obj``, else None (the checked path exports it).
+    ``columns``: the labels a probe reads of a frame (``fastexport.read`` projects to them when it can)."""
     try:
-        entry, arrays = fastexport.read(obj, frame)
+        entry, arrays = fastexport.read(obj, frame, columns)
     except Exception:  # noqa: BLE001 - NotFast, or a layout it does not expect: the checked path decides
         return None
     fd = os.memfd_create(f"export-{name}"[:200], os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -446,10 +449,13 @@ def _export_array(name: str, arr: Any) -> tuple[dict[str, Any], int]:
         raise
 
 
-def export(namespace: dict[str, Any], names: list[str]) -> tuple[dict[str, Any], list[int]]:
+def export(namespace: dict[str, Any], names: list[str], columns: Any = None) -> tuple[dict[str, Any], list[int]]:
     """The variables ``names`` of ``namespace`` as data: ``(reply, fds)``. ``reply``: ``variables`` (name -> entry,
     ``fd`` indexing ``fds``), ``unavailable`` (name -> reason), ``missing`` (names not defined), ``converted``
-    (name -> how a subclass crossed). The caller closes ``fds`` once they are sent."""
+    (name -> how a subclass crossed). ``columns``: name -> the str column labels the probe reads of it (from the host,
+    :func:`harness.sandbox.probes.projections`); a frame on the fast path is then exported with those columns only
+    (its entry says ``projected``); the checked path and every other value ignore it. The caller closes ``fds`` once
+    they are sent."""
     variables: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
     converted: dict[str, str] = {}
@@ -459,6 +465,7 @@ def export(namespace: dict[str, Any], names: list[str]) -> tuple[dict[str, Any],
     libraries: list[str | None] = []  # INTEGRITY.modified(), computed once a variable needs the checked path
     # only exact-str names: a key object of the worker's could run its __eq__ on a hash collision
     plain = {k: v for k, v in dict.items(namespace) if _type(k) is str}
+    columns = columns if _type(columns) is dict else {}
     for name in names:
         if tampered is not None:
             unavailable[name] = f"the worker's code modified {tampered}, so no variable is read from its kernel"
@@ -470,7 +477,8 @@ def export(namespace: dict[str, Any], names: list[str]) -> tuple[dict[str, Any],
         frame = _issubclass(_type(value), _FRAME)
         try:
             if frame or _issubclass(_type(value), _SERIES):
-                fast = _export_fast(name, value, frame, converted)
+                wanted = dict.get(columns, name) if frame else None
+                fast = _export_fast(name, value, frame, converted, wanted)
                 if fast is not None:
                     variables[name] = {**fast[0], "fd": _len(fds)}
                     fds.append(fast[1])

@@ -18,6 +18,10 @@ that the worker replaced (``DataFrame.__len__``, a ``blocks`` property shadowing
 ``pyarrow.array``) is never looked up, so this path needs no integrity scan of those libraries; the runtime's own
 modules, ``builtins`` and the standard modules it calls are still checked (:data:`.export.RUNTIME_INTEGRITY`).
 
+A frame a probe reads only some str-labelled columns of (``harness.sandbox.probes.projections``) is read the same way,
+then cut to those columns from the block placements alone (:func:`_project`: row slices of the blocks, no pandas call),
+and crosses as an ordinary frame entry with fewer columns, marked ``projected``.
+
 The buffers go into one memfd per variable (64-byte aligned offsets in the entry, C order), sealed by the caller; the
 verifier maps it privately and rebuilds the same blocks zero-copy (``verifier._rebuild_fast``).
 """
@@ -39,7 +43,7 @@ DTYPE_CHARS = "?bBhHiIlLqQefd"
 """numpy type characters of the dtypes the fast path carries (bool, the integers, float16/32/64)."""
 
 _type, _id, _len, _list, _sorted, _range, _set = type, id, len, list, sorted, range, set
-_map, _memoryview, _dict_get, _str = map, memoryview, dict.get, str
+_map, _memoryview, _dict_get, _str, _slice, _enumerate = map, memoryview, dict.get, str, slice, enumerate
 _pwrite = os.pwrite
 
 
@@ -57,7 +61,7 @@ _BLOCK_VALUES = _getset(_cy_internals.Block, "values")
 _BLOCK_LOCS = _getset(_cy_internals.Block, "_mgr_locs")
 _PLACEMENT_ARRAY = _getset(_cy_internals.BlockPlacement, "as_array")
 _ND_DTYPE, _ND_SHAPE, _ND_NDIM = (_getset(np.ndarray, n) for n in ("dtype", "shape", "ndim"))
-_ND_COPY, _ND_TOLIST = np.ndarray.copy, np.ndarray.tolist
+_ND_COPY, _ND_TOLIST, _ND_GETITEM = np.ndarray.copy, np.ndarray.tolist, np.ndarray.__getitem__
 _DT_STR, _DT_NATIVE = _getset(np.dtype, "str"), _getset(np.dtype, "isnative")
 _RANGE_START, _RANGE_STOP, _RANGE_STEP = (_getset(range, n) for n in ("start", "stop", "step"))
 _TO_PYLIST, _CHUNKED_TYPE = pa.ChunkedArray.to_pylist, _getset(pa.ChunkedArray, "type")
@@ -185,9 +189,43 @@ def _blocks(blocks: Any, ncols: int, nrows: int, arrays: list[Any]) -> list[dict
     return out
 
 
-def read(obj: Any, frame: bool) -> tuple[dict[str, Any], list[Any]]:
+def _project(
+    labels: list[Any], blocks: list[dict[str, Any]], arrays: list[Any], wanted: Any
+) -> tuple[list[Any], list[dict[str, Any]], list[Any]] | None:
+    """The columns whose label is in ``wanted`` (a list of exact ``str``; :func:`harness.sandbox.probes.projections`),
+    in the frame's order, duplicates kept: ``(labels, blocks, arrays)`` with each block cut to runs of its wanted
+    rows (views: only those rows are written). None (export it whole) unless every label of the frame is an exact
+    ``str`` and each wanted label is one of them. Only exact ``str`` are hashed or compared (their own methods)."""
+    if _type(wanted) is not list or not _set(_map(_type, wanted)) <= _STR_ONLY:
+        return None
+    if not _set(_map(_type, labels)) <= _STR_ONLY:
+        return None
+    wanted = _set(wanted)
+    keep = [p for p, label in _enumerate(labels) if label in wanted]
+    if _len(_set([labels[p] for p in keep])) != _len(wanted):
+        return None
+    position = {p: i for i, p in _enumerate(keep)}
+    out, views = [], []
+    for block, values in zip(blocks, arrays, strict=True):
+        locs = block["locs"]
+        rows = [r for r, loc in _enumerate(locs) if loc in position]
+        start = 0
+        while start < _len(rows):
+            end = start + 1
+            while end < _len(rows) and rows[end] == rows[end - 1] + 1:
+                end += 1
+            low, high = rows[start], rows[end - 1] + 1
+            views.append(values if low == 0 and high == _len(locs) else _ND_GETITEM(values, _slice(low, high)))
+            shape = [high - low, block["shape"][1]]
+            out.append({"dtype": block["dtype"], "shape": shape, "locs": [position[loc] for loc in locs[low:high]]})
+            start = end
+    return [labels[p] for p in keep], out, views
+
+
+def read(obj: Any, frame: bool, columns: Any = None) -> tuple[dict[str, Any], list[Any]]:
     """The fast entry of a DataFrame (``frame``) or Series and the arrays to write (index data first, then the
-    blocks'), or :class:`NotFast`."""
+    blocks'), or :class:`NotFast`. ``columns``: the str labels a probe reads of a frame (:func:`_project`; a projected
+    entry says ``projected``, and is a frame entry like any other, with fewer columns); ignored for a Series."""
     arrays: list[Any] = []
     if frame:
         (manager,) = _fields(_DICT_OF_FRAME(obj), "_mgr")
@@ -201,6 +239,12 @@ def read(obj: Any, frame: bool) -> tuple[dict[str, Any], list[Any]]:
         nrows = index["length"] if "length" in index else _len(_range(*index["range"]))
         blocks = _blocks(_MGR_BLOCKS(manager), _len(labels), nrows, arrays)
         entry = {"kind": "frame", "columns": labels, "columns_names": [columns_name], "multi": False}
+        first = _len(arrays) - _len(blocks)  # the index's data (if any) comes first
+        projected = None if columns is None else _project(labels, blocks, arrays[first:], columns)
+        if projected is not None:
+            entry["columns"], blocks, views = projected
+            entry["projected"] = True
+            arrays = arrays[:first] + views
     else:
         manager, series_name = _fields(_DICT_OF_FRAME(obj), "_mgr", "_name")
         if _type(manager) is not _SINGLE_MANAGER:

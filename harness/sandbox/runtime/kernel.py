@@ -432,7 +432,7 @@ class KernelRuntime:
             if op == "export":
                 try:
                     names = [n for n in msg.get("names", []) if type(n) is str]
-                    reply, exported = export_variables(namespace, names)
+                    reply, exported = export_variables(namespace, names, msg.get("columns"))
                 except BaseException as exc:  # noqa: BLE001
                     reply, exported = {"ok": False, "error_type": "ExportFailed", "error_message": repr(exc)[:500]}, []
                 try:
