@@ -20,10 +20,8 @@ import importlib
 import json
 import mmap
 import os
-import signal
 import socket
 import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -32,10 +30,10 @@ import pyarrow as pa
 import pyarrow.ipc  # noqa: F401 - pa.ipc
 from pandas.api.internals import create_dataframe_from_blocks
 
-from . import mappings, procs, syscalls
+from . import syscalls
 from .export import SEALS
 from .fastexport import DTYPE_CHARS
-from .kernel import KernelRuntime, _failed_probe
+from .kernel import KernelRuntime
 from .protocol import ProtocolError, recv_msg, send_msg
 
 HOST_MAX_MSG = 64 << 20
@@ -173,16 +171,11 @@ def unavailable_reply(unavailable: dict[str, str], names: list[str]) -> dict[str
 
 
 class VerifierRuntime(KernelRuntime):
-    """A kernel-shaped process that runs no worker code: each ``check`` runs in a pre-forked child over rebuilt data.
-
-    The child for the next check is forked (and its output capture set up) right after a reply is sent, and waits on
-    a socketpair; a check hands it its message and memfds, waits for its reply until the deadline, then kills it. A
-    child serves exactly one check; the next is forked after the reply."""
+    """A kernel-shaped process that runs no worker code: each ``check`` runs in a fork over rebuilt data."""
 
     def setup(self) -> None:
         self._fast: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # (memfd, entry) -> (its mapping, rebuilt value)
-        self._ready: tuple[int, socket.socket] | None = None  # the pre-forked child waiting for a check
-        self._served: tuple[dict[str, Any], list[int]] | None = None  # the last check's variables, cached after it
+        self._stale: list[Any] = []  # entries dropped from the cache, released once the reply is sent
         self.init_pid = os.getpid()  # strays are this process's descendants only (never the kernel or checkpoints)
         syscalls.prctl(PR_SET_DUMPABLE, 0)
         paths = self.spec["paths"]
@@ -196,156 +189,64 @@ class VerifierRuntime(KernelRuntime):
         cwd = os.getcwd()
         sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd) and not p.startswith(paths["workspace"])]
 
-    # ---- this process: the cache of fast-path frames and the children -------------------------------------------
-    def _cache(self, variables: dict[str, Any], fds: list[int]) -> None:
-        """Rebuild the fast-path variables of the last check here, once per exported memfd, so the children forked
-        after it inherit them (copy-on-write). Only the last check's variables stay cached: freeing an export's
-        memory takes a few milliseconds, so it is done here, after the reply."""
+    def _prebuilt(self, variables: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """The fast-path variables of this check, rebuilt here (before the fork) once per exported memfd: a later
+        check of the same export reuses them, and each check's fork gets its own copy-on-write view. Only the
+        current check's variables stay cached; the others are released after the reply (:meth:`serve`), as freeing
+        an export's memory takes a few milliseconds."""
+        built: dict[str, Any] = {}
         kept: dict[tuple[Any, ...], tuple[Any, Any]] = {}
-        for entry in variables.values():
+        for name, entry in variables.items():
             if entry.get("path") != "fast":
                 continue
             fd = fds[entry["fd"]]
-            key = _fast_key(fd, entry)
+            stat = os.fstat(fd)
+            key = (stat.st_dev, stat.st_ino, json.dumps(entry, sort_keys=True))
             item = self._fast.get(key) or kept.get(key)
             if item is None:
                 buf = _mapped(fd)
                 item = (buf, _rebuild_fast(entry, buf))
             kept[key] = item
+            built[name] = item[1]
+        self._stale.append(self._fast)
         self._fast = kept
-
-    def _spawn(self) -> tuple[int, socket.socket]:
-        """Fork the child for the next check: its own output capture, no shared mapping, waiting on a socketpair."""
-        parent_end, child_end = socket.socketpair()
-        shared = mappings.shared_mappings()  # listed here, warm: the fork holds the same mappings
-        pid = os.fork()
-        if pid == 0:
-            try:
-                parent_end.close()
-                os.close(self.sock.detach())
-                verifier_pid, self.pid = self.pid, os.getpid()
-                self._capture_fds()  # own memfds: C-level output must not land in this process's capture
-                try:
-                    mappings.privatize_shared(shared)
-                    failed = None
-                except OSError as exc:
-                    failed = f"the probe did not run: {exc}"
-                self._serve_one(child_end, verifier_pid, failed)
-            finally:
-                os._exit(0)
-        child_end.close()
-        return pid, parent_end
-
-    def _child(self) -> tuple[int, socket.socket]:
-        """The waiting child (forked now if there is none, or if it was killed while it waited)."""
-        ready, self._ready = self._ready, None
-        if ready is not None:
-            try:
-                done, _ = os.waitpid(ready[0], os.WNOHANG)
-            except ChildProcessError:
-                done = ready[0]
-            if not done:
-                return ready
-            ready[1].close()
-        return self._spawn()
+        return built
 
     def check(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
-        """Hand the check to the waiting child and return its reply; the child is killed at its deadline."""
-        start = time.perf_counter()
-        self._served = (msg.get("variables", {}), fds)  # its memfds are closed after the reply
-        timeout = float(msg.get("timeout", self.limits["cell_timeout_s"]))
-        pid, end = self._child()
-        try:
-            try:
-                send_msg(end, msg, fds)
-            except OSError:  # it died between the check above and the send: a fresh one
-                end.close()
-                os.kill(pid, signal.SIGKILL)
-                self.exiting.add(pid)
-                pid, end = self._spawn()
-                send_msg(end, msg, fds)
-            deadline = time.monotonic() + timeout + self.limits["grace_s"]
-            try:
-                result, _, _ = recv_msg(end, max_bytes=HOST_MAX_MSG, deadline=deadline)
-            except ProtocolError as exc:
-                result = _failed_probe(str(exc), timed_out="deadline" in str(exc))
-        finally:
-            end.close()
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if result.get("error_type") == "ProbeFailed" and not result.get("timed_out"):
-            try:
-                _, status = os.waitpid(pid, 0)
-                result["error_message"] = f"probe process {procs.describe_status(status)}"
-            except ChildProcessError:
-                pass
-        else:  # not waited for: its exit overlaps the reply, and it is reaped with the other exited children
-            self.exiting.add(pid)
-        result["changes"] = []
-        result["duration_s"] = time.perf_counter() - start
-        return result
-
-    def after_reply(self) -> None:
-        """After a reply is sent: kill the last child's strays, cache the last check's frames, fork the next child."""
-        self._kill_strays(set())
-        served, self._served = self._served, None
-        if served is not None:
-            variables, fds = served
-            try:
-                if isinstance(variables, dict):
-                    self._cache(variables, fds)
-            except Exception:  # noqa: BLE001 - the child reported it; this cache stays as it was
-                pass
-            finally:
-                for fd in fds:
-                    os.close(fd)
-        try:
-            self._ready = self._spawn()
-        except OSError:  # no process to spare now: the next check forks its own
-            self._ready = None
-
-    # ---- the child: one check ----------------------------------------------------------------------------------
-    def _serve_one(self, sock: socket.socket, verifier_pid: int, failed: str | None) -> None:
-        """Wait for one check, run it, reply, return (the caller exits)."""
-        try:
-            msg, fds, _ = recv_msg(sock, max_bytes=HOST_MAX_MSG)
-        except ProtocolError:
-            return
-        if failed is not None:
-            send_msg(sock, _failed_probe(failed))
-            return
         code, timeout = msg["code"], float(msg.get("timeout", self.limits["cell_timeout_s"]))
-        early = self._prepare(msg, fds)
-        send_msg(sock, early or self.run_cell(code, timeout, track=False, keep={verifier_pid}))
-
-    def _prepare(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any] | None:
-        """The check's variables into the namespace (fast-path frames inherited when cached, else rebuilt here), or
-        the reply that replaces the run when they cannot be."""
         variables: dict[str, Any] = msg.get("variables", {})
         unavailable: dict[str, str] = msg.get("unavailable", {})
         named = [n for n in msg.get("hard", []) if n in unavailable]
-        if named:
-            return unavailable_reply(unavailable, named)
+        built: dict[str, Any] = {}
+        failed: Exception | None = None
+        if not named:
+            try:
+                built = self._prebuilt(variables, fds)
+            except Exception as exc:  # noqa: BLE001 - reported by the probe below
+                failed = exc
+
+        def prepare(runtime: KernelRuntime) -> dict[str, Any] | None:
+            if named:
+                return unavailable_reply(unavailable, named)
+            try:
+                if failed is not None:
+                    raise failed
+                runtime.namespace.update(rebuild({n: e for n, e in variables.items() if n not in built}, fds))
+                runtime.namespace.update(built)
+            except Exception as exc:  # noqa: BLE001 - the probe cannot run: say why, as a probe failure
+                reply = unavailable_reply({}, [])
+                reply.update(error_type="ProbeFailed", error_message=f"the exported data could not be read: {exc!r}")
+                return reply
+            return None
+
         try:
-            built: dict[str, Any] = {}
-            for name, entry in variables.items():
-                if entry.get("path") == "fast":
-                    fd = fds[entry["fd"]]
-                    item = self._fast.get(_fast_key(fd, entry))
-                    built[name] = item[1] if item is not None else _rebuild_fast(entry, _mapped(fd))
-            self.namespace.update(rebuild({n: e for n, e in variables.items() if n not in built}, fds))
-            self.namespace.update(built)
-        except Exception as exc:  # noqa: BLE001 - the probe cannot run: say why, as a probe failure
-            reply = unavailable_reply({}, [])
-            reply.update(error_type="ProbeFailed", error_message=f"the exported data could not be read: {exc!r}")
-            return reply
-        return None
+            return self.probe_in_fork(code, timeout, set(), prepare=prepare, landlock=False)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def serve(self, trusted: tuple[Any, ...] | None = None) -> None:
         send_msg(self.sock, {"op": "hello", "role": "verifier", "pid": os.getpid()})
-        self.after_reply()
         while True:
             try:
                 msg, fds, _ = recv_msg(self.sock, max_bytes=HOST_MAX_MSG)
@@ -364,12 +265,7 @@ class VerifierRuntime(KernelRuntime):
                 send_msg(self.sock, reply)
             except OSError:
                 return
-            self.after_reply()
-
-
-def _fast_key(fd: int, entry: dict[str, Any]) -> tuple[Any, ...]:
-    stat = os.fstat(fd)
-    return (stat.st_dev, stat.st_ino, json.dumps(entry, sort_keys=True))
+            self._stale.clear()
 
 
 def verifier_main(sock: socket.socket, spec: dict[str, Any], init_pid: int) -> None:
