@@ -88,3 +88,64 @@ def test_no_probe_changes_the_kernel_state(k, probe):
     k.probe(probe)
     r = k.execute("print(df['a'].tolist(), lst, d, df.attrs)")
     assert r.stdout == "[1.0, 2.0] [1] {'k': 1} {}\n"
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("z = 5", "z"),
+        ("import math; math.pi = 3", "import math; assert math.pi > 3.14"),
+        ("builtins.len = lambda x: 0", "assert len([1, 2]) == 2"),
+        ("df.loc[0, 'a'] = 99.0", "assert df['a'].tolist() == [1.0, 2.0]"),
+    ],
+)
+def test_no_check_state_reaches_the_next_check(k, first, then):
+    k.probe(first)  # its own verdict does not matter (patching len breaks the check's own process)
+    r = k.probe(then)
+    if then == "z":  # bound by the first check only: the next one does not see it
+        assert not r.ok and r.error_type == "NameError"
+    else:
+        assert r.ok, r.error_message
+
+
+@pytest.mark.parametrize(
+    ("code", "timed_out", "message"),
+    [
+        ("import os; os._exit(3)", False, "exited with status 3"),
+        ("while True: pass", True, ""),
+        ("import signal; signal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True: pass", True, "deadline"),
+    ],
+)
+def test_a_check_that_dies_or_hangs_fails_and_the_next_one_works(k, code, timed_out, message):
+    r = k.probe(code, timeout=0.3)
+    assert not r.ok and r.timed_out == timed_out and message in (r.error_message or "")
+    assert k.probe("assert df['a'].sum() == 3.0").ok
+
+
+COUNT_CHILDREN = """
+import os, time
+def live_children(parent):
+    found = []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            stat = open(f'/proc/{pid}/stat').read()
+        except OSError:
+            continue
+        state, ppid = stat[stat.rindex(')') + 2 :].split()[:2]
+        if int(ppid) == parent and state not in 'ZX':
+            found.append(pid)
+    return found
+deadline = time.monotonic() + 3
+while live_children(VPID) and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(len(live_children(VPID)))
+"""
+
+
+def test_many_checks_in_a_row_leave_no_process_behind(k):
+    for i in range(20):
+        r = k.probe(f"import os; os.fork() if {i} % 5 == 0 else None\nassert len(df) == 2")
+        assert r.ok, r.error_message
+    vpid = k._verifier.pid  # as seen inside the episode, where the kernel lists /proc
+    r = k.execute(COUNT_CHILDREN.replace("VPID", str(vpid)))
+    assert r.ok and r.stdout == "0\n", (r.stdout, r.error_message)
