@@ -335,6 +335,24 @@ def _json_value(value: Any, what: str, depth: int = 0) -> Any:
     raise Unavailable(f"{_describe(value)} {NOT_DATA}")
 
 
+_CONTAINER_IDS = frozenset(map(id, (list, tuple, set, frozenset, dict)))
+
+
+def _builtin_tree(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is an exact ``str``/``int``/``float``/``bool``/``None`` or a (bounded) list, tuple, set,
+    frozenset or dict of such trees: :func:`_json_value` then calls only builtins (no numpy, pandas or pyarrow code),
+    so the value needs no library scan. Types are compared by identity; iteration of exact builtin containers runs no
+    code of the worker's."""
+    kind = _type(value)
+    if _id(kind) in _PLAIN_IDS:
+        return True
+    if _id(kind) not in _CONTAINER_IDS or depth > 20 or _len(value) > MAX_ITEMS:
+        return False
+    if kind is dict:
+        return all(_builtin_tree(k, depth + 1) and _builtin_tree(v, depth + 1) for k, v in list(dict.items(value)))
+    return all(_builtin_tree(v, depth + 1) for v in (list.copy(value) if kind is list else value))
+
+
 def _base_value(value: Any) -> tuple[Any, str] | None:
     """An int/float/str subclass as its base value, through the base type's own slot (never the subclass's)."""
     kind = _type(value)
@@ -483,11 +501,16 @@ def export(namespace: dict[str, Any], names: list[str], columns: Any = None) -> 
                     variables[name] = {**fast[0], "fd": _len(fds)}
                     fds.append(fast[1])
                     continue
-            if not libraries:
-                libraries.append(INTEGRITY.modified())
-            if libraries[0] is not None:
-                unavailable[name] = f"the worker's code modified {libraries[0]}, so {name} is not read from its kernel"
-                continue
+            # a module (its name, read through a C getset) and a tree of builtin values cross without running any
+            # library code: only the other values pay the library scan
+            if not (_type(value) is types.ModuleType or _builtin_tree(value)):
+                if not libraries:
+                    libraries.append(INTEGRITY.modified())
+                if libraries[0] is not None:
+                    unavailable[name] = (
+                        f"the worker's code modified {libraries[0]}, so {name} is not read from its kernel"
+                    )
+                    continue
             if _type(value) is types.ModuleType:
                 module = _DICT_OF_MODULE(value).get("__name__")
                 if _type(module) is not str:

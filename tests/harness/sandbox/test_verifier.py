@@ -149,3 +149,13 @@ def test_many_checks_in_a_row_leave_no_process_behind(k):
     vpid = k._verifier.pid  # as seen inside the episode, where the kernel lists /proc
     r = k.execute(COUNT_CHILDREN.replace("VPID", str(vpid)))
     assert r.ok and r.stdout == "0\n", (r.stdout, r.error_message)
+
+
+def test_builtin_values_and_modules_cross_without_the_library_scan(k):
+    """A tree of builtin values and a module run no numpy/pandas/pyarrow code when exported, so a patched pandas
+    does not make them unavailable; a numpy scalar still needs the scan and is refused naming the patch."""
+    k.execute("meta = {'n': 2, 'tags': ['a', None]}\nscalar = np.float64(2.5)\npd.DataFrame.sum = lambda self: 0")
+    r = k.probe("assert meta['n'] == 2 and meta['tags'] == ['a', None] and math.floor(2.5) == 2")
+    assert r.ok and r.unavailable == {}
+    r = k.probe("scalar")
+    assert not r.ok and "DataFrame.sum" in r.unavailable["scalar"]
