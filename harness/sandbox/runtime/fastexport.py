@@ -1,29 +1,36 @@
-"""The export's fast path: a DataFrame/Series of numpy-backed numeric columns as raw column buffers, read without
+"""The export's fast path: a DataFrame/Series of numeric and string columns as raw column buffers, read without
 running any Python-level code of pandas, numpy or pyarrow.
 
 Covered: an (exact or subclassed) ``DataFrame`` whose block manager is pandas' own ``BlockManager`` holding only
-``NumpyBlock`` s of exact ``numpy.ndarray`` values of a native bool/int/uint/float dtype (no ``longdouble``), whose
-columns are a ``RangeIndex`` or an ``Index`` of plain labels (exact ``str``/``int``/``bool``/``None``/finite
-``float``; numpy- or ``ArrowStringArray``-backed), and whose row index is a ``RangeIndex`` or a numpy-backed
-``Index`` of such a dtype; a ``Series`` likewise (one ``NumpyBlock``, a plain name). Anything else (extension arrays,
-object columns, a ``MultiIndex``, a time zone, ...) returns None here and takes the checked path of :mod:`.export`.
+``NumpyBlock`` s of exact ``numpy.ndarray`` values of a native bool/int/uint/float dtype (no ``longdouble``) and
+``ExtensionBlock`` s of an exact ``ArrowStringArray`` (pandas' default string dtype: an exact ``StringDtype`` with
+storage ``"pyarrow"`` and ``na_value`` NaN or ``pd.NA``, over a ``ChunkedArray`` of exact ``string``/``large_string``
+chunks), whose columns are a ``RangeIndex`` or an ``Index`` of plain labels (exact ``str``/``int``/``bool``/``None``/
+finite ``float``; numpy- or ``ArrowStringArray``-backed), and whose row index is a ``RangeIndex`` or a numpy-backed
+``Index`` of such a dtype; a ``Series`` likewise (one such block, a plain name). Anything else (other extension
+arrays, object columns, a ``MultiIndex``, a time zone, ...) returns None here and takes the checked path of
+:mod:`.export`.
 
 Everything is read through references taken when this module is imported (in the zygote, before any worker code):
 the Cython getset descriptors of ``pandas._libs.internals`` (``BlockManager.blocks``/``axes``, ``Block.values``/
 ``_mgr_locs``, ``BlockPlacement.as_array``), the ``__dict__`` getsets of pandas' classes (instance dictionaries
 whose keys are all exact ``str``, so no key's ``__eq__`` runs), numpy's getsets and C methods on ``ndarray`` and
-``dtype`` (immutable C types), ``ChunkedArray.to_pylist`` of pyarrow (a Cython method of an immutable type),
-``memoryview`` and ``os.pwrite``. Types are compared by identity. A Python-level attribute of pandas, numpy or pyarrow
-that the worker replaced (``DataFrame.__len__``, a ``blocks`` property shadowing the Cython one, ``numpy.arange``,
-``pyarrow.array``) is never looked up, so this path needs no integrity scan of those libraries; the runtime's own
-modules, ``builtins`` and the standard modules it calls are still checked (:data:`.export.RUNTIME_INTEGRITY`).
+``dtype`` (immutable C types), pyarrow's Cython getsets and methods (``ChunkedArray.to_pylist``/``chunks``/``type``,
+``Array.buffers``/``offset``/``null_count``/``type``, ``DataType.id``; immutable types), ``memoryview`` and
+``os.pwrite``. A string column's dtype is read from its ``__dict__`` (``_storage``, ``_na_value``: compared as an
+exact ``str``, by identity with ``pd.NA``, or as an exact NaN ``float``). Types are compared by identity. A
+Python-level attribute of pandas, numpy or pyarrow that the worker replaced (``DataFrame.__len__``, a ``blocks``
+property shadowing the Cython one, ``numpy.arange``, ``pyarrow.array``) is never looked up, so this path needs no
+integrity scan of those libraries; the runtime's own modules, ``builtins`` and the standard modules it calls are still
+checked (:data:`.export.RUNTIME_INTEGRITY`).
 
 A frame a probe reads only some str-labelled columns of (``harness.sandbox.probes.projections``) is read the same way,
 then cut to those columns from the block placements alone (:func:`_project`: row slices of the blocks, no pandas call),
 and crosses as an ordinary frame entry with fewer columns, marked ``projected``.
 
-The buffers go into one memfd per variable (64-byte aligned offsets in the entry, C order), sealed by the caller; the
-verifier maps it privately and rebuilds the same blocks zero-copy (``verifier._rebuild_fast``).
+The buffers go into one memfd per variable (64-byte aligned offsets in the entry, C order; a string column's chunks as
+their Arrow buffers, whole, with each chunk's length, offset and null count), sealed by the caller; the verifier maps
+it privately and rebuilds the same blocks zero-copy (``verifier._rebuild_fast``; the string chunks are validated).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import numpy as np
 import pandas as pd
 import pandas._libs.internals as _cy_internals
 import pyarrow as pa
-from pandas.core.internals.blocks import NumpyBlock
+from pandas.core.internals.blocks import ExtensionBlock, NumpyBlock
 from pandas.core.internals.managers import BlockManager, SingleBlockManager
 
 ALIGN = 64
@@ -68,14 +75,25 @@ _TO_PYLIST, _CHUNKED_TYPE = pa.ChunkedArray.to_pylist, _getset(pa.ChunkedArray, 
 _ARROW_TYPE_ID = _getset(pa.DataType, "id")
 _ARROW_STRING_IDS = frozenset(_ARROW_TYPE_ID(t) for t in (pa.string(), pa.large_string(), pa.string_view()))
 _ARROW_DATATYPE = pa.DataType
+_CHUNKS, _CHUNK_TYPE = _getset(pa.ChunkedArray, "chunks"), _getset(pa.Array, "type")
+_CHUNK_OFFSET, _CHUNK_NULLS, _CHUNK_BUFFERS = (
+    _getset(pa.Array, "offset"),
+    _getset(pa.Array, "null_count"),
+    pa.Array.buffers,
+)
+_STRING_CHUNKS = {_id(pa.lib.StringArray): "string", _id(pa.lib.LargeStringArray): "large_string"}
+_STRING_TYPE_IDS = {_ARROW_TYPE_ID(pa.string()): "string", _ARROW_TYPE_ID(pa.large_string()): "large_string"}
+_BUFFER, _NA, _STRING_DTYPE = pa.Buffer, pd.NA, pd.StringDtype
 _FRAME, _SERIES, _INDEX, _RANGE_INDEX = pd.DataFrame, pd.Series, pd.Index, pd.RangeIndex
 _ARROW_STRING = pd.arrays.ArrowStringArray
 _NDARRAY, _CHUNKED, _PLACEMENT, _NUMPY_BLOCK = np.ndarray, pa.ChunkedArray, _cy_internals.BlockPlacement, NumpyBlock
+_EXTENSION_BLOCK = ExtensionBlock
 _BLOCK_MANAGER, _SINGLE_MANAGER = BlockManager, SingleBlockManager
 _DICT_OF_FRAME = _dict_getset(_FRAME)  # NDFrame's: also a Series'
 _DICT_OF_INDEX = _dict_getset(_INDEX)
 _DICT_OF_SINGLE = _dict_getset(_SINGLE_MANAGER)
 _DICT_OF_ARRAY = _dict_getset(_ARROW_STRING)
+_DICT_OF_DTYPE = _dict_getset(_STRING_DTYPE)
 _DTYPE_IDS = frozenset(_id(_type(np.dtype(c))) for c in DTYPE_CHARS)
 _LABEL_IDS = frozenset(map(id, (str, int, bool, type(None))))
 _STR_ONLY = frozenset({str})
@@ -163,14 +181,69 @@ def _column_labels(columns: Any) -> tuple[list[Any], Any]:
     return [_label(v) for v in labels], _label(name)
 
 
-def _blocks(blocks: Any, ncols: int, nrows: int, arrays: list[Any]) -> list[dict[str, Any]]:
+def _strings(values: Any, nrows: int) -> tuple[dict[str, Any], list[Any]]:
+    """An exact ``ArrowStringArray`` of ``nrows`` rows (module docstring) as its block entry without ``locs``
+    (``string``: its dtype's ``na_value``, ``"nan"`` or ``"NA"``; ``chunks``: each chunk's type, length, offset, null
+    count and buffer slots) and the chunks' buffers (None slots omitted), in that order."""
+    if _type(values) is not _ARROW_STRING:
+        raise NotFast
+    chunked, dtype = _fields(_DICT_OF_ARRAY(values), "_pa_array", "_dtype")
+    if _type(chunked) is not _CHUNKED or _type(dtype) is not _STRING_DTYPE:
+        raise NotFast
+    storage, na_value = _fields(_DICT_OF_DTYPE(dtype), "_storage", "_na_value")
+    if _type(storage) is not str or storage != "pyarrow":
+        raise NotFast
+    if na_value is _NA:
+        na = "NA"
+    elif _type(na_value) is float and na_value != na_value:  # float's own != on an exact float: NaN
+        na = "nan"
+    else:
+        raise NotFast
+    chunks = _CHUNKS(chunked)
+    if _type(chunks) is not list:
+        raise NotFast
+    specs, buffers, total = [], [], 0
+    for chunk in chunks:
+        kind, arrow = _dict_get(_STRING_CHUNKS, _id(_type(chunk))), _CHUNK_TYPE(chunk)
+        if (
+            kind is None
+            or _type(arrow) is not _ARROW_DATATYPE
+            or _dict_get(_STRING_TYPE_IDS, _ARROW_TYPE_ID(arrow)) != kind
+        ):
+            raise NotFast
+        held = _CHUNK_BUFFERS(chunk)
+        if _type(held) is not list or _len(held) != 3:
+            raise NotFast
+        slots: list[dict[str, int] | None] = []
+        for buffer in held:
+            if buffer is None:
+                slots.append(None)
+                continue
+            if _type(buffer) is not _BUFFER:
+                raise NotFast
+            slots.append({})
+            buffers.append(buffer)
+        length = _len(chunk)  # the exact Cython type's own __len__
+        total += length
+        specs.append(
+            {"type": kind, "length": length, "offset": _CHUNK_OFFSET(chunk), "null_count": _CHUNK_NULLS(chunk)}
+            | {"buffers": slots}
+        )
+    if total != nrows:
+        raise NotFast
+    return {"string": na, "chunks": specs}, buffers
+
+
+def _blocks(blocks: Any, ncols: int, nrows: int) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The blocks' entries and, per block, what it writes: a numeric block's ndarray, a string block's list of
+    Arrow buffers."""
     if _type(blocks) is not tuple:
         raise NotFast
-    out, seen = [], []
+    out, items, seen = [], [], []
     for block in blocks:
-        if _type(block) is not _NUMPY_BLOCK:
+        kind = _type(block)
+        if kind is not _NUMPY_BLOCK and kind is not _EXTENSION_BLOCK:
             raise NotFast
-        values = _numeric(_BLOCK_VALUES(block), 2)
         placement = _BLOCK_LOCS(block)
         if _type(placement) is not _PLACEMENT:
             raise NotFast
@@ -178,24 +251,38 @@ def _blocks(blocks: Any, ncols: int, nrows: int, arrays: list[Any]) -> list[dict
         if _type(locs) is not _NDARRAY:
             raise NotFast
         locs = _ND_TOLIST(locs)
+        seen += locs
+        if kind is _EXTENSION_BLOCK:
+            if _len(locs) != 1:
+                raise NotFast
+            spec, buffers = _strings(_BLOCK_VALUES(block), nrows)
+            items.append(buffers)
+            out.append({**spec, "locs": locs})
+            continue
+        values = _numeric(_BLOCK_VALUES(block), 2)
         shape = _ND_SHAPE(values)
         if shape[0] != _len(locs) or shape[1] != nrows:
             raise NotFast
-        seen += locs
-        arrays.append(values)
+        items.append(values)
         out.append({"dtype": _DT_STR(_ND_DTYPE(values)), "shape": [shape[0], shape[1]], "locs": locs})
     if _sorted(seen) != _list(_range(ncols)):
         raise NotFast
-    return out
+    return out, items
+
+
+def _flat(items: list[Any]) -> list[Any]:
+    """The blocks' items (:func:`_blocks`) as the flat list :func:`write` takes."""
+    return [part for item in items for part in (item if _type(item) is list else [item])]
 
 
 def _project(
-    labels: list[Any], blocks: list[dict[str, Any]], arrays: list[Any], wanted: Any
+    labels: list[Any], blocks: list[dict[str, Any]], items: list[Any], wanted: Any
 ) -> tuple[list[Any], list[dict[str, Any]], list[Any]] | None:
     """The columns whose label is in ``wanted`` (a list of exact ``str``; :func:`harness.sandbox.probes.projections`),
-    in the frame's order, duplicates kept: ``(labels, blocks, arrays)`` with each block cut to runs of its wanted
-    rows (views: only those rows are written). None (export it whole) unless every label of the frame is an exact
-    ``str`` and each wanted label is one of them. Only exact ``str`` are hashed or compared (their own methods)."""
+    in the frame's order, duplicates kept: ``(labels, blocks, items)`` with each numeric block cut to runs of its
+    wanted rows (views: only those rows are written) and each string block kept or dropped. None (export it whole)
+    unless every label of the frame is an exact ``str`` and each wanted label is one of them. Only exact ``str`` are
+    hashed or compared (their own methods)."""
     if _type(wanted) is not list or not _set(_map(_type, wanted)) <= _STR_ONLY:
         return None
     if not _set(_map(_type, labels)) <= _STR_ONLY:
@@ -206,8 +293,13 @@ def _project(
         return None
     position = {p: i for i, p in _enumerate(keep)}
     out, views = [], []
-    for block, values in zip(blocks, arrays, strict=True):
+    for block, values in zip(blocks, items, strict=True):
         locs = block["locs"]
+        if "chunks" in block:  # a string column: one loc, kept whole or dropped
+            if locs[0] in position:
+                out.append({**block, "locs": [position[locs[0]]]})
+                views.append(values)
+            continue
         rows = [r for r, loc in _enumerate(locs) if loc in position]
         start = 0
         while start < _len(rows):
@@ -224,8 +316,9 @@ def _project(
 
 def read(obj: Any, frame: bool, columns: Any = None) -> tuple[dict[str, Any], list[Any]]:
     """The fast entry of a DataFrame (``frame``) or Series and the arrays to write (index data first, then the
-    blocks'), or :class:`NotFast`. ``columns``: the str labels a probe reads of a frame (:func:`_project`; a projected
-    entry says ``projected``, and is a frame entry like any other, with fewer columns); ignored for a Series."""
+    blocks': ndarrays and Arrow buffers), or :class:`NotFast`. ``columns``: the str labels a probe reads of a frame
+    (:func:`_project`; a projected entry says ``projected``, and is a frame entry like any other, with fewer columns);
+    ignored for a Series."""
     arrays: list[Any] = []
     if frame:
         (manager,) = _fields(_DICT_OF_FRAME(obj), "_mgr")
@@ -237,14 +330,13 @@ def read(obj: Any, frame: bool, columns: Any = None) -> tuple[dict[str, Any], li
         labels, columns_name = _column_labels(axes[0])
         index = _row_index(axes[1], arrays)
         nrows = index["length"] if "length" in index else _len(_range(*index["range"]))
-        blocks = _blocks(_MGR_BLOCKS(manager), _len(labels), nrows, arrays)
+        blocks, items = _blocks(_MGR_BLOCKS(manager), _len(labels), nrows)
         entry = {"kind": "frame", "columns": labels, "columns_names": [columns_name], "multi": False}
-        first = _len(arrays) - _len(blocks)  # the index's data (if any) comes first
-        projected = None if columns is None else _project(labels, blocks, arrays[first:], columns)
+        projected = None if columns is None else _project(labels, blocks, items, columns)
         if projected is not None:
-            entry["columns"], blocks, views = projected
+            entry["columns"], blocks, items = projected
             entry["projected"] = True
-            arrays = arrays[:first] + views
+        arrays += _flat(items)
     else:
         manager, series_name = _fields(_DICT_OF_FRAME(obj), "_mgr", "_name")
         if _type(manager) is not _SINGLE_MANAGER:
@@ -254,29 +346,45 @@ def read(obj: Any, frame: bool, columns: Any = None) -> tuple[dict[str, Any], li
             raise NotFast
         index = _row_index(axes[0], arrays)
         nrows = index["length"] if "length" in index else _len(_range(*index["range"]))
-        if _type(held[0]) is not _NUMPY_BLOCK:
+        kind = _type(held[0])
+        if kind is _EXTENSION_BLOCK:
+            spec, buffers = _strings(_BLOCK_VALUES(held[0]), nrows)
+            arrays += buffers
+            blocks = [{**spec, "locs": [0]}]
+        elif kind is _NUMPY_BLOCK:
+            values = _numeric(_BLOCK_VALUES(held[0]), 1)
+            if _ND_SHAPE(values)[0] != nrows:
+                raise NotFast
+            arrays.append(values)
+            blocks = [{"dtype": _DT_STR(_ND_DTYPE(values)), "shape": [nrows], "locs": [0]}]
+        else:
             raise NotFast
-        values = _numeric(_BLOCK_VALUES(held[0]), 1)
-        if _ND_SHAPE(values)[0] != nrows:
-            raise NotFast
-        arrays.append(values)
-        blocks = [{"dtype": _DT_STR(_ND_DTYPE(values)), "shape": [nrows], "locs": [0]}]
         entry = {"kind": "series", "name": _label(series_name)}
     return {**entry, "path": "fast", "index": index, "blocks": blocks}, arrays
 
 
 def write(fd: int, entry: dict[str, Any], arrays: list[Any]) -> None:
     """Write ``arrays`` (C order) into ``fd`` at 64-byte aligned offsets, recorded as ``offset`` in ``entry``'s
-    index (when it has data) and blocks, in that order."""
-    targets = ([] if "range" in entry["index"] else [entry["index"]]) + entry["blocks"]
+    index (when it has data) and blocks, in that order; a string block's buffers in its chunks' buffer slots, which
+    also get their ``size``."""
+    targets = [] if "range" in entry["index"] else [entry["index"]]
+    for block in entry["blocks"]:
+        if "chunks" in block:
+            targets += [slot for chunk in block["chunks"] for slot in chunk["buffers"] if slot is not None]
+        else:
+            targets.append(block)
     offset = 0
     for target, values in zip(targets, arrays, strict=True):
         view = _memoryview(values)
         if not view.c_contiguous:
-            view = _memoryview(_ND_COPY(values))  # ndarray.copy: C order
-        view = view.cast("B")
+            view = _memoryview(_ND_COPY(values))  # ndarray.copy: C order (an Arrow buffer is always contiguous)
+        size = view.nbytes
+        if size:  # (a view with a zero in its shape cannot be cast; it writes nothing)
+            view = view.cast("B")
         target["offset"] = offset
-        done, size = 0, view.nbytes
+        if "dtype" not in target and "length" not in target:
+            target["size"] = size
+        done = 0
         while done < size:
             done += _pwrite(fd, view[done:], offset + done)
         offset += -(-size // ALIGN) * ALIGN

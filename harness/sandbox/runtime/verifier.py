@@ -101,9 +101,43 @@ def _fast_array(buf: Any, dtype: str, shape: list[int], offset: int) -> np.ndarr
     return np.frombuffer(buf, dtype=kind, count=count, offset=offset).reshape(shape)
 
 
+_ARROW_STRINGS = {"string": pa.string(), "large_string": pa.large_string()}
+_NA_VALUES = {"nan": np.nan, "NA": pd.NA}
+
+
+def _fast_buffer(whole: pa.Buffer, slot: dict[str, Any] | None) -> pa.Buffer | None:
+    if slot is None:
+        return None
+    offset, size = slot["offset"], slot["size"]
+    if not (isinstance(offset, int) and isinstance(size, int) and 0 <= offset and 0 <= size <= whole.size - offset):
+        raise ValueError(f"an exported string buffer ({offset}, {size}) lies outside its memfd of {whole.size} bytes")
+    return whole.slice(offset, size)
+
+
+def _fast_strings(buf: Any, block: dict[str, Any], nrows: int) -> pd.arrays.ArrowStringArray:
+    """A string column of :mod:`.fastexport` (its chunks' Arrow buffers in ``buf``) as an ``ArrowStringArray`` of
+    its dtype, zero-copy; each chunk is fully validated first (offsets within the data, UTF-8)."""
+    whole = pa.py_buffer(buf)
+    chunks = []
+    for spec in block["chunks"]:
+        buffers = [_fast_buffer(whole, slot) for slot in spec["buffers"]]
+        chunk = pa.Array.from_buffers(
+            _ARROW_STRINGS[spec["type"]], spec["length"], buffers, null_count=spec["null_count"], offset=spec["offset"]
+        )
+        chunk.validate(full=True)
+        chunks.append(chunk)
+    kind = chunks[0].type if chunks else pa.large_string()
+    values = pd.arrays.ArrowStringArray(
+        pa.chunked_array(chunks, type=kind), dtype=pd.StringDtype("pyarrow", na_value=_NA_VALUES[block["string"]])
+    )
+    if len(values) != nrows:
+        raise ValueError(f"an exported string column has {len(values)} rows, not {nrows}")
+    return values
+
+
 def _rebuild_fast(entry: dict[str, Any], buf: Any) -> Any:
-    """A DataFrame/Series from :mod:`.fastexport`'s raw column buffers, zero-copy over the private mapping ``buf``,
-    with the kernel's block layout (no consolidating copy)."""
+    """A DataFrame/Series from :mod:`.fastexport`'s raw column buffers (numeric blocks, string columns), zero-copy
+    over the private mapping ``buf``, with the kernel's block layout (no consolidating copy)."""
     spec = entry["index"]
     name = _value(spec["name"])
     if "range" in spec:
@@ -111,16 +145,19 @@ def _rebuild_fast(entry: dict[str, Any], buf: Any) -> Any:
     else:
         index = pd.Index(_fast_array(buf, spec["dtype"], [spec["length"]], spec["offset"]), name=name, copy=False)
     blocks = entry["blocks"]
+
+    def values_of(block: dict[str, Any]) -> Any:
+        if "chunks" in block:
+            return _fast_strings(buf, block, len(index))
+        return _fast_array(buf, block["dtype"], block["shape"], block["offset"])
+
     if entry["kind"] == "series":
         (block,) = blocks
-        values = _fast_array(buf, block["dtype"], block["shape"], block["offset"])
-        return pd.Series(values, index=index, name=_value(entry["name"]), copy=False)
+        return pd.Series(values_of(block), index=index, name=_value(entry["name"]), copy=False)
     columns = _labels(entry["columns"], entry["multi"], entry["columns_names"])
     if sorted(loc for block in blocks for loc in block["locs"]) != list(range(len(columns))):
         raise ValueError("the exported blocks do not place each column once")
-    arrays = [
-        (_fast_array(buf, b["dtype"], b["shape"], b["offset"]), np.asarray(b["locs"], dtype=np.intp)) for b in blocks
-    ]
+    arrays = [(values_of(b), np.asarray(b["locs"], dtype=np.intp)) for b in blocks]
     return create_dataframe_from_blocks(arrays, index=index, columns=columns)
 
 

@@ -34,9 +34,16 @@ def test_a_patched_run_cell_cannot_make_a_failing_constraint_pass(k):
     ],
 )
 def test_patched_library_methods_or_builtins_cannot_forge_a_verdict(k, patch):
-    assert k.execute(patch).ok
-    r = k.probe("assert len(df) == 3 and df.sum()['a'] == 10.0")
-    assert not r.ok and r.error_type == "NameError" and "modified" in r.unavailable["df"]
+    assert k.execute(f"cat = df.assign(c=pd.Categorical(['u', 'v']))\n{patch}").ok
+    r = k.probe("assert len(cat) == 3 and cat.sum()['a'] == 10.0")  # the checked path: not read at all
+    assert not r.ok and r.error_type == "NameError" and "modified" in r.unavailable["cat"]
+    r = k.probe(
+        "assert len(df) == 3 and df.sum()['a'] == 10.0"
+    )  # the fast path runs no library code: the true verdict
+    if patch.startswith("builtins"):  # the runtime's own integrity check covers builtins on every path
+        assert not r.ok and r.error_type == "NameError" and "modified builtins" in r.unavailable["df"]
+    else:
+        assert not r.ok and r.error_type == "AssertionError" and not r.unavailable
 
 
 def test_a_patched_module_the_check_imports_is_clean_in_the_verifier(k):
