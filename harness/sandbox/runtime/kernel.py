@@ -352,7 +352,7 @@ class KernelRuntime:
                 try:  # writes through shared mappings would land in the kernel's memory (or its files)
                     mappings.privatize_shared(shared)
                 except OSError as exc:
-                    send_msg(child_end, _failed_probe(f"the probe did not run: {exc}"))
+                    send_msg(child_end, failed_probe(f"the probe did not run: {exc}"))
                     os._exit(0)
                 if landlock:
                     syscalls.landlock_restrict(writable=["/dev/null"], readable=self.spec.get("readable"))
@@ -366,7 +366,7 @@ class KernelRuntime:
         try:
             result, _, _ = recv_msg(parent_end, max_bytes=HOST_MAX_MSG, deadline=deadline)
         except ProtocolError as exc:
-            result = _failed_probe(str(exc), timed_out="deadline" in str(exc))
+            result = failed_probe(str(exc), timed_out="deadline" in str(exc))
         finally:
             parent_end.close()
         try:
@@ -489,7 +489,7 @@ class KernelRuntime:
         return {"ok": False, "error_type": "UnknownOp", "error_message": f"unknown op {op!r}"}
 
 
-def _failed_probe(message: str, timed_out: bool = False) -> dict[str, Any]:
+def failed_probe(message: str, timed_out: bool = False) -> dict[str, Any]:
     """The reply for a probe that gave no result of its own."""
     return {
         "ok": False,

@@ -33,7 +33,7 @@ from pandas.api.internals import create_dataframe_from_blocks
 from . import syscalls
 from .export import SEALS
 from .fastexport import DTYPE_CHARS
-from .kernel import KernelRuntime
+from .kernel import KernelRuntime, failed_probe
 from .protocol import ProtocolError, recv_msg, send_msg
 
 HOST_MAX_MSG = 64 << 20
@@ -191,20 +191,9 @@ def rebuild(variables: dict[str, Any], fds: list[int]) -> dict[str, Any]:
 def unavailable_reply(unavailable: dict[str, str], names: list[str]) -> dict[str, Any]:
     """The reply of a probe that names variables which did not cross as data."""
     listed = "; ".join(f"{n!r}: {unavailable[n]}" for n in names)
-    return {
-        "ok": False,
-        "error_type": "NameError",
-        "error_message": f"not available to probes: {listed}"[:4000],
-        "traceback": f"NameError: not available to probes: {listed}"[:4000],
-        "timed_out": False,
-        "memory_exceeded": False,
-        "cpu_exceeded": False,
-        "display": None,
-        "stdout": "",
-        "stderr": "",
-        "results": [],
-        "output_truncated": False,
-    }
+    reply = failed_probe(f"not available to probes: {listed}"[:4000])
+    reply.update(error_type="NameError", traceback=f"NameError: not available to probes: {listed}"[:4000])
+    return reply
 
 
 class VerifierRuntime(KernelRuntime):
