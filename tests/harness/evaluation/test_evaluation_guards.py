@@ -120,12 +120,11 @@ def test_an_exception_in_one_episode_is_recorded_and_the_evaluation_goes_on(two_
     assert record.error == {"type": "OverflowError", "message": "int too large to convert to float"}
 
 
-def test_resume_with_another_faults_file_or_worker_is_refused_and_overwrite_starts_fresh(tmp_path):
+def test_resume_with_another_faults_file_or_worker_is_refused_and_overwrite_starts_fresh(two_turn_task, tmp_path):
     from harness.tasks import load_task
     from harness.worker.faults import Fault, write_faults
 
-    root = Path(__file__).resolve().parents[3] / "harness" / "builtin_tasks" / "retail-sales"
-    task = load_task_copy(root, tmp_path / "suite")
+    task = two_turn_task
     answer = load_task(task).load_answers()["1"].code
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     # two faults files with the same episode key: turn 1's code with two variants of the same slip
@@ -147,20 +146,6 @@ def test_resume_with_another_faults_file_or_worker_is_refused_and_overwrite_star
     (out / FINGERPRINT_FILE).write_text("{not json")
     with pytest.raises(ResumeMismatchError, match=rf"{FINGERPRINT_FILE} is unreadable \(JSONDecodeError\)"):
         run_evaluation(config(task, out, faults=str(b)))
-
-
-def load_task_copy(src: Path, dest: Path) -> Path:
-    """The built-in retail task cut to two turns, as task ``retail-2`` in ``dest/retail-2``."""
-    import yaml
-
-    task = dest / "retail-2"
-    shutil.copytree(src, task)
-    data = yaml.safe_load((task / "config.yaml").read_text())
-    data["id"], data["turns"] = "retail-2", data["turns"][:2]
-    (task / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    reference = json.loads((task / "private" / "reference.json").read_text())
-    (task / "private" / "reference.json").write_text(json.dumps({t: reference[t] for t in ("1", "2")}))
-    return task
 
 
 def test_a_resume_with_another_worker_names_it(capsys, two_turn_task, tmp_path):
