@@ -165,10 +165,9 @@ class KernelRuntime:
         timeout: float,
         track: bool,
         keep: set[int],
-        tree: ast.Module | None = None,
         stop_threads: bool = False,
     ) -> dict[str, Any]:
-        """Run ``code`` (``tree``: its parse, when the caller already has it; it is consumed) in the namespace.
+        """Run ``code`` in the namespace.
         ``stop_threads``: stop the threads the cell left running before its changes are tracked (:mod:`.threads`)."""
         self.cell_count += 1
         filename = f"<cell-{self.cell_count}>"
@@ -187,8 +186,7 @@ class KernelRuntime:
             "changes": [],
         }
         try:
-            if tree is None:
-                tree = ast.parse(code, filename, "exec")
+            tree = ast.parse(code, filename, "exec")
         except (SyntaxError, ValueError) as exc:
             out.update(
                 ok=False,
