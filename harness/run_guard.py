@@ -5,8 +5,9 @@
   its process, so a killed run never leaves a stale lock behind.
 - :func:`code_version`: the package version and, in a git checkout, the commit (``0.1.0+git.1a2b3c4d5e6f``); part of
   every fingerprint, so outputs of other code are not mixed in.
-- :func:`file_digest` / :func:`tree_digest`: sha256 of a file, and of a folder's files (relative paths and
-  contents, links not followed), for fingerprints of input files and task folders.
+- :func:`file_digest` / :func:`tree_digest` / :func:`value_digest`: sha256 of a file, of a folder's files (relative
+  paths and contents, links not followed) and of a JSON value, for fingerprints of input files, task folders and
+  records.
 - :func:`changed_fields`: the first fields on which a stored fingerprint and the current one differ, for the one-line
   refusal that names what changed.
 - :func:`check_out_outside`: an output folder inside an input folder (a task folder a worker reads) is refused;
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -114,6 +116,11 @@ def tree_digest(folder: str | os.PathLike[str], *, skip: Iterable[str] = ()) -> 
             digest.update(file_digest(path).encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+def value_digest(value: Any) -> str:
+    """sha256 (hex, 16 characters) of ``value`` as JSON with sorted keys (what is not JSON is written as ``str``)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def changed_fields(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

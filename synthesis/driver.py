@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import gzip
-import hashlib
 import json
 import logging
 import os
@@ -47,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.executors import ExecutorOptions, Work, check_executor, open_executor
 from harness.jsonl import dumps
+from harness.run_guard import value_digest
 from harness.tasks import load_task
 from synthesis.config import SynthesisConfig
 
@@ -360,7 +360,7 @@ def _take_files(folder: Path, last: Path) -> list[tuple[str, bytes]]:
 # ---------------------------------------------------------------- driver
 def config_fingerprint(config: SynthesisConfig) -> str:
     data = {k: v for k, v in config.output_dict().items() if k != "teacher_url"}
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return value_digest(data)
 
 
 def _check_resume(out: Path, config: SynthesisConfig) -> None:

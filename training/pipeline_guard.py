@@ -13,14 +13,13 @@ to run read exists (and that the synthesis config and the evaluation suite parse
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.run_guard import changed_fields, code_version, file_digest
+from harness.run_guard import changed_fields, code_version, file_digest, value_digest
 
 MARKER = "stage.json"
 UPSTREAM: dict[str, tuple[str, ...]] = {
@@ -54,10 +53,6 @@ class PipelineStateError(ValueError):
     """The output folder or the config cannot be resumed or run as it is; one line naming the file and the fix."""
 
 
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def stage_fingerprints(config: Any, stages: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Each stage's fingerprint: ``code``, ``values`` (its config values), ``files`` (field -> digest of the file,
     or ``missing``) and ``upstream`` (upstream stage -> digest of its fingerprint)."""
@@ -71,7 +66,7 @@ def stage_fingerprints(config: Any, stages: Sequence[str]) -> dict[str, dict[str
             "code": code_version(),
             "values": {name: getattr(config, name) for name in STAGE_FIELDS[stage]},
             "files": files,
-            "upstream": {up: _digest(prints[up]) for up in UPSTREAM[stage]},
+            "upstream": {up: value_digest(prints[up]) for up in UPSTREAM[stage]},
         }
     return prints
 

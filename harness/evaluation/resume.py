@@ -18,14 +18,13 @@ refused the same way. ``--overwrite`` (:func:`clear_outputs`) removes the evalua
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.run_guard import code_version, tree_digest
+from harness.run_guard import code_version, tree_digest, value_digest
 
 FINGERPRINT_FILE = "fingerprint.json"
 SCALARS = ("code", "worker", "runtime")
@@ -46,11 +45,7 @@ def evaluation_fingerprint(config: Any, episodes: list[Any]) -> dict[str, Any]:
     }
     folders = {spec.task_id: spec.task_dir for spec in episodes}
     tasks = {task_id: tree_digest(folder) for task_id, folder in folders.items()}  # each folder once
-    faults = {
-        spec.key: hashlib.sha256(json.dumps(spec.fault.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
-        for spec in episodes
-        if spec.fault is not None
-    }
+    faults = {spec.key: value_digest(spec.fault.to_dict()) for spec in episodes if spec.fault is not None}
     return {
         "code": code_version(),
         "worker": config.worker,
