@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import sys
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -64,9 +65,17 @@ class StructuredScore:
     fields: dict[str, bool] = field(default_factory=dict)
 
 
-def normalize_label(text: str) -> str:
+def _text(value: Any) -> str:
+    """``str(value)``, or a short stand-in for a number too long for Python's int-to-text limit (4,300 digits)."""
+    try:
+        return str(value)
+    except ValueError:
+        return f"<{type(value).__name__} beyond {sys.get_int_max_str_digits()} digits>"
+
+
+def normalize_label(text: object) -> str:
     """Case-folded text, punctuation replaced by spaces, whitespace runs collapsed (``" A-b. "`` -> ``"a b"``)."""
-    folded = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in str(text).casefold())
+    folded = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in _text(text).casefold())
     return _WHITESPACE.sub(" ", folded).strip()
 
 
@@ -141,11 +150,13 @@ def _set_key(value: Any, precision: int) -> Any:
     as_number = parse_number(value)
     if as_number is not None:
         return ("number", round(as_number, precision))
-    return ("label", normalize_label(str(value)))
+    if isinstance(value, numbers.Number):  # e.g. a Fraction beyond the float range: equal only to itself
+        return ("exact", value)
+    return ("label", normalize_label(value))
 
 
 def _join(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
+    return f"{path}.{_text(key)}" if path else _text(key)
 
 
 def _leaf_paths(reference: Any, path: str) -> list[str]:
@@ -160,9 +171,9 @@ def _leaf_paths(reference: Any, path: str) -> list[str]:
 def _lookup(predicted: Mapping, key: Any) -> tuple[bool, Any]:
     if key in predicted:
         return True, predicted[key]
-    wanted = normalize_label(str(key))
+    wanted = normalize_label(key)
     for pred_key, value in predicted.items():
-        if normalize_label(str(pred_key)) == wanted:
+        if normalize_label(pred_key) == wanted:
             return True, value
     return False, None
 

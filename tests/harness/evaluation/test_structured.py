@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
 
@@ -242,6 +243,15 @@ def test_grade_structured_never_raises_on_out_of_range_answers() -> None:
     assert result.details["turns"]["t1"]["fields"] == {"a": False, "b": False, "c": False}
     result = grade_structured({"t1": {"a": "٢٤٠", "b": "1_5e-1_0_0", "c": "X"}}, task)
     assert result.details["turns"]["t1"]["fields"] == {"a": True, "b": False, "c": True}
+
+
+def test_numbers_beyond_the_int_to_text_limit_never_raise() -> None:
+    """Python refuses ``str()`` of an int over 4,300 digits; a set member, a key or a Fraction of that size still grades."""
+    huge = Fraction(10**5000, 3)
+    assert compare_structured({"s": {huge, 2}}, {"s": {2, huge}}).correct
+    assert not compare_structured({"s": {huge}}, {"s": {Fraction(10**5000, 7)}}).correct
+    result = compare_structured({10**5000: 1}, {10**5000: 1, "b": 2})
+    assert result.fields == {"<int beyond 4300 digits>": True, "b": False}
 
 
 _wild_numbers = st.one_of(
