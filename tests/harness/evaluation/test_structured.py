@@ -246,7 +246,7 @@ def test_grade_structured_never_raises_on_out_of_range_answers() -> None:
 
 
 def test_numbers_beyond_the_int_to_text_limit_never_raise() -> None:
-    """Python refuses ``str()`` of an int over 4,300 digits; a set member, a key or a Fraction of that size still grades."""
+    """Python refuses ``str()`` of an int over 4,300 digits; a set member, key or Fraction that size still grades."""
     huge = Fraction(10**5000, 3)
     assert compare_structured({"s": {huge, 2}}, {"s": {2, huge}}).correct
     assert not compare_structured({"s": {huge}}, {"s": {Fraction(10**5000, 7)}}).correct
