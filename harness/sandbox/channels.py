@@ -196,3 +196,18 @@ def spawn_via(
     except (ProtocolError, SandboxError):
         host.close()
         raise
+
+
+def restore_from(chan: Channel, watch: Callable[[Channel], None]) -> Channel:
+    """Ask checkpoint process ``chan`` for a live kernel. It forks once: the child parks as the snapshot on ``chan``
+    (whose pids are updated here from its reply, then handed to ``watch``), the checkpoint process becomes the kernel
+    and greets on a new channel, which is returned."""
+
+    def snapshot_moved(reply: dict[str, Any], host_pid: int | None) -> None:
+        pid = reply.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            raise ProtocolError(f"restore refused: {str(reply)[:300]}")
+        chan.pid, chan.host_pid = pid, host_pid
+        watch(chan)
+
+    return spawn_via(chan, "restore", "kernel", on_reply=snapshot_moved)

@@ -29,6 +29,7 @@ from .channels import (
     new_channel,
     read_hello,
     request,
+    restore_from,
     spawn_via,
 )
 from .probe_host import ProbeHost
@@ -119,9 +120,8 @@ class Kernel:
         self._files: dict[str, tuple[int, ...]] = {}
         self.restarts = 0
         self._probes = ProbeHost(
-            self.config, self._max_reply, self._kernel, lambda: self._generation, self._spawn_verifier,
-            lambda exiting: self._sweep(exiting=exiting),
-        )  # fmt: skip
+            self.config, self._max_reply, self._kernel, lambda: self._generation, self._spawn_verifier, self._sweep
+        )
         self.tap: ReplyTap | None = None
         self.closed = False
         self._start_episode()
@@ -248,7 +248,7 @@ class Kernel:
         self._materialize()
         assert cp.channel is not None  # only the deferred checkpoint has no process
         try:
-            new_kernel = self._restore_via(cp.channel)
+            new_kernel = restore_from(cp.channel, self._track_host_pid)
         except (ProtocolError, SandboxError) as exc:
             self._drop(cp)
             raise SandboxError(f"checkpoint {checkpoint_id} is no longer usable ({exc}); it was dropped") from exc
@@ -263,20 +263,6 @@ class Kernel:
         self._files = self._scan_files()
         self._generation += 1
         self._same_as = (self._generation, cp)
-
-    def _restore_via(self, chan: Channel) -> Channel:
-        """Ask a checkpoint process for a live kernel. It forks once: the child parks as the snapshot on ``chan``
-        (whose pids are updated here from its reply), the checkpoint process becomes the kernel and greets on a new
-        channel, which is returned."""
-
-        def snapshot_moved(reply: dict[str, Any], host_pid: int | None) -> None:
-            pid = reply.get("pid")
-            if not isinstance(pid, int) or isinstance(pid, bool):
-                raise ProtocolError(f"restore refused: {str(reply)[:300]}")
-            chan.pid, chan.host_pid = pid, host_pid
-            self._track_host_pid(chan)
-
-        return spawn_via(chan, "restore", "kernel", on_reply=snapshot_moved)
 
     def release(self, checkpoint_id: str) -> None:
         """Free a checkpoint's process."""

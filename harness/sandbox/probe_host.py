@@ -32,7 +32,7 @@ Export = tuple[dict[str, Any], int | None] | str | None
 class ProbeHost:
     """The export cache and the verifier of one kernel. ``kernel`` returns the live kernel process's channel (starting
     one when none runs), ``generation`` the kernel's namespace generation, ``spawn_verifier`` forks a fresh verifier,
-    ``sweep`` kills the given (exiting) processes of the episode."""
+    ``sweep(exiting=pids)`` kills those processes of the episode."""
 
     def __init__(
         self,
@@ -41,7 +41,7 @@ class ProbeHost:
         kernel: Callable[[], Channel],
         generation: Callable[[], int],
         spawn_verifier: Callable[[], Channel],
-        sweep: Callable[[list[int]], None],
+        sweep: Callable[..., None],
     ) -> None:
         self.config = config
         self._max_reply = max_reply
@@ -186,7 +186,7 @@ class ProbeHost:
             return
         chan.close()
         with contextlib.suppress(ProtocolError, SandboxError, OSError):
-            self._sweep([chan.pid])
+            self._sweep(exiting=[chan.pid])
 
     def close(self) -> None:
         """Close every exported descriptor and the verifier's channel (the episode is being torn down)."""
