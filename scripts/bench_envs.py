@@ -40,14 +40,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from envs.bench import run_benchmark
+from envs.pool import ReplayPool
+from synthesis.config import SynthesisConfig
+from synthesis.driver import synthesize
 
-from envs.bench import run_benchmark  # noqa: E402
-from envs.pool import ReplayPool  # noqa: E402
-from synthesis.config import SynthesisConfig  # noqa: E402
-from synthesis.driver import synthesize  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
 RESPONSE = (
     '<tool_call>\n{"name": "FINALIZE_RELATIONS", "arguments": {"mode": "confirm", "relations": [], '
     '"conflict_evidence": ""}}\n</tool_call>'
@@ -93,7 +90,6 @@ def rollout_benchmark(root: Path, args: argparse.Namespace) -> dict[str, object]
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     session = FixedSession([*tokenizer(RESPONSE, add_special_tokens=False)["input_ids"], eos])
 
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     player = spec.player()
     workers = None
     try:

@@ -38,17 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness.llm import ChatReply, Message  # noqa: E402
-from harness.manager.actions import tool_schemas  # noqa: E402
-from harness.manager.hier import HierPolicy  # noqa: E402
-from harness.manager.hier_prompts import tier1_tool_schemas  # noqa: E402
-from harness.manager.policies import PolicyInput  # noqa: E402
-from synthesis.checks import Check  # noqa: E402
-from synthesis.gold import GoldPolicy  # noqa: E402
-from synthesis.runs import play  # noqa: E402
-from synthesis.samples import MESSAGE_BUILDER, hier_part, split_activations, token_counter  # noqa: E402
+from harness.llm import ChatReply, Message
+from harness.manager.actions import tool_schemas
+from harness.manager.hier import HierPolicy
+from harness.manager.hier_prompts import tier1_tool_schemas
+from harness.manager.policies import PolicyInput
+from synthesis.checks import Check
+from synthesis.gold import GoldPolicy
+from synthesis.runs import play
+from synthesis.samples import MESSAGE_BUILDER, hier_part, split_activations, token_counter
 
 FORMATS = ("flat", "hier")
 DECISIONS = ("REPAIR", "FINALIZE_RELATIONS", "ABANDON_STATE")

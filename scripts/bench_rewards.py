@@ -20,13 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness.sandbox import Sandbox  # noqa: E402
-from rewards import RewardConfig  # noqa: E402
-from synthesis.config import SynthesisConfig  # noqa: E402
-from synthesis.driver import open_sandbox, synthesize  # noqa: E402
-from synthesis.hack_suite import run_suite, suite_episodes  # noqa: E402
+from harness.sandbox import Sandbox
+from rewards import RewardConfig
+from synthesis.config import SynthesisConfig
+from synthesis.driver import open_sandbox, synthesize
+from synthesis.hack_suite import run_suite, suite_episodes
 
 
 def main() -> int:

@@ -42,7 +42,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 MICRO_BATCH = 8
 SHAPES = {

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 DEFAULT_MODEL = REPO / "runs" / "models" / "smollm2-135m"
 

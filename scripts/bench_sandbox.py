@@ -18,12 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from harness.sandbox.bench import format_table, run_benchmark  # noqa: E402
+from harness.sandbox.bench import format_table, run_benchmark
 
 
 def main(argv: list[str] | None = None) -> int:

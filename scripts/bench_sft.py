@@ -22,12 +22,10 @@ import copy
 import json
 import logging
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 
 def smoke_dataset(out: Path) -> Path:

@@ -51,10 +51,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from synthesis.config import SynthesisConfig  # noqa: E402
-from synthesis.driver import summary_table, synthesize  # noqa: E402
+from synthesis.config import SynthesisConfig
+from synthesis.driver import summary_table, synthesize
 
 TARGET_TRAJECTORIES, TARGET_S = 3000, 600.0
 TRAJECTORIES_PER_TASK = 40  # rough yield of one default task; used only to scale --trajectories

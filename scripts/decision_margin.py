@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 
 def make_parser() -> argparse.ArgumentParser:

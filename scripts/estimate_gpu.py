@@ -12,11 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from training.estimate import deepspeed_model_states, model_shape, plan  # noqa: E402
+from training.estimate import deepspeed_model_states, model_shape, plan
 
 
 def main() -> int:

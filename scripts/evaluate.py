@@ -12,12 +12,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness.cli import run_command  # noqa: E402
-from harness.evaluation.cli import add_arguments, evaluate_command  # noqa: E402
+from harness.cli import run_command
+from harness.evaluation.cli import add_arguments, evaluate_command
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

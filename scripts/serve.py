@@ -13,12 +13,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness.cli import run_command  # noqa: E402
-from harness.serving import add_arguments, serve_command  # noqa: E402
+from harness.cli import run_command
+from harness.serving import add_arguments, serve_command
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

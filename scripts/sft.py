@@ -33,10 +33,6 @@ The YAML keys are the fields of ``training.sft.ModelArguments``, ``training.sft.
 from __future__ import annotations
 
 import logging
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def make_parser():

@@ -20,9 +20,6 @@ import argparse
 import json
 import logging
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PROG = "study_small_model"
 

@@ -88,12 +88,6 @@ def load_rewards(path: Path) -> list[Any]:
     return [RewardConfig.from_yaml(path)]
 
 
-def load_sandbox(path: Path) -> list[Any]:
-    from harness.sandbox import SandboxConfig
-
-    return [SandboxConfig.from_yaml(path)]
-
-
 def load_accelerate(path: Path) -> list[Any]:
     """accelerate's own reader: unknown keys are refused; a DeepSpeed file it names must exist."""
     from accelerate.commands.config.config_args import ClusterConfig
@@ -124,7 +118,6 @@ LOADERS: dict[str, Callable[[Path], list[Any]]] = {
     "sft": functools.partial(_trl, "sft"),
     "rl": functools.partial(_trl, "rl"),
     "rewards": load_rewards,
-    "sandbox": load_sandbox,
     "accelerate": load_accelerate,
     "accelerate/deepspeed": load_deepspeed,
 }
@@ -138,7 +131,6 @@ EXPECTED = {
     "sft": ["ModelArguments", "DataArguments", "SFTConfig"],
     "rl": ["ModelArguments", "RLArguments", "GRPOConfig"],
     "rewards": ["RewardConfig"],
-    "sandbox": ["SandboxConfig"],
     "accelerate": ["ClusterConfig"],
 }
 """The classes each folder's files load into."""

@@ -28,7 +28,8 @@ host process ──socket──► **zygote** (numpy/pandas imported; inside one
      Channels are unix socketpairs handed over with SCM_RIGHTS;
      frames are length-prefixed JSON with size caps; the host gets real pids from SCM_CREDENTIALS.
 Host side: ``sandbox.py`` (:class:`Sandbox`, the zygote), ``client.py`` (:class:`Kernel`, one kernel's handle),
-``channels.py`` (socketpairs, greetings, forks), ``replies.py`` (validating what a kernel reports). Inside the sandbox:
+``probe_host.py`` (a probe's exports and its verifier), ``channels.py`` (socketpairs, greetings, forks, an episode's
+processes), ``replies.py`` (validating what a kernel reports). Inside the sandbox:
 ``runtime/`` (mounted read-only as ``sg_runtime``; ``runtime/kernel.py`` is the kernel process itself).
 Typical costs here (``scripts/bench_sandbox.py``), with a 1,000,000-row DataFrame in the namespace: trivial cell
 ~0.3 ms, new kernel ~50 ms, a check on the frame ~11 ms (~24 ms for the first probe after a cell, which exports it);

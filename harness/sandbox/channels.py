@@ -90,6 +90,43 @@ class Episode:
             os.close(fd)
         self.pidfds.clear()
 
+    def sweep(self, keep: list[int], exiting: list[int]) -> None:
+        """Have the init kill every process of the episode except itself and ``keep``; ``exiting``: processes to
+        SIGKILL without waiting for them to finish exiting (a replaced kernel unmapping its heap)."""
+        msg = {"op": "sweep", "keep": keep, "exiting": exiting}
+        request(self.init, msg, timeout=CONTROL_TIMEOUT_S, max_bytes=1 << 16)
+        self.prune()
+
+    def exit_status(self, pid: int) -> str | None:
+        """How process ``pid`` ended, as the init saw it (a short text), or None when the init does not answer or has
+        not seen it end within ~0.1 s."""
+        for _ in range(20):
+            try:
+                reply = request(self.init, {"op": "status", "pid": pid}, timeout=2.0, max_bytes=1 << 16)
+            except ProtocolError:
+                return None
+            if isinstance(reply.get("status"), str):
+                return reply["status"][:200]
+            time.sleep(0.005)
+        return None
+
+    def oom_happened(self) -> bool:
+        """Whether the episode's cgroup counted an out-of-memory kill since the last call."""
+        if self.cgroup is None:
+            return False
+        count = self.cgroup.oom_kills()
+        seen, self.oom_seen = self.oom_seen, count
+        return count > seen
+
+    def shutdown(self) -> None:
+        """Ask the init to exit, kill every process of the episode and remove its cgroup."""
+        with contextlib.suppress(OSError, ProtocolError):
+            send_msg(self.init.sock, {"op": "exit"})
+        self.init.close()
+        self.kill_all()  # in bwrap mode the init's death alone kills the whole PID namespace
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
 
 def new_channel() -> tuple[socket.socket, socket.socket]:
     """A socketpair ``(host end, remote end)``; the host end receives the peer's credentials."""
@@ -159,3 +196,18 @@ def spawn_via(
     except (ProtocolError, SandboxError):
         host.close()
         raise
+
+
+def restore_from(chan: Channel, watch: Callable[[Channel], None]) -> Channel:
+    """Ask checkpoint process ``chan`` for a live kernel. It forks once: the child parks as the snapshot on ``chan``
+    (whose pids are updated here from its reply, then handed to ``watch``), the checkpoint process becomes the kernel
+    and greets on a new channel, which is returned."""
+
+    def snapshot_moved(reply: dict[str, Any], host_pid: int | None) -> None:
+        pid = reply.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            raise ProtocolError(f"restore refused: {str(reply)[:300]}")
+        chan.pid, chan.host_pid = pid, host_pid
+        watch(chan)
+
+    return spawn_via(chan, "restore", "kernel", on_reply=snapshot_moved)

@@ -9,13 +9,11 @@ starts a new episode on the same kernel: versions start again at 1).
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import hashlib
 import itertools
 import logging
 import math
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -31,12 +29,13 @@ from .channels import (
     new_channel,
     read_hello,
     request,
+    restore_from,
     spawn_via,
 )
-from .probes import MAX_EXPORTED, names_read, projections
+from .probe_host import ProbeHost
 from .replies import check_change, parse_reply, restarted_result, scan_workspace, workspace_changes
 from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
-from .runtime.protocol import DeadlineExceeded, ProtocolError, recv_msg, send_msg
+from .runtime.protocol import DeadlineExceeded, ProtocolError, send_msg
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -120,11 +119,9 @@ class Kernel:
         self._hwm: dict[str, int] = {}
         self._files: dict[str, tuple[int, ...]] = {}
         self.restarts = 0
-        self._verifier: Channel | None = None  # the episode's clean verifier (runtime/verifier.py), started lazily
-        # variables exported at one generation: name -> (what the kernel exported: (entry, fd) | reason it is
-        # unavailable | None (not defined), the column labels a projected frame holds or None: the whole value)
-        self._exports: dict[str, tuple[tuple[dict[str, Any], int | None] | str | None, frozenset[str] | None]] = {}
-        self._exports_generation = -1
+        self._probes = ProbeHost(
+            self.config, self._max_reply, self._kernel, lambda: self._generation, self._spawn_verifier, self._sweep
+        )
         self.tap: ReplyTap | None = None
         self.closed = False
         self._start_episode()
@@ -251,7 +248,7 @@ class Kernel:
         self._materialize()
         assert cp.channel is not None  # only the deferred checkpoint has no process
         try:
-            new_kernel = self._restore_via(cp.channel)
+            new_kernel = restore_from(cp.channel, self._track_host_pid)
         except (ProtocolError, SandboxError) as exc:
             self._drop(cp)
             raise SandboxError(f"checkpoint {checkpoint_id} is no longer usable ({exc}); it was dropped") from exc
@@ -266,20 +263,6 @@ class Kernel:
         self._files = self._scan_files()
         self._generation += 1
         self._same_as = (self._generation, cp)
-
-    def _restore_via(self, chan: Channel) -> Channel:
-        """Ask a checkpoint process for a live kernel. It forks once: the child parks as the snapshot on ``chan``
-        (whose pids are updated here from its reply), the checkpoint process becomes the kernel and greets on a new
-        channel, which is returned."""
-
-        def snapshot_moved(reply: dict[str, Any], host_pid: int | None) -> None:
-            pid = reply.get("pid")
-            if not isinstance(pid, int) or isinstance(pid, bool):
-                raise ProtocolError(f"restore refused: {str(reply)[:300]}")
-            chan.pid, chan.host_pid = pid, host_pid
-            self._track_host_pid(chan)
-
-        return spawn_via(chan, "restore", "kernel", on_reply=snapshot_moved)
 
     def release(self, checkpoint_id: str) -> None:
         """Free a checkpoint's process."""
@@ -428,7 +411,7 @@ class Kernel:
         :class:`ReplyTap` bringing the process up to date. Raises ``ProtocolError`` (``DeadlineExceeded``) when the
         kernel fails; a probe whose verifier fails is a failed probe, not an error."""
         if op == "probe":
-            return self._verify(code, timeout)
+            return self._probes.verify(code, timeout)
         self._before_kernel_runs()
         msg = {"op": op, "code": code, "timeout": timeout, "keep": self._keep_pids()}
         wait = timeout + self.config.grace_s * (2 if op == "probe" else 1)
@@ -452,147 +435,15 @@ class Kernel:
             self._vars[name] = VariableInfo(name, version, type_ or "?", shape, summary[:500])
         return VariableChange(name, kind, version, type_, shape, summary[:500])
 
-    # ---- probes: export from the kernel, verdict in the clean verifier ---------------------------------------------
-    def _verify(self, code: str, timeout: float) -> dict[str, Any]:
-        """The raw reply of a probe: its variables exported by the kernel (cached until the kernel runs anything),
-        its code run by the verifier over them."""
-        try:
-            tree = ast.parse(code, "<probe>", "exec")
-            names, hard = names_read(tree)
-            columns = projections(tree, names[:MAX_EXPORTED])
-        except (SyntaxError, ValueError, RecursionError):
-            names, hard, columns = [], [], {}  # the verifier reports the error as the kernel would
-        unavailable = {n: f"the probe reads more than {MAX_EXPORTED} variables" for n in names[MAX_EXPORTED:]}
-        variables, fds, notes = {}, [], []
-        for name, item in self._exported(names[:MAX_EXPORTED], columns).items():
-            if isinstance(item, str):
-                unavailable[name] = item
-            elif item is not None:
-                entry, fd = item
-                if isinstance(entry.get("converted"), str):
-                    notes.append(f"[sandbox] {name}: {entry['converted']}\n")
-                if fd is not None:
-                    entry = {**entry, "fd": len(fds)}
-                    fds.append(fd)
-                variables[name] = entry
-        msg = {"op": "check", "code": code, "timeout": timeout, "variables": variables}
-        msg.update(unavailable=unavailable, hard=hard)
-        try:
-            raw = request(
-                self._verifier_channel(),
-                msg,
-                fds=tuple(fds),
-                timeout=timeout + 2 * self.config.grace_s,
-                max_bytes=self._max_reply,
-            )
-            if raw.get("error_type") == "KernelInternalError":
-                raise ProtocolError(str(raw.get("error_message"))[:500])
-        except (ProtocolError, SandboxError, OSError) as exc:
-            self._drop_verifier()
-            timed_out = isinstance(exc, DeadlineExceeded)
-            raw = {"ok": False, "error_type": "ProbeFailed", "error_message": f"the verifier failed: {exc}"}
-            raw.update(timed_out=timed_out, stdout="", stderr="", results=[], duration_s=0.0)
-        raw.update(changes=[], unavailable=unavailable)
-        if notes and isinstance(raw.get("stderr"), str):
-            raw["stderr"] = "".join(notes) + raw["stderr"]
-        return raw
-
-    def _exported(
-        self, names: list[str], columns: dict[str, list[str]] | None = None
-    ) -> dict[str, tuple[dict[str, Any], int | None] | str | None]:
-        """``names`` as the kernel exports them now (``runtime/export.py``); ``columns``: name -> the column labels
-        the probe reads of it (:func:`.probes.projections`; a name absent from it is wanted whole). Asks the kernel
-        only for names not exported since it last ran anything, or exported projected to columns that do not cover
-        the ones wanted now (then to both sets). Raises ``ProtocolError`` when the kernel fails."""
-        columns = columns or {}
-        if self._exports_generation != self._generation:
-            self._clear_exports()
-            self._exports_generation = self._generation
-        asked: dict[str, list[str]] = {}
-        wanted = []
-        for name in names:
-            want = None if name not in columns else frozenset(columns[name])
-            cached = self._exports.get(name, ("absent", frozenset()))[1]
-            if name in self._exports and (cached is None or (want is not None and want <= cached)):
-                continue
-            wanted.append(name)
-            if want is not None:
-                asked[name] = sorted(want | (cached or frozenset()))
-        if wanted:
-            sock = self._kernel().sock
-            send_msg(sock, {"op": "export", "names": wanted, "columns": asked})
-            deadline = time.monotonic() + self.config.cell_timeout_s + self.config.grace_s
-            reply, fds, _ = recv_msg(sock, max_bytes=self._max_reply, deadline=deadline)
-            try:
-                self._take_exports(wanted, reply, fds, asked)
-            finally:
-                kept = {v[0][1] for v in self._exports.values() if isinstance(v[0], tuple)}
-                for fd in fds:
-                    if fd not in kept:
-                        os.close(fd)
-        return {n: self._exports[n][0] if n in self._exports else None for n in names}
-
-    def _take_exports(
-        self, wanted: list[str], reply: dict[str, Any], fds: list[int], asked: dict[str, list[str]]
-    ) -> None:
-        """Validate an export reply (untrusted: the kernel runs worker code) into the cache, replacing (and closing)
-        an entry exported before with other columns. An entry the kernel says is ``projected`` holds the columns
-        ``asked`` for it (a projected entry that holds others is refused); any other entry is the whole value."""
-        variables, unavailable, missing = reply.get("variables"), reply.get("unavailable"), reply.get("missing")
-        if not (isinstance(variables, dict) and isinstance(unavailable, dict) and isinstance(missing, list)):
-            raise ProtocolError(f"bad export reply {str(reply)[:300]}")
-        converted = reply.get("converted") if isinstance(reply.get("converted"), dict) else {}
-        for name in wanted:
-            entry = variables.get(name)
-            item: tuple[dict[str, Any], int | None] | str | None
-            holds: frozenset[str] | None = None
-            if isinstance(entry, dict):
-                index = entry.get("fd")
-                if index is not None and not (isinstance(index, int) and 0 <= index < len(fds)):
-                    raise ProtocolError(f"export of {name!r} names no file descriptor")
-                if entry.get("projected") is not None:
-                    if entry.get("projected") is not True or name not in asked:
-                        raise ProtocolError(f"export of {name!r} is projected though no projection was asked")
-                    holds = frozenset(asked[name])
-                note = converted.get(name)
-                if isinstance(note, str):
-                    entry = {**entry, "converted": note[:500]}
-                item = (entry, None if index is None else fds[index])
-            elif isinstance(unavailable.get(name), str):
-                item = str(unavailable[name])[:1000]
-            else:
-                item = None
-            self._close_export(name)
-            self._exports[name] = (item, holds)
-
-    def _clear_exports(self) -> None:
-        for name in list(self._exports):
-            self._close_export(name)
-        self._exports = {}
-
-    def _close_export(self, name: str) -> None:
-        item = self._exports.pop(name, (None, None))[0]
-        if isinstance(item, tuple) and item[1] is not None:
-            with contextlib.suppress(OSError):
-                os.close(item[1])
-
-    def _verifier_channel(self) -> Channel:
-        if self._verifier is None:
-            if self._episode is None:
-                self._kernel()
-            assert self._episode is not None
-            self._verifier = spawn_via(self._episode.init, "spawn_verifier", "verifier")
-            self._track_host_pid(self._verifier)
-        return self._verifier
-
-    def _drop_verifier(self) -> None:
-        """Kill the verifier (a late or garbled reply); the next probe starts a fresh one."""
-        chan, self._verifier = self._verifier, None
-        if chan is None:
-            return
-        chan.close()
-        with contextlib.suppress(ProtocolError, SandboxError, OSError):
-            self._sweep(exiting=[chan.pid])
+    # ---- probes: export from the kernel, verdict in the clean verifier (probe_host.py) -----------------------------
+    def _spawn_verifier(self) -> Channel:
+        """A fresh clean verifier (``runtime/verifier.py``), forked by the episode init."""
+        if self._episode is None:
+            self._kernel()
+        assert self._episode is not None
+        verifier = spawn_via(self._episode.init, "spawn_verifier", "verifier")
+        self._track_host_pid(verifier)
+        return verifier
 
     # ---- files ------------------------------------------------------------------------------------------------------
     def _scan_files(self) -> dict[str, tuple[int, ...]]:
@@ -623,7 +474,8 @@ class Kernel:
 
     def _keep_pids(self) -> list[int]:
         keep = {cp.channel.pid for cp in self._checkpoints.values() if cp.channel is not None}
-        return sorted(keep | ({self._verifier.pid} if self._verifier is not None else set()))
+        verifier = self._probes.verifier
+        return sorted(keep | ({verifier.pid} if verifier is not None else set()))
 
     def _holds(self, cp: _Checkpoint) -> bool:
         return any(other is cp for other in self._checkpoints.values())
@@ -670,32 +522,15 @@ class Kernel:
         if self._episode is None:
             return
         keep = self._keep_pids() + ([self._k.pid] if self._k is not None else [])
-        msg = {"op": "sweep", "keep": keep, "exiting": list(exiting or [])}
-        request(self._episode.init, msg, timeout=CONTROL_TIMEOUT_S, max_bytes=1 << 16)
-        self._episode.prune()
+        self._episode.sweep(keep, list(exiting or []))
 
     def _death_of_kernel(self) -> str | None:
         if self._episode is None or self._k is None:
             return None
-        for _ in range(20):
-            try:
-                reply = request(
-                    self._episode.init, {"op": "status", "pid": self._k.pid}, timeout=2.0, max_bytes=1 << 16
-                )
-            except ProtocolError:
-                return None
-            if isinstance(reply.get("status"), str):
-                return reply["status"][:200]
-            time.sleep(0.005)
-        return None
+        return self._episode.exit_status(self._k.pid)
 
     def _oom_happened(self) -> bool:
-        ep = self._episode
-        if ep is None or ep.cgroup is None:
-            return False
-        count = ep.cgroup.oom_kills()
-        seen, ep.oom_seen = ep.oom_seen, count
-        return count > seen
+        return self._episode is not None and self._episode.oom_happened()
 
     def _restart(self, reason: str) -> tuple[str, list[VariableChange]]:
         """Replace a dead or hung kernel by a fresh one; every tracked name is reported as deleted."""
@@ -728,19 +563,10 @@ class Kernel:
         return reason, deleted
 
     def _teardown_episode(self) -> None:
-        self._clear_exports()
-        if self._verifier is not None:
-            self._verifier.close()
-            self._verifier = None
+        self._probes.close()
         ep, self._episode = self._episode, None
         if self._k is not None:
             self._k.close()
             self._k = None
-        if ep is None:
-            return
-        with contextlib.suppress(OSError, ProtocolError):
-            send_msg(ep.init.sock, {"op": "exit"})
-        ep.init.close()
-        ep.kill_all()  # in bwrap mode the init's death alone kills the whole PID namespace
-        if ep.cgroup is not None:
-            ep.cgroup.remove()
+        if ep is not None:
+            ep.shutdown()

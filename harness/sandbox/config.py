@@ -1,4 +1,4 @@
-"""Configuration of the sandbox (YAML keys equal field names; see ``configs/sandbox/``)."""
+"""Configuration of the sandbox (YAML keys equal field names)."""
 
 from __future__ import annotations
 

@@ -4,12 +4,12 @@ Nothing here reads files, imports a model or computes a reward: :mod:`harness.vi
 :mod:`synthesis.view` scores, and the results come in as data (:class:`RewardView`, :class:`TokenSpan`). The page
 works offline and from ``file://``:
 
-- one HTML document with inline CSS and one inline script; no network, no CDN, no fonts or images to fetch. A
-  ``Content-Security-Policy`` meta tag allows only that one script (by its SHA-256), so even a ``<script>`` that
-  slipped past escaping would not run;
-- **everything from the record is escaped** (:func:`esc`): worker code and outputs, model responses and tool results
-  are untrusted text. A lone surrogate (a model's ``\\udc00`` escape) shows as its escape text ``\\udc00``. Data
-  reaches the script only through escaped ``data-`` attributes, never as script source;
+- one HTML document with inline CSS and one inline script (:mod:`harness.viewer.markup`); no network, no CDN, no
+  fonts or images to fetch. A ``Content-Security-Policy`` meta tag allows only that one script (by its SHA-256), so
+  even a ``<script>`` that slipped past escaping would not run;
+- **everything from the record is escaped** (:func:`harness.viewer.markup.esc`): worker code and outputs, model
+  responses and tool results are untrusted text. A lone surrogate (a model's ``\\udc00`` escape) shows as its escape
+  text ``\\udc00``. Data reaches the script only through escaped ``data-`` attributes, never as script source;
 - the state graph is inline SVG laid out here (:func:`state_graph_svg`): an arc diagram, one node per committed state
   in commit order, one arc per relation to an earlier state, coloured by relation type. A slider replays the store:
   "after activation k" shows the states committed up to activation k (each node, arc and table row carries the
@@ -25,14 +25,11 @@ checkpoint and lifecycle history. A sample page shows the token stream coloured 
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.jsonl import dumps, loads_untrusted
+from harness.viewer.markup import badge, details, esc, json_text, page, pre, pretty, table
 
 RELATION_COLOURS: dict[str, str] = {
     "init": "#7f7f7f",
@@ -45,52 +42,6 @@ RELATION_COLOURS: dict[str, str] = {
 NODE_FILL = "#cfe3ff"
 NODE_W, NODE_H, NODE_GAP, PAD = 72, 40, 40, 24
 LONG_RESULT_LINES = 12  # longer tool results are folded
-
-CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:16px;color:#1b1b1b;background:#fff}
-h1{font-size:20px;margin:0 0 8px}h2{font-size:17px;margin:24px 0 8px;border-bottom:1px solid #ddd}
-h3{font-size:15px;margin:16px 0 6px}
-pre{background:#f6f8fa;border:1px solid #e1e4e8;padding:6px 8px;overflow-x:auto;white-space:pre-wrap;
-word-break:break-word;margin:4px 0;font:12px/1.4 ui-monospace,monospace}
-table{border-collapse:collapse;margin:4px 0}td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;
-text-align:left}th{background:#f3f3f3}
-.card{border:1px solid #d0d7de;border-radius:6px;padding:6px 10px;margin:8px 0}
-.step{border-left:4px solid #57606a}.act{border-left:4px solid #0969da;background:#f8fbff}
-.hint{border-left:4px solid #bf8700;background:#fffbea}.hint.repair{border-left-color:#cf222e;background:#fff5f5}
-.badge{display:inline-block;border-radius:10px;padding:0 7px;font-size:12px;margin-left:4px;background:#eaeef2}
-.ok{background:#dafbe1}.bad{background:#ffebe9}.tool{background:#ddf4ff}.control{background:#fbefff}
-.turn{margin-top:18px;font-weight:600;color:#57606a}.muted{color:#6e7781}
-.graph{overflow-x:auto;border:1px solid #e1e4e8;border-radius:6px;padding:4px}
-.legend span{margin-right:12px}.legend i{display:inline-block;width:18px;height:4px;vertical-align:middle;
-margin-right:4px}
-.tokens{white-space:pre-wrap}.tokens .m{background:#c8f7c5}.tokens .e{background:#e8e8e8;color:#444}
-.bar{display:inline-block;height:10px;background:#0969da;vertical-align:middle}
-summary{cursor:pointer}
-"""
-
-SCRIPT = r"""(function () {
-  var errors = [];
-  window.addEventListener('error', function (event) {
-    errors.push(String(event.message || event));
-    document.body.setAttribute('data-errors', errors.join(' | '));
-  });
-  var slider = document.getElementById('store-at');
-  var label = document.getElementById('store-at-label');
-  function show(at) {
-    var items = document.querySelectorAll('[data-at]');
-    for (var i = 0; i < items.length; i++) {
-      items[i].style.display = Number(items[i].getAttribute('data-at')) <= at ? '' : 'none';
-    }
-    if (label) { label.textContent = String(at); }
-  }
-  var linked = /^#at=(\d+)$/.exec(window.location.hash);
-  if (slider && linked) { slider.value = linked[1]; }
-  if (slider) {
-    slider.addEventListener('input', function () { show(Number(slider.value)); });
-    show(Number(slider.value));
-  }
-  document.body.setAttribute('data-ready', '1');
-})();"""
 
 
 @dataclass(frozen=True)
@@ -110,59 +61,6 @@ class TokenSpan:
     text: str
     model: bool
     n_tokens: int
-
-
-def esc(value: Any) -> str:
-    """``value`` as text safe inside HTML elements and quoted attributes."""
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def _json(value: Any) -> str:
-    return dumps(value, indent=1, default=str)  # a lone surrogate as its escape text \\udc00
-
-
-def _pre(text: Any, cls: str = "") -> str:
-    return f'<pre class="{cls}">{esc(text)}</pre>' if cls else f"<pre>{esc(text)}</pre>"
-
-
-def _pretty(text: Any) -> str:
-    """A tool result or raw text, re-indented when it is JSON."""
-    if isinstance(text, str):
-        try:
-            return _json(loads_untrusted(text))
-        except (ValueError, RecursionError):  # not JSON, or nested too deep to re-indent
-            return text
-    return _json(text)
-
-
-def _details(summary: str, body: str) -> str:
-    return f"<details><summary>{esc(summary)}</summary>{body}</details>"
-
-
-def _badge(text: Any, cls: str = "") -> str:
-    return f'<span class="badge {cls}">{esc(text)}</span>'
-
-
-def _table(header: Sequence[str] | None, rows: Sequence[Sequence[str]], row_attrs: Sequence[str] | None = None) -> str:
-    """A table; cells are HTML already (escape them first), ``row_attrs`` extra attributes per row."""
-    head = "<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr></thead>" if header else ""
-    attrs = row_attrs or [""] * len(rows)
-    body = "".join(
-        f"<tr{a}>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for a, row in zip(attrs, rows, strict=True)
-    )
-    return f"<table>{head}<tbody>{body}</tbody></table>"
-
-
-def page(title: str, body: str) -> str:
-    """The HTML document around ``body``: inline CSS, the one script, a CSP that allows only that script."""
-    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
-    csp = f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}'"
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
-        f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n<script>{SCRIPT}</script>\n"
-        "</body></html>\n"
-    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -260,12 +158,12 @@ def _state_rows(states: Sequence[dict[str, Any]], committed_at: dict[str, int]) 
             for v in state.get("used_variables") or []
         )
         constraints = "".join(
-            f"<div>{esc(c.get('text'))}</div>" + (_pre(c["code"]) if c.get("code") else "")
+            f"<div>{esc(c.get('text'))}</div>" + (pre(c["code"]) if c.get("code") else "")
             for c in state.get("constraints") or []
         )
         conclusions = "<br>".join(esc(c) for c in state.get("conclusions") or [])
         if constraints:
-            conclusions += _details("constraints", constraints)
+            conclusions += details("constraints", constraints)
         steps = f"{state.get('source_step_start')}-{state.get('source_step_end')}"
         rows.append(
             [
@@ -290,7 +188,7 @@ def _state_rows(states: Sequence[dict[str, Any]], committed_at: dict[str, int]) 
         "checkpoint",
         "committed at activation",
     ]
-    return _table(header, rows, attrs)
+    return table(header, rows, attrs)
 
 
 def _store_section(record: dict[str, Any]) -> str:
@@ -327,7 +225,7 @@ def _store_section(record: dict[str, Any]) -> str:
             ]
             for r in repairs
         ]
-        out.append("<h3>Repairs</h3>" + _table(header, rows))
+        out.append("<h3>Repairs</h3>" + table(header, rows))
     out.append("</section>")
     return "".join(out)
 
@@ -373,11 +271,11 @@ def timeline(record: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def _step_card(step: dict[str, Any], hints: Sequence[dict[str, Any]]) -> str:
     execution = step.get("execution") or {}
     ok = execution.get("ok")
-    status = _badge("no execution") if not execution else _badge("ok", "ok") if ok else _badge("error", "bad")
+    status = badge("no execution") if not execution else badge("ok", "ok") if ok else badge("error", "bad")
     meta = step.get("meta") or {}
-    flags = "".join(_badge(k) for k in ("faulty", "hint_received") if meta.get(k))
+    flags = "".join(badge(k) for k in ("faulty", "hint_received") if meta.get(k))
     if meta.get("repair"):
-        flags += _badge(f"repair: {meta['repair']}")
+        flags += badge(f"repair: {meta['repair']}")
     out = [
         f'<div class="card step" id="step-{esc(step.get("step_id"))}"><b>Worker step {esc(step.get("step_id"))}'
         f"</b> · turn {esc(step.get('turn_id'))} {status}{flags}"
@@ -385,17 +283,17 @@ def _step_card(step: dict[str, Any], hints: Sequence[dict[str, Any]]) -> str:
     for hint in hints:
         kind = str(hint.get("kind"))
         out.append(
-            f'<div class="card hint {esc(kind)}"><b>Hint delivered</b> ({esc(kind)}){_pre(hint.get("text"))}</div>'
+            f'<div class="card hint {esc(kind)}"><b>Hint delivered</b> ({esc(kind)}){pre(hint.get("text"))}</div>'
         )
     if step.get("thought"):
         out.append(f'<div class="muted">{esc(step["thought"])}</div>')
     if step.get("code"):
-        out.append(_pre(step["code"], "code"))
+        out.append(pre(step["code"], "code"))
     for key, label in (("stdout_tail", "stdout"), ("stderr_tail", "stderr"), ("display", "display")):
         if execution.get(key):
-            out.append(f"<div>{label}:</div>{_pre(execution[key], 'output')}")
+            out.append(f"<div>{label}:</div>{pre(execution[key], 'output')}")
     if execution.get("error_type"):
-        out.append(f"<div>{_badge(execution['error_type'], 'bad')} {esc(execution.get('error_message'))}</div>")
+        out.append(f"<div>{badge(execution['error_type'], 'bad')} {esc(execution.get('error_message'))}</div>")
     variables = execution.get("variables") or []
     if variables:
         rows = [
@@ -409,9 +307,9 @@ def _step_card(step: dict[str, Any], hints: Sequence[dict[str, Any]]) -> str:
             ]
             for v in variables
         ]
-        out.append(_table(["variable", "change", "version", "type", "shape", "summary"], rows))
+        out.append(table(["variable", "change", "version", "type", "shape", "summary"], rows))
     if step.get("answer") is not None:
-        out.append(f"<div>answer:</div>{_pre(_json(step['answer']))}")
+        out.append(f"<div>answer:</div>{pre(json_text(step['answer']))}")
     out.append("</div>")
     return "".join(out)
 
@@ -419,17 +317,17 @@ def _step_card(step: dict[str, Any], hints: Sequence[dict[str, Any]]) -> str:
 def _action_html(action: dict[str, Any]) -> str:
     parsed = action.get("parsed") or {}
     name = parsed.get("name") or "(unparsed)"
-    legal = _badge("legal", "ok") if action.get("legal") else _badge("illegal", "bad")
-    out = [f"<div><b>{esc(name)}</b>{_badge(action.get('kind'), str(action.get('kind')))}{legal}</div>"]
+    legal = badge("legal", "ok") if action.get("legal") else badge("illegal", "bad")
+    out = [f"<div><b>{esc(name)}</b>{badge(action.get('kind'), str(action.get('kind')))}{legal}</div>"]
     if parsed.get("arguments"):
-        out.append(_pre(_json(parsed["arguments"])))
-    out.append(_details("response (raw wire text)", _pre(action.get("raw"))))
+        out.append(pre(json_text(parsed["arguments"])))
+    out.append(details("response (raw wire text)", pre(action.get("raw"))))
     if action.get("result") is not None:
-        result = _pretty(action["result"])
+        result = pretty(action["result"])
         lines = result.count("\n") + 1
-        shown = _pre(result, "result")
+        shown = pre(result, "result")
         folded = lines > LONG_RESULT_LINES
-        out.append(_details(f"result ({lines} lines)", shown) if folded else f"<div>result:</div>{shown}")
+        out.append(details(f"result ({lines} lines)", shown) if folded else f"<div>result:</div>{shown}")
     return "".join(out)
 
 
@@ -438,9 +336,9 @@ def _activation_card(activation: dict[str, Any]) -> str:
     head = (
         f'<div class="card act" id="activation-{esc(index)}"><b>Manager activation {esc(index)}</b> · '
         f"{esc(activation.get('event_type'))} · turn {esc(activation.get('turn_id'))}"
-        f"{_badge(activation.get('actor'))}"
+        f"{badge(activation.get('actor'))}"
     )
-    body = [head, _details("observation", _pre(_json(activation.get("observation"))))]
+    body = [head, details("observation", pre(json_text(activation.get("observation"))))]
     body += [_action_html(action) for action in activation.get("actions") or []]
     body.append("</div>")
     return "".join(body)
@@ -482,7 +380,7 @@ def _reward_section(reward: RewardView | None) -> str:
             rows.append([esc(name), esc(shown), (bar + "</span>") if bar else "", esc(reward.weights.get(name))])
         total = "n/a" if reward.total is None else f"{reward.total:.3f}"
         rows.append(["<b>total</b>", f"<b>{esc(total)}</b>", "", ""])
-        out.append(_table(["term", "value", "", "weight"], rows))
+        out.append(table(["term", "value", "", "weight"], rows))
     out.append("</section>")
     return "".join(out)
 
@@ -500,11 +398,11 @@ def _errored(error: Any) -> str | None:
 def _summary(record: dict[str, Any]) -> str:
     config = record.get("config") or {}
     grade = record.get("grade") or {}
-    details = grade.get("details") or {}
+    grade_details = grade.get("details") or {}
     score = grade.get("score")
     graded = f"{score:.3f}" if isinstance(score, (int, float)) else "not graded"
-    if "n_correct" in details:
-        graded += f" ({details['n_correct']}/{details.get('n_turns')} turns correct)"
+    if "n_correct" in grade_details:
+        graded += f" ({grade_details['n_correct']}/{grade_details.get('n_turns')} turns correct)"
     faults = config.get("faults") or {}
     rows = [
         ("task", record.get("task_id")),
@@ -525,7 +423,7 @@ def _summary(record: dict[str, Any]) -> str:
         ),
         ("schema", record.get("schema_version")),
     ]
-    return _table(None, [[f"<b>{esc(k)}</b>", esc(v)] for k, v in rows if v is not None])
+    return table(None, [[f"<b>{esc(k)}</b>", esc(v)] for k, v in rows if v is not None])
 
 
 def _answers_section(record: dict[str, Any]) -> str:
@@ -534,17 +432,17 @@ def _answers_section(record: dict[str, Any]) -> str:
     for turn, answer in (record.get("final_answers") or {}).items():
         verdict = turns.get(str(turn)) or {}
         correct = verdict.get("correct")
-        mark = "" if correct is None else _badge("correct", "ok") if correct else _badge("wrong", "bad")
-        rows.append([esc(turn), _pre(_json(answer)), mark])
+        mark = "" if correct is None else badge("correct", "ok") if correct else badge("wrong", "bad")
+        rows.append([esc(turn), pre(json_text(answer)), mark])
     out = ['<section id="answers"><h2>Final answers</h2>']
-    out.append(_table(["turn", "answer", "grade"], rows) if rows else '<p class="muted">No answers.</p>')
+    out.append(table(["turn", "answer", "grade"], rows) if rows else '<p class="muted">No answers.</p>')
     history = []
     if record.get("checkpoints"):
         rows = [
             [esc(c.get("checkpoint_id")), esc(c.get("op")), esc(c.get("state_id")), esc(c.get("turn_id"))]
             for c in record["checkpoints"]
         ]
-        history.append(_details("checkpoints", _table(["checkpoint", "op", "state", "turn"], rows)))
+        history.append(details("checkpoints", table(["checkpoint", "op", "state", "turn"], rows)))
     if record.get("transitions"):
         rows = [
             [
@@ -558,7 +456,7 @@ def _answers_section(record: dict[str, Any]) -> str:
             for t in record["transitions"]
         ]
         header = ["activation", "action", "phase before", "phase after", "legal", "message"]
-        history.append(_details("lifecycle transitions", _table(header, rows)))
+        history.append(details("lifecycle transitions", table(header, rows)))
     out += history
     out.append("</section>")
     return "".join(out)
@@ -589,7 +487,7 @@ def render_sample(spans: Sequence[TokenSpan], meta: dict[str, Any], reward: Rewa
             anchor, cls, who = "", "e", "environment"
         parts.append(f'<span class="{cls}"{anchor} title="{span.n_tokens} {who} token(s)">{esc(span.text)}</span>')
     body = (
-        f"<h1>Training sample {esc(meta.get('sample', ''))}</h1>{_table(None, rows)}"
+        f"<h1>Training sample {esc(meta.get('sample', ''))}</h1>{table(None, rows)}"
         f"{_reward_section(reward) if reward is not None else ''}"
         '<h2>Token mask</h2><p class="legend tokens"><span class="m">model tokens (loss)</span> '
         '<span class="e">environment tokens (prompt, observations, tool results)</span></p>'
@@ -602,5 +500,5 @@ def render_sample(spans: Sequence[TokenSpan], meta: dict[str, Any], reward: Rewa
 def render_index(title: str, entries: Sequence[tuple[str, str, str]]) -> str:
     """An index page linking one page per entry: ``(href, label, summary)``."""
     rows = [[f'<a href="{esc(href)}">{esc(label)}</a>', esc(summary)] for href, label, summary in entries]
-    body = f"<h1>{esc(title)}</h1>{_table(['page', 'summary'], rows)}"
+    body = f"<h1>{esc(title)}</h1>{table(['page', 'summary'], rows)}"
     return page(title, body)

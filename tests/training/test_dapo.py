@@ -1,5 +1,5 @@
-"""training.dapo: the token-level clipped loss on hand-computed values (and pinned to TRL's ``dapo`` loss), clip
-fractions, overlong shaping, uniform groups."""
+"""DAPO: the reference token-level clipped loss (``dapo_reference``) on hand-computed values and TRL's ``dapo`` loss
+pinned to it, clip fractions, overlong shaping and uniform groups (``training.rl.dapo``), DapoTrainer's savings."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from training.dapo import clip_fractions, overlong_penalty, policy_loss, uniform_groups  # noqa: E402
+from dapo_reference import clip_fractions, policy_loss  # noqa: E402
+
+from training.rl.dapo import overlong_penalty, uniform_groups  # noqa: E402
 
 # Two rollouts, three tokens each. Ratios r = exp(logprobs - old_logprobs); eps_low 0.2, eps_high 0.28.
 RATIOS = [[1.5, 0.9, 1.0], [0.5, 1.2, 2.0]]
@@ -137,7 +139,7 @@ def test_dapo_trainer_skips_zero_advantage_rows_with_the_same_loss_and_gradient(
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from training.rl.trainer import _trainer_class
+    from training.rl.dapo_trainer import dapo_trainer_class
 
     def build(cls, **extra):
         config = GRPOConfig(output_dir="/tmp/unused-dapo-skip", use_cpu=True, bf16=False, loss_type="dapo",
@@ -169,7 +171,7 @@ def test_dapo_trainer_skips_zero_advantage_rows_with_the_same_loss_and_gradient(
         return loss.detach(), [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
                                for p in trainer.model.parameters()]  # fmt: skip
 
-    ours, theirs = build(_trainer_class(), rollouts=lambda prompts, trainer: {}), build(GRPOTrainer)
+    ours, theirs = build(dapo_trainer_class(), rollouts=lambda prompts, trainer: {}), build(GRPOTrainer)
     theirs.model.load_state_dict(ours.model.state_dict())
     loss, grads = loss_and_grads(ours, [0.0, 1.2, -0.7])
     ref_loss, ref_grads = loss_and_grads(theirs, [0.0, 1.2, -0.7])

@@ -1,4 +1,4 @@
-"""The RL-only ("w/o SFT") configs: each parses through scripts/rl.py's parser (tests/training/test_rl_config.py checks
+"""The RL-only ("w/o SFT") config: it parses through scripts/rl.py's parser (tests/training/test_rl_config.py checks
 every file of configs/rl) and differs from its SFT+RL counterpart only in the starting model and the output folder."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ REPO = Path(__file__).resolve().parents[2]
 RL = REPO / "configs" / "rl"
 PAIRS = [
     ("qwen3-8b-rl-only.yaml", "qwen3-8b.yaml", "Qwen/Qwen3-8B"),
-    ("smollm2-cpu-rl-only.yaml", "smollm2-cpu.yaml", "runs/models/smollm2-135m"),
 ]
 
 

@@ -194,8 +194,6 @@ def test_config_folders_hold_the_expected_files():
     ]
     assert [p.name for p in ACCELERATE_CONFIGS] == [
         "cpu.yaml",
-        "multi-gpu.yaml",
-        "single-gpu.yaml",
         "zero2.yaml",
         "zero3.yaml",
     ]
@@ -235,8 +233,6 @@ def test_accelerate_config_loads(path):
     config = ClusterConfig.from_yaml_file(str(path))
     expected = {
         "cpu.yaml": ("NO", 1),
-        "single-gpu.yaml": ("NO", 1),
-        "multi-gpu.yaml": ("MULTI_GPU", 8),
         "zero2.yaml": ("DEEPSPEED", 8),
         "zero3.yaml": ("DEEPSPEED", 8),
     }[path.name]

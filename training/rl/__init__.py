@@ -1,10 +1,18 @@
-"""DAPO reinforcement learning of the manager in :class:`envs.ManagerEnv`.
+"""DAPO reinforcement learning of the manager in :class:`envs.ManagerEnv` (``scripts/rl.py``, ``configs/rl/``).
 
+- :mod:`training.rl.trainer`: ``run_rl`` and ``RLArguments``: TRL's ``GRPOTrainer`` with ``loss_type: dapo`` fed by
+  ``ManagerRollouts``, its ``rollout_func`` (dynamic sampling over replay-pool start points).
+- :mod:`training.rl.dapo`: where the DAPO loss runs (TRL's ``GRPOTrainer._compute_loss``), overlong shaping,
+  uniform groups.
+- :mod:`training.rl.dapo_trainer`: ``DapoTrainer`` (rollout state in checkpoints, loss-preserving savings) and the
+  reward functions.
 - :mod:`training.rl.rollout`: one rollout = one manager activation played by the model inside a replay-pool episode,
-  token-exact (``EpisodeTokens``, ``Rollout``, ``EpisodePlayer``, start points);
-- :mod:`training.rl.engines`: generation (transformers on CPU, vLLM server/colocate on GPUs), the weight-sync check;
-- :mod:`training.rl.sampling`: the resumable start-point sampler and DAPO's dynamic sampling;
-- :mod:`training.rl.trainer`: ``run_rl`` on TRL's ``GRPOTrainer`` (``loss_type: dapo``).
-
-The DAPO math (token-level clipped loss, overlong shaping, uniform groups) is in :mod:`training.dapo`.
+  token-exact (``EpisodeTokens``, ``Rollout``, ``EpisodePlayer``, start points).
+- :mod:`training.rl.sampling`: the resumable start-point sampler and DAPO's dynamic sampling.
+- :mod:`training.rl.engines`: generation (transformers on CPU, vLLM server/colocate on GPUs), the weight-sync check.
+- :mod:`training.rl.workers`: the manager envs in Ray actors (``executor: ray``).
+- :mod:`training.rl.metrics`: the ``dapo/*`` and ``manager/*`` metrics logged each step.
+- :mod:`training.rl.records`: ``rollout_groups.jsonl``, every group played, and its summary table.
+- :mod:`training.rl.model_card`: the run's ``README.md`` model card.
+- :mod:`training.rl.temperature`: the sampling temperature chosen on the training pool (``temperature_grid``).
 """

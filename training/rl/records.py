@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.manager.lifecycle import CONTROL_ACTIONS
-from training.dapo import uniform_groups
+from training.rl.dapo import uniform_groups
 from training.rl.sampling import Group
 
 GROUPS_FILE = "rollout_groups.jsonl"

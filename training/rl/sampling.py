@@ -6,7 +6,7 @@
   actions in turn (REPAIR, FINALIZE_RELATIONS, REPAIR, ...), each from its own permutation, the rarer ones
   repeated: a pool with 19 REPAIR and 228 FINALIZE_RELATIONS points still gives a REPAIR group every other draw.
 - :class:`DynamicSampler`: fills a batch of groups (one start point, ``group_size`` rollouts each) with groups whose
-  rewards differ (:func:`training.dapo.uniform_groups`). Each round plays the missing number of groups times
+  rewards differ (:func:`training.rl.dapo.uniform_groups`). Each round plays the missing number of groups times
   ``oversample``; uniform groups are set aside. When ``max_rounds`` rounds are spent and the batch is still short,
   the uniform groups fill it (they have zero advantage and add nothing to the gradient): it never raises for too many
   or too few groups. Informative groups beyond the batch wait in ``buffer`` for the next call (saved in checkpoints;
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from training.dapo import uniform_groups
+from training.rl.dapo import uniform_groups
 from training.rl.rollout import Rollout, StartPoint
 
 

@@ -8,27 +8,20 @@
   rollouts in :class:`envs.ManagerEnv` (:mod:`training.rl.rollout`: one activation per rollout, the exact conversation
   the served ``llm`` policy sends, or with ``format: hier`` tier 1's of the ``hier`` manager; with ``takeover:
   decision`` the gold plays the activation's verification calls and the model its decision; environment ids masked
-  with ``env_mask``). ``DapoTrainer`` adds the rollout state to checkpoints and two savings that leave the loss
-  unchanged (both tested against TRL): rows with zero advantage (uniform groups that filled a batch) are not forwarded,
-  and off CUDA only the completion positions are scored (TRL's fused head scores every prompt position there: ~100x the
-  work for a 3.7k-token prompt).
+  with ``env_mask``). ``DapoTrainer`` (:mod:`training.rl.dapo_trainer`) adds the rollout state to checkpoints and
+  two savings that leave the loss unchanged (both tested against TRL): rows with zero advantage (uniform groups that
+  filled a batch) are not forwarded, and off CUDA only the completion positions are scored (TRL's fused head scores
+  every prompt position there: ~100x the work for a 3.7k-token prompt). Where the DAPO loss is computed:
+  :mod:`training.rl.dapo`.
 - Dynamic sampling (:mod:`training.rl.sampling`): the ``prompt`` rows TRL feeds are placeholders (one per group);
   :class:`ManagerRollouts` draws the start points itself from the replay pool, drops uniform groups and refills
   within ``max_rounds`` rounds, then trains on what it gathered.
-- Rewards: one TRL reward function per term of the composed reward (:data:`rewards.TERMS`), weighted by
-  ``RewardConfig`` (``reward_config``), so TRL logs ``rewards/<term>/mean`` and the weighted sum is exactly
-  :func:`rewards.score_episode`'s total; plus ``overlong`` (weight 1): DAPO's overlong shaping over the rollout's
-  model tokens (``max_completion_length``, ``overlong_buffer``, ``overlong_factor``). ``reward`` in the logs is the
-  mean of that sum.
-- Logged each step besides TRL's own (``reward``, ``completions/*``, ``clip_ratio/low_mean`` and ``high_mean``,
-  ``frac_reward_zero_std``, ``entropy``): ``dapo/filtered_groups_frac``, ``dapo/sampling_rounds``,
-  ``dapo/groups_played``, ``dapo/buffered_groups``, ``dapo/truncated_frac``, ``dapo/rollout_s``,
-  ``dapo/rollout_share`` (rollout seconds over step seconds), ``manager/illegal_action_rate`` (over the sampled
-  responses), ``manager/decided_rate`` (rollouts whose model took a legal control action),
-  ``manager/harness_confirmed_rate`` (rollouts left undecided, confirmed by the harness),
-  ``manager/repair_precision``, ``manager/repair_recall``, ``manager/false_repair_rate`` (against the gold decision of
-  the start activation and the pool's known fault), ``manager/activations_per_episode``,
-  ``manager/responses_per_rollout``; with vLLM ``dapo/weight_sync_gap`` every ``weight_sync_steps`` steps.
+- Rewards (:func:`training.rl.dapo_trainer.reward_functions`): one TRL reward function per term of the composed
+  reward (:data:`rewards.TERMS`), weighted by ``RewardConfig`` (``reward_config``), so TRL logs ``rewards/<term>/mean``
+  and the weighted sum is exactly :func:`rewards.score_episode`'s total; plus ``overlong`` (weight 1): DAPO's overlong
+  shaping over the rollout's model tokens (``max_completion_length``, ``overlong_buffer``, ``overlong_factor``).
+  ``reward`` in the logs is the mean of that sum.
+- Logged each step besides TRL's own: :mod:`training.rl.metrics` lists them (``dapo/*``, ``manager/*``).
 - Environments: ``executor: local`` (default) plays the rollouts in this process with one env, one after another;
   ``executor: ray`` with ``rollout_workers: N`` puts N envs in Ray actors (one sandbox each,
   :mod:`training.rl.workers`) that play a dynamic-sampling round's rollouts at once while this process only samples
@@ -45,14 +38,14 @@
 - Output (``output_dir``): the model and tokenizer (servable by ``transformers serve`` / vLLM), ``trainer_state.json``
   (per-step logs), ``all_results.json``, ``rollout_groups.jsonl`` (every group played, trained or dropped: its start,
   each rollout's sampled decision, reward and reward minus the group mean; :mod:`training.rl.records`) and a model card
-  ``README.md`` whose last table sums those groups up by gold control and sampled decision.
+  ``README.md`` (:mod:`training.rl.model_card`) whose last table sums those groups up by gold control and sampled
+  decision.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,16 +67,18 @@ from harness.manager.hier import TIER1_MIN_ACTIONS
 from harness.manager.lifecycle import CONTROL_ACTIONS
 from harness.tokenizer import load_tokenizer
 from harness.tracking import check_report_to
-from training.dapo import overlong_penalty
 from training.prompt_view import check_prompt_view
+from training.rl.dapo import overlong_penalty
+from training.rl.dapo_trainer import dapo_trainer_class, reward_functions
 from training.rl.engines import vllm_settings
+from training.rl.metrics import rollout_metrics, rollout_share_callback
+from training.rl.model_card import write_model_card
 from training.rl.records import (
     GROUPS_FILE,
     append_records,
     group_record,
     read_records,
     summarize_groups,
-    summary_lines,
     truncate_records,
 )
 from training.rl.rollout import (
@@ -94,19 +89,15 @@ from training.rl.rollout import (
     StartPoint,
     check_gold_controls,
     check_takeover,
-    decided,
     start_points,
 )
-from training.rl.sampling import DynamicSampler, GatherStats, Group, StartPointSampler
+from training.rl.sampling import DynamicSampler, Group, StartPointSampler
 from training.sft import ModelArguments, resolve_model, resolve_resume
 
 if TYPE_CHECKING:
     from trl import GRPOConfig, GRPOTrainer
 
 logger = logging.getLogger(__name__)
-
-STATE_FILE = "rl_state-{process}.json"
-"""The rollout state saved in each checkpoint folder, one file per process."""
 
 
 @dataclass
@@ -318,28 +309,6 @@ def check_config(rl_args: RLArguments, config: GRPOConfig) -> None:
             f"each process plays whole groups: per_device_train_batch_size x steps_per_generation = {per_process} "
             f"must be a multiple of num_generations={config.num_generations}"
         )
-
-
-# ---------------------------------------------------------------- rewards (one TRL reward function per term)
-def reward_functions(weights: dict[str, float]) -> tuple[list[Any], list[float]]:
-    """TRL reward functions for every term of ``weights`` plus ``overlong``, and their weights."""
-    funcs = [_term_reward(name) for name in weights]
-    return [*funcs, _overlong_reward], [*weights.values(), 1.0]
-
-
-def _term_reward(name: str) -> Any:
-    def reward(prompts: list[Any], completions: list[Any], reward_terms: list[dict], **_: Any) -> list[float | None]:
-        return [terms.get(name) for terms in reward_terms]
-
-    reward.__name__ = reward.__qualname__ = name
-    return reward
-
-
-def _overlong_reward(prompts: list[Any], completions: list[Any], overlong: list[float], **_: Any) -> list[float]:
-    return list(overlong)
-
-
-_overlong_reward.__name__ = "overlong"
 
 
 # ---------------------------------------------------------------- the rollout function
@@ -555,148 +524,6 @@ class ManagerRollouts:
         trainer._metrics["train"]["dapo/weight_sync_gap"].append(gap)
 
 
-def rollout_metrics(groups: list[Group], stats: GatherStats, pool: Any) -> dict[str, float]:
-    """The per-step training signal of a gathered batch (names in the module docstring)."""
-    rollouts = [(g.start, r) for g in groups for r in g.rollouts]
-    actions = [a for _, r in rollouts for a in r.actions]
-    metrics = {
-        "dapo/filtered_groups_frac": stats.filtered_fraction,
-        "dapo/sampling_rounds": float(stats.rounds),
-        "dapo/groups_played": float(stats.groups_played),
-        "dapo/buffered_groups": float(stats.from_buffer),
-        "dapo/uniform_groups_in_batch": float(stats.uniform_in_batch),
-        "dapo/truncated_frac": sum(r.truncated for _, r in rollouts) / len(rollouts),
-        "manager/activations_per_episode": sum(r.episode_activations for _, r in rollouts) / len(rollouts),
-        "manager/responses_per_rollout": len(actions) / len(rollouts),
-        "manager/decided_rate": sum(decided(r.actions) for _, r in rollouts) / len(rollouts),
-        "manager/harness_confirmed_rate": sum(r.harness_confirmed for _, r in rollouts) / len(rollouts),
-    }
-    if actions:
-        metrics["manager/illegal_action_rate"] = sum(not a["legal"] for a in actions) / len(actions)
-    metrics.update(repair_metrics(rollouts, pool))
-    return metrics
-
-
-def repair_metrics(rollouts: list[tuple[StartPoint, Rollout]], pool: Any) -> dict[str, float]:
-    """Repairs made by the model against the truth of each start activation: a repair is correct when the gold
-    manager repaired there too and the named variable is one the pool's fault corrupts. Metrics whose denominator
-    is empty in this batch are left out."""
-    repairs = correct = warranted = unwarranted = false = 0
-    for start, rollout in rollouts:
-        fault = pool.fault_info(pool.entry(start.episode_id))
-        variables = set(fault.variables) if fault is not None else set()
-        made = [a for a in rollout.actions if a["name"] == "REPAIR" and a["legal"]]
-        repairs += len(made)
-        if start.gold_control == "REPAIR":
-            warranted += 1
-            correct += any(a["error_variable"] in variables for a in made)
-        else:
-            unwarranted += 1
-            false += bool(made)
-    out = {}
-    if repairs:
-        out["manager/repair_precision"] = correct / repairs
-    if warranted:
-        out["manager/repair_recall"] = correct / warranted
-    if unwarranted:
-        out["manager/false_repair_rate"] = false / unwarranted
-    return out
-
-
-# ---------------------------------------------------------------- trainer
-def _trainer_class() -> type:
-    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-    from trl import GRPOTrainer
-    from trl.kernels.chunked_logprob import _use_triton  # the device test TRL's fused head uses
-
-    class DapoTrainer(GRPOTrainer):
-        """TRL's ``GRPOTrainer`` plus the rollout state (sampler position, dynamic-sampling buffer) in checkpoints,
-        and completion-only scoring off CUDA."""
-
-        def __init__(self, *args: Any, rollouts: ManagerRollouts, **kwargs: Any):
-            self.rollouts = rollouts
-            super().__init__(*args, rollout_func=rollouts, **kwargs)
-
-        def _get_per_token_logps_and_entropies(
-            self, model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, batch_size: int | None = None,
-            compute_entropy: bool = False, compute_aux_loss: bool = False, **multimodal: Any,
-        ) -> tuple[Any, Any, Any]:  # fmt: skip
-            """Off CUDA/XPU, score only the completion positions, one unpadded row at a time (TRL's fused head scores
-            every position there, prompt included: ~100x slower for a 3.7k-token prompt and a 48-token completion);
-            on CUDA/XPU TRL's own fused, compact scoring."""
-            if _use_triton(input_ids.device) or compute_aux_loss or any(v is not None for v in multimodal.values()):
-                return super()._get_per_token_logps_and_entropies(
-                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
-                    **multimodal,
-                )  # fmt: skip
-            from training.rl.engines import completion_logprobs
-
-            logps, entropy = completion_logprobs(model, input_ids, attention_mask, logits_to_keep, self.temperature)
-            return logps, entropy if compute_entropy else None, None
-
-        def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
-            """TRL's loss over the rows whose advantage is not zero only: with ``beta: 0`` a zero-advantage row (a
-            uniform group that filled the batch) adds exactly 0 to the loss and its gradient, and ``dapo`` divides by
-            the batch's token count (``num_items_in_batch``, unchanged), so the loss is the same without its forward
-            and backward. Entropy and clip fractions are then logged over the rows that train."""
-            live = inputs["advantages"] != 0
-            if bool(live.all()):
-                return super()._compute_loss(model, inputs)
-            if not bool(live.any()):  # nothing to learn from this batch: a zero loss on the graph, no forward
-                return sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
-            rows = inputs["advantages"].size(0)
-            subset = {k: v[live] if _is_row_tensor(v, rows) else v for k, v in inputs.items()}
-            return super()._compute_loss(model, subset)
-
-        def _state_path(self, folder: str | os.PathLike) -> Path:
-            return Path(folder) / STATE_FILE.format(process=self.accelerator.process_index)
-
-        def _save_checkpoint(self, model: Any, trial: Any) -> None:
-            super()._save_checkpoint(model, trial)
-            folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            folder.mkdir(parents=True, exist_ok=True)
-            self._state_path(folder).write_text(json.dumps(self.rollouts.sampler.state_dict()), encoding="utf-8")
-
-        def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
-            super()._load_optimizer_and_scheduler(checkpoint)
-            if checkpoint is None:
-                return
-            path = self._state_path(checkpoint)
-            if not path.is_file():
-                raise FileNotFoundError(
-                    f"{path}: the checkpoint has no rollout state; resume from a scripts/rl.py run"
-                )
-            self.rollouts.sampler.load_state_dict(json.loads(path.read_text(encoding="utf-8")))
-            logger.info("resumed the rollout state from %s", path)
-
-    return DapoTrainer
-
-
-def _is_row_tensor(value: Any, rows: int) -> bool:
-    """Whether ``value`` is a tensor with one entry per batch row (what a row subset must slice)."""
-    return hasattr(value, "dim") and value.dim() > 0 and value.size(0) == rows
-
-
-def _share_callback(rollouts: ManagerRollouts) -> Any:
-    from transformers import TrainerCallback
-
-    class RolloutShare(TrainerCallback):
-        """``dapo/rollout_share``: the rollout seconds of a step over the step's seconds (logged with the step)."""
-
-        trainer: Any = None
-
-        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.started, self.rollout_before = time.perf_counter(), rollouts.seconds
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            step = time.perf_counter() - self.started
-            metrics = self.trainer._metrics["train"]
-            metrics["dapo/rollout_share"].append((rollouts.seconds - self.rollout_before) / step)
-            metrics["dapo/step_s"].append(step)
-
-    return RolloutShare()
-
-
 def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig) -> Any:
     """The ``DapoTrainer`` over the replay pool (see the module docstring)."""
     require("trl")
@@ -724,8 +551,8 @@ def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPO
         config.steps_per_generation or config.gradient_accumulation_steps
     )
     slots = [f"group slot {i} (start points come from the replay pool)" for i in range(per_process)]
-    callback = _share_callback(rollouts)
-    trainer = _trainer_class()(
+    callback = rollout_share_callback(rollouts)
+    trainer = dapo_trainer_class()(
         model=model_path,
         reward_funcs=funcs,
         args=config,
@@ -758,63 +585,3 @@ def run_rl(model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig)
         groups = summarize_groups(read_records(Path(config.output_dir) / GROUPS_FILE))
         write_model_card(Path(config.output_dir), model_args, rl_args, config, metrics, groups)
     return metrics
-
-
-def write_model_card(
-    out_dir: Path,
-    model_args: ModelArguments,
-    rl_args: RLArguments,
-    config: GRPOConfig,
-    metrics: dict,
-    groups: list[dict[str, Any]] | None = None,
-) -> Path:
-    """``out_dir/README.md``: base model, pool, the DAPO settings, the final metrics and, given ``groups``
-    (:func:`~training.rl.records.summarize_groups` rows), what the trained groups sampled and how it was rewarded."""
-    settings = {name: getattr(config, name) for name in (
-        "loss_type", "epsilon", "epsilon_high", "beta", "num_generations", "learning_rate", "max_steps",
-        "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length", "temperature",
-        "use_vllm", "seed")}  # fmt: skip
-    shown = (
-        "format",
-        "takeover",
-        "gold_controls",
-        "stratify_controls",
-        "overlong_buffer",
-        "overlong_factor",
-        "max_rounds",
-        "max_new_tokens",
-    )
-    settings.update({name: getattr(rl_args, name) for name in shown})
-    lines = [
-        "# StateGuard manager (SFT + DAPO)",
-        "",
-        f"- base model: `{model_args.model_name_or_path}`",
-        f"- replay pool: `{rl_args.pool}`; one rollout = one manager activation, the exact conversation the served "
-        "`llm` policy sends (training/rl/rollout.py)",
-        "- trained with TRL `GRPOTrainer` (loss_type dapo) via `scripts/rl.py`",
-        "",
-        "## Settings",
-        "",
-        *(f"- {name}: {value}" for name, value in settings.items()),
-        "",
-        "## Metrics",
-        "",
-        "| metric | value |",
-        "|---|---|",
-        *(f"| {k} | {v:.6g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()),
-        "",
-    ]
-    if groups is not None:
-        lines += [
-            "## What the trained groups sampled",
-            "",
-            "Every rollout played, by the gold's control at its start and the model's sampled decision "
-            f"(`{GROUPS_FILE}` holds each group). A negative mean of reward - group mean over the trained rollouts "
-            "is a push away from that decision there.",
-            "",
-            *summary_lines(groups),
-            "",
-        ]
-    path = out_dir / "README.md"
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path

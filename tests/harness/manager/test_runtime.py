@@ -223,7 +223,7 @@ def test_id_only_checkpoints_record_the_same_episode_without_forking(sandbox):
             worker = ScriptedWorker(kernel, programs, {"1": Fault(task.id, "1", "unit_slip", fault)})
             config = RuntimeConfig(restorable_checkpoints=restorable, executable_constraints=True)
             records[restorable] = ManagerRuntime(task, kernel, worker, get_policy("rule"), config).run()
-            verifier = [kernel._verifier.pid] if kernel._verifier is not None else []
+            verifier = [kernel._probes.verifier.pid] if kernel._probes.verifier is not None else []
             forked = [pid for pid in kernel._keep_pids() if pid not in verifier]  # the probes' verifier is no snapshot
             assert (forked != []) is restorable  # the held turn-start/commit checkpoints: processes or ids only
     real, ids_only = (json.loads(records[k].to_json()) for k in (True, False))

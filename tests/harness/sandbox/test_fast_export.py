@@ -40,7 +40,7 @@ def k(kernel):
 
 
 def _path(kernel, name):
-    item = kernel._exported([name])[name]
+    item = kernel._probes.exported([name])[name]
     assert isinstance(item, tuple), item
     entry, _ = item
     return entry.get("path")
@@ -123,8 +123,8 @@ def test_a_probe_reading_only_a_string_column_gets_only_it(k):
     assert k.execute("pass").ok
     r = k.probe("print_result(sales['region'].value_counts().to_dict())")
     assert r.ok and r.results == [{"n": 2, "south": 1}]
-    assert k._exports["sales"][1] == frozenset({"region"})
-    entry, _ = k._exported(["sales"], {"sales": ["region"]})["sales"]
+    assert k._probes.exports["sales"][1] == frozenset({"region"})
+    entry, _ = k._probes.exported(["sales"], {"sales": ["region"]})["sales"]
     assert entry["projected"] is True and entry["columns"] == ["region"] and entry["blocks"][0]["string"] == "nan"
 
 

@@ -29,7 +29,7 @@ def _export(kernel, code, name="df"):
     """The entry ``name`` crosses as for the probe ``code`` (a fresh export: the kernel runs a cell first)."""
     assert kernel.execute("pass").ok
     tree = ast.parse(code)
-    entry, _ = kernel._exported([name], projections(tree, names_read(tree)[0]))[name]
+    entry, _ = kernel._probes.exported([name], projections(tree, names_read(tree)[0]))[name]
     return entry
 
 
@@ -86,13 +86,14 @@ def test_a_missing_column_raises_as_over_the_whole_frame(k):
 def test_the_export_cache_serves_covered_projections_only(k):
     assert k.execute("pass").ok
     assert k.probe("print_result(int(df['a'].sum()))").results == [15]
-    assert k._exports["df"][1] == frozenset({"a"})
-    assert k.probe("print_result(int(df['a'].max()))").results == [5] and k._exports["df"][1] == frozenset({"a"})
+    assert k._probes.exports["df"][1] == frozenset({"a"})
+    assert k.probe("print_result(int(df['a'].max()))").results == [5]
+    assert k._probes.exports["df"][1] == frozenset({"a"})
     assert k.probe("print_result(float(df['b'].sum()))").results == [3.75]
-    assert k._exports["df"][1] == frozenset({"a", "b"})  # re-exported with both
-    assert k.probe("print_result(list(df.shape))").results == [[6, 3]] and k._exports["df"][1] is None
+    assert k._probes.exports["df"][1] == frozenset({"a", "b"})  # re-exported with both
+    assert k.probe("print_result(list(df.shape))").results == [[6, 3]] and k._probes.exports["df"][1] is None
     # the whole frame serves any projection
-    assert k.probe("print_result(int(df['c'].max()))").results == [3] and k._exports["df"][1] is None
+    assert k.probe("print_result(int(df['c'].max()))").results == [3] and k._probes.exports["df"][1] is None
 
 
 def test_a_series_ignores_the_projection(k):

@@ -153,7 +153,7 @@ def test_many_checks_in_a_row_leave_no_process_behind(k):
     for i in range(20):
         r = k.probe(f"import os; os.fork() if {i} % 5 == 0 else None\nassert len(df) == 2")
         assert r.ok, r.error_message
-    vpid = k._verifier.pid  # as seen inside the episode, where the kernel lists /proc
+    vpid = k._probes.verifier.pid  # as seen inside the episode, where the kernel lists /proc
     r = k.execute(COUNT_CHILDREN.replace("VPID", str(vpid)))
     assert r.ok and r.stdout == "0\n", (r.stdout, r.error_message)
 

@@ -11,7 +11,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from harness.viewer.render import SCRIPT, commit_activations, render_episode, timeline
+from harness.viewer.markup import SCRIPT
+from harness.viewer.render import commit_activations, render_episode, timeline
 from synthesis.view import episode_reward
 
 PAYLOAD = (
