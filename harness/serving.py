@@ -28,6 +28,12 @@ works against either server unchanged.
 :func:`serve_in_background` starts either server as a child process, waits until ``GET /v1/models`` answers and
 yields the API root (``http://HOST:PORT/v1``); tests and the checkpoint evaluation use it.
 
+``stateguard serve`` forwards SIGTERM, SIGINT and SIGHUP to the server, gives it ``--grace`` seconds to exit, and
+exits 0 after a clean shutdown. How the server's processes are owned and stopped: the rest of this module's
+docstring and docs/serving-evaluation-and-workflows.md.
+
+.. --help ends here
+
 **The server is owned by the process that starts it** (:func:`start_owned`, :func:`stop_owned`), in the foreground
 (``stateguard serve``, :func:`run_owned`) and in the background (:func:`serve_in_background`) alike:
 
