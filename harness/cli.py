@@ -9,7 +9,7 @@ checkout without ``pip install -e .`` they are read from the repository's ``pypr
     stateguard tasks validate PATH
     stateguard tasks import dabench --src DABENCH_DIR --out runs/tasks/dabench
     stateguard tasks grade TASK_DIR --answer "@mean_fare[34.65]"
-    stateguard run --task retail-sales --worker scripted --manager rule --faults runs/faults.jsonl
+    stateguard run --task retail-sales --worker scripted --manager rule --faults configs/faults/retail-sales.jsonl
     stateguard evaluate --suite heldout-seeds --manager none,rule --out runs/eval
     stateguard serve --checkpoint runs/sft-tiny-cpu --cpu
     stateguard bench run --suite dabench-dev --workflow react,direct,pipeline,search --model URL --out runs/bench
@@ -18,7 +18,9 @@ checkout without ``pip install -e .`` they are read from the repository's ``pypr
 
 Every command that writes files checks its output path first with :func:`prepare_out_dir` (a folder) or
 :func:`prepare_out_file` (a file); bad input raises :class:`CommandLineError`, which :func:`main` prints as one line
-``stateguard COMMAND: error: MESSAGE`` on stderr with exit code 2 (as argparse does for a malformed flag).
+``stateguard COMMAND: error: MESSAGE`` on stderr with exit code 2 (as argparse does for a malformed flag). A mistyped
+flag is named under its sub-command's usage with its close match (:class:`CommandParser`), and every help text is
+shown as plain text (:func:`plain_text`: no Sphinx roles, no double backticks, nothing after a :data:`HELP_ENDS` line).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ not a terminal, the progress bars and colours (a log file gets plain lines).
 yields the API root (``http://HOST:PORT/v1``); tests and the checkpoint evaluation use it.
 
 ``stateguard serve`` forwards SIGTERM, SIGINT and SIGHUP to the server, gives it ``--grace`` seconds to exit, and
-exits 0 after a clean shutdown. How the server's processes are owned and stopped: the rest of this module's
-docstring and docs/serving-evaluation-and-workflows.md.
+exits 0 after a clean shutdown. How the server's processes are owned and stopped: the module docstring of
+harness/serving.py.
 
 .. --help ends here
 
