@@ -9,7 +9,7 @@ checkout without ``pip install -e .`` they are read from the repository's ``pypr
     stateguard tasks validate PATH
     stateguard tasks import dabench --src DABENCH_DIR --out runs/tasks/dabench
     stateguard tasks grade TASK_DIR --answer "@mean_fare[34.65]"
-    stateguard run --task retail-sales --worker scripted --manager rule --faults runs/faults.jsonl
+    stateguard run --task retail-sales --worker scripted --manager rule --faults configs/faults/retail-sales.jsonl
     stateguard evaluate --suite heldout-seeds --manager none,rule --out runs/eval
     stateguard serve --checkpoint runs/sft-tiny-cpu --cpu
     stateguard bench run --suite dabench-dev --workflow react,direct,pipeline,search --model URL --out runs/bench
@@ -18,20 +18,25 @@ checkout without ``pip install -e .`` they are read from the repository's ``pypr
 
 Every command that writes files checks its output path first with :func:`prepare_out_dir` (a folder) or
 :func:`prepare_out_file` (a file); bad input raises :class:`CommandLineError`, which :func:`main` prints as one line
-``stateguard COMMAND: error: MESSAGE`` on stderr with exit code 2 (as argparse does for a malformed flag).
+``stateguard COMMAND: error: MESSAGE`` on stderr with exit code 2 (as argparse does for a malformed flag). A mistyped
+flag is named under its sub-command's usage with its close match (:class:`CommandParser`), and every help text is
+shown as plain text (:func:`plain_text`: no Sphinx roles, no double backticks, nothing after a :data:`HELP_ENDS` line).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import NoReturn
 
 from harness import __version__
 
@@ -130,8 +135,80 @@ def _source_checkout_commands() -> dict[str, str]:
     return dict(project.get("entry-points", {}).get(ENTRY_POINT_GROUP, {}))
 
 
+HELP_ENDS = ".. --help ends here"
+"""A line of a command's module docstring after which the rest is for the docs only (process internals)."""
+
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def plain_text(text: str | None) -> str | None:
+    """``text`` (a docstring) as plain terminal text: what follows a :data:`HELP_ENDS` line dropped, Sphinx roles
+    reduced to their target (``:func:`~a.b``` -> ``b``), double backticks and ``**`` removed, ``::`` -> ``:``."""
+    if not text:
+        return text
+    text = text.split(HELP_ENDS, 1)[0].rstrip() + "\n" if HELP_ENDS in text else text
+
+    def target(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return name.rsplit(".", 1)[-1] if match.group(0).startswith(":") and "`~" in match.group(0) else name
+
+    text = _ROLE.sub(target, text).replace("``", "").replace("**", "")
+    return re.sub(r"::$", ":", text, flags=re.MULTILINE)
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Turn the description and every argument help of ``parser`` and of its sub-parsers into :func:`plain_text`."""
+    parser.description = plain_text(parser.description)
+    for action in parser._actions:
+        if isinstance(action.help, str) and action.help != argparse.SUPPRESS:
+            action.help = plain_text(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain_text(choice.help)
+            for sub in dict.fromkeys(action.choices.values()):
+                _plain_help(sub)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose sub-commands report their own mistyped flags: ``stateguard run --fautls x`` says
+    ``stateguard run: error: unrecognized arguments: --fautls x (did you mean --faults?)`` under the usage of
+    ``stateguard run`` (plain argparse names only the top-level usage). A mistyped flag is named even when a required
+    argument is missing too. Sub-parsers made with ``add_subparsers`` are of this class as well."""
+
+    _seen: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's signature
+        self._seen = list(sys.argv[1:] if args is None else args)
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}{self._did_you_mean(extras)}")
+        return namespace, extras
+
+    def error(self, message: str) -> NoReturn:
+        unknown = [a for a in self._seen if self._unknown_flag(a)]
+        if unknown and not message.startswith("unrecognized arguments"):
+            message = f"unrecognized arguments: {' '.join(unknown)}{self._did_you_mean(unknown)}; and {message}"
+        super().error(message)
+
+    def _unknown_flag(self, arg: str) -> bool:
+        name = arg.split("=", 1)[0]
+        if not name.startswith("--") or name == "--":
+            return False
+        return not any(option.startswith(name) for option in self._option_string_actions)
+
+    def _did_you_mean(self, args: Sequence[str]) -> str:
+        options = [o for o in self._option_string_actions if o.startswith("--")]
+        guesses = {
+            name: close[0]
+            for arg in args
+            if arg.startswith("-")
+            and (close := difflib.get_close_matches(name := arg.split("=", 1)[0], options, n=1, cutoff=0.6))
+        }
+        return " (did you mean " + ", ".join(f"{g}" for g in guesses.values()) + "?)" if guesses else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="stateguard",
         description="StateGuard: train and evaluate a state manager that supervises data-science agents.",
     )
@@ -150,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         except ImportError as exc:  # a plugin whose optional dependencies are missing must not break the others
             sub = subparsers.add_parser(name, help=f"(unavailable: {exc})")
             sub.set_defaults(func=lambda _args, _exc=exc, _name=name: _unavailable(_name, _exc))
+    _plain_help(parser)
     return parser
 
 

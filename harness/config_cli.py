@@ -55,7 +55,14 @@ from typing import Any
 
 import yaml
 
-from harness.yaml_config import construct, fix_suffix, prefixed, read_yaml_mapping, type_problems
+from harness.yaml_config import (
+    construct,
+    fix_suffix,
+    prefixed,
+    read_yaml_mapping,
+    type_problems,
+    unknown_message,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +162,7 @@ def parse_config(args: argparse.Namespace) -> tuple[Any, ...]:
 
     file_problems = []
     if unknown := sorted(set(from_file) - set(valid), key=str):
-        file_problems.append(f"unknown key(s) {unknown}; valid keys: {valid}")
+        file_problems.append(unknown_message(unknown, valid, "key", "keys"))
     from_file = {k: v for k, v in from_file.items() if k in valid}
     from_flags = {name: _from_flag(t.value, _hints(fields[name]).get(name, Any)) for name, t in typed.items()}
     names = {name: t.option for name, t in typed.items()}

@@ -18,15 +18,28 @@ The chat template is the one saved with the checkpoint (the template the model w
 tool-call parser matches the wire format (``<tool_call>{"name", "arguments"}</tool_call>``), so the endpoint returns
 structured ``tool_calls`` that :func:`harness.manager.llm_policy.reply_to_text` turns back into the same wire text.
 
-**CPU stand-in** (:func:`cpu_command`): ``transformers serve CKPT --device cpu`` (the ``transformers[serving]`` extra:
+**CPU stand-in** (:func:`cpu_command`): ``transformers serve NAME --device cpu`` (the ``transformers[serving]`` extra:
 fastapi, uvicorn), with ``HF_HUB_OFFLINE=1`` so a local path never reaches the Hub. It loads the tokenizer, and so
 the same ``chat_template.jinja``, from the checkpoint folder, renders the request's ``tools`` with it and parses Qwen3
-``<tool_call>`` blocks into structured ``tool_calls`` like vLLM's hermes parser. The model id it lists is the
-checkpoint path; the harness's :class:`~harness.llm.OpenAIChatBackend` uses the first listed id, so ``llm:URL``
-works against either server unchanged.
+``<tool_call>`` blocks into structured ``tool_calls`` like vLLM's hermes parser.
+
+**The model id** both servers list is ``--served-model-name``, else the checkpoint folder's name
+(:attr:`ServeConfig.model_name`): the vLLM command passes it as ``--served-model-name`` (vLLM alone would list the
+``--model`` string as given), and ``transformers serve``, which lists the path it is given, runs in a temporary folder
+where that name links to the checkpoint (:func:`model_link`). The harness's :class:`~harness.llm.OpenAIChatBackend`
+uses the first listed id, so ``llm:URL`` works against either server unchanged. The stand-in's environment
+(:func:`cpu_env`) silences the multiprocessing resource tracker's "leaked semaphore" warning at exit (the server
+terminates its model process, whose queues the tracker then unlinks: nothing is left behind) and, when its output is
+not a terminal, the progress bars and colours (a log file gets plain lines).
 
 :func:`serve_in_background` starts either server as a child process, waits until ``GET /v1/models`` answers and
 yields the API root (``http://HOST:PORT/v1``); tests and the checkpoint evaluation use it.
+
+``stateguard serve`` forwards SIGTERM, SIGINT and SIGHUP to the server, gives it ``--grace`` seconds to exit, and
+exits 0 after a clean shutdown. How the server's processes are owned and stopped: the module docstring of
+harness/serving.py.
+
+.. --help ends here
 
 **The server is owned by the process that starts it** (:func:`start_owned`, :func:`stop_owned`), in the foreground
 (``stateguard serve``, :func:`run_owned`) and in the background (:func:`serve_in_background`) alike:
@@ -57,15 +70,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.import_utils import is_available, require
+from harness.progress import is_terminal
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +106,8 @@ class ServeConfig:
     host: str = field(default="127.0.0.1", metadata={"help": "Listen address (0.0.0.0 to serve other machines)."})
     port: int = field(default=8000, metadata={"help": "Listen port."})
     served_model_name: str | None = field(
-        default=None, metadata={"help": "Model id the endpoint lists (vLLM; default: the checkpoint folder's name)."}
+        default=None,
+        metadata={"help": "Model id the endpoint lists (vLLM and --cpu alike; default: the checkpoint folder name)."},
     )
     max_model_len: int | None = field(default=None, metadata={"help": "vLLM context length (default: the model's)."})
     extra_args: list[str] = field(
@@ -149,16 +165,48 @@ def vllm_command(config: ServeConfig) -> list[str]:
 
 
 def cpu_command(config: ServeConfig) -> list[str]:
-    """The ``transformers serve`` command of the CPU stand-in (run with :func:`cpu_env`)."""
+    """The ``transformers serve`` command of the CPU stand-in: it serves ``config.model_name``, so run it in the
+    folder of :func:`model_link` (relative paths in ``extra_args`` resolve there too) with :func:`cpu_env`."""
     local = Path(sys.executable).parent / "transformers"
     program = str(local) if local.is_file() else "transformers"
-    command = [program, "serve", str(config.checkpoint), "--host", config.host, "--port", str(config.port)]
+    command = [program, "serve", config.model_name, "--host", config.host, "--port", str(config.port)]
     return command + ["--device", "cpu", *config.extra_args]
 
 
-def cpu_env() -> dict[str, str]:
-    """The environment of the stand-in: offline, so a local checkpoint path is never looked up on the Hub."""
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+@contextmanager
+def model_link(config: ServeConfig) -> Iterator[Path]:
+    """A temporary folder in which the relative path ``config.model_name`` links to the checkpoint (removed on exit):
+    ``transformers serve NAME`` run there lists the model as ``NAME``. A name that is not a relative path inside the
+    folder (absolute, with ``..``, or ending in ``:FILE.gguf``, which the server reads as a GGUF file) raises
+    ``ValueError``."""
+    name = config.model_name
+    parts = Path(name).parts
+    if not parts or Path(name).is_absolute() or ".." in parts or name.endswith(".gguf"):
+        raise ValueError(
+            f"--served-model-name {name!r}: the CPU stand-in serves the checkpoint under a relative name; pass a name "
+            "such as my-model or org/my-model."
+        )
+    with tempfile.TemporaryDirectory(prefix="stateguard-serve-") as folder:
+        link = Path(folder, name)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path(config.checkpoint).resolve(), target_is_directory=True)
+        yield Path(folder)
+
+
+RESOURCE_TRACKER_WARNING = "ignore:resource_tracker:UserWarning"
+"""The ``PYTHONWARNINGS`` filter of the multiprocessing resource tracker's "leaked semaphore" warning."""
+
+
+def cpu_env(*, terminal: bool = False) -> dict[str, str]:
+    """The environment of the stand-in: offline, so a local checkpoint path is never looked up on the Hub; without
+    the resource tracker's "leaked semaphore" warning (see the module docstring); and, unless its output goes to a
+    ``terminal``, without progress bars or colours."""
+    warnings = ",".join(filter(None, (os.environ.get("PYTHONWARNINGS"), RESOURCE_TRACKER_WARNING)))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONWARNINGS": warnings}
+    if not terminal:
+        env.pop("FORCE_COLOR", None)
+        env.update(HF_HUB_DISABLE_PROGRESS_BARS="1", NO_COLOR="1", TERM="dumb")
+    return env
 
 
 def require_cpu_server() -> None:
@@ -167,19 +215,27 @@ def require_cpu_server() -> None:
         require(name)
 
 
-def server_command(config: ServeConfig, *, cpu: bool) -> tuple[list[str], dict[str, str] | None]:
-    """The command (and environment, None: inherited) that serves ``config`` on CPU or with vLLM."""
-    return (cpu_command(config), cpu_env()) if cpu else (vllm_command(config), None)
+def server_command(
+    config: ServeConfig, *, cpu: bool, terminal: bool = False
+) -> tuple[list[str], dict[str, str] | None]:
+    """The command (and environment, None: inherited) that serves ``config`` on CPU (run it in the folder of
+    :func:`model_link`) or with vLLM; ``terminal``: the server's output goes to a terminal (see :func:`cpu_env`)."""
+    return (cpu_command(config), cpu_env(terminal=terminal)) if cpu else (vllm_command(config), None)
 
 
 def start_owned(
-    command: Sequence[str], env: dict[str, str] | None = None, *, stdout: object = None, stderr: object = None
+    command: Sequence[str],
+    env: dict[str, str] | None = None,
+    *,
+    stdout: object = None,
+    stderr: object = None,
+    cwd: str | Path | None = None,
 ) -> subprocess.Popen:
     """Start ``command`` as a child this process owns: the leader of its own process group, and on Linux killed by
     the kernel (SIGKILL) when the thread that called this dies, even by ``kill -9``. Stop it with :func:`stop_owned`.
 
-    ``env`` None inherits this process's environment; ``stdout`` and ``stderr`` are passed to ``Popen``. Raises
-    ``FileNotFoundError`` when the program is not on the ``PATH`` of ``env``."""
+    ``env`` None inherits this process's environment; ``stdout``, ``stderr`` and ``cwd`` are passed to ``Popen``.
+    Raises ``FileNotFoundError`` when the program is not on the ``PATH`` of ``env``."""
     path = (os.environ if env is None else env).get("PATH", os.defpath)
     program = shutil.which(command[0], path=path)
     if program is None:
@@ -187,7 +243,7 @@ def start_owned(
     argv = [program, *command[1:]]
     if sys.platform.startswith("linux"):
         argv = [sys.executable, "-I", "-S", "-c", _EXEC_WITH_PDEATHSIG, str(os.getpid()), program, *command]
-    return subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
+    return subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr, cwd=cwd, start_new_session=True)
 
 
 def exited(process: subprocess.Popen, timeout_s: float = 0.0) -> int | None:
@@ -237,9 +293,16 @@ def stop_owned(process: subprocess.Popen, grace_s: float = GRACE_S, signum: int 
     return process.wait()
 
 
-def run_owned(command: Sequence[str], env: dict[str, str] | None = None, *, grace_s: float = GRACE_S) -> int:
+def run_owned(
+    command: Sequence[str],
+    env: dict[str, str] | None = None,
+    *,
+    grace_s: float = GRACE_S,
+    cwd: str | Path | None = None,
+) -> int:
     """Run ``command`` as an owned child (:func:`start_owned`) in the foreground and return its exit status: its
-    code, or ``128 + N`` when signal ``N`` ended it.
+    code, or ``128 + N`` when signal ``N`` ended it; 0 after a clean shutdown on SIGTERM (the server exited within
+    the grace period, with code 0 or of the SIGTERM itself), as a service manager expects.
 
     SIGTERM, SIGINT and SIGHUP sent to this process are forwarded to the child's group; ``grace_s`` after the first
     one the group is killed (:func:`stop_owned`). Every exit path stops the group. Call it from the main thread (the
@@ -254,7 +317,7 @@ def run_owned(command: Sequence[str], env: dict[str, str] | None = None, *, grac
 
     previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
     try:
-        process = start_owned(command, env)
+        process = start_owned(command, env, cwd=cwd)
         if received:  # arrived while it was starting
             signal_group(process, received[-1])
         while not received and exited(process, timeout_s=0.5) is None:
@@ -262,6 +325,8 @@ def run_owned(command: Sequence[str], env: dict[str, str] | None = None, *, grac
         if received:
             logger.info("received %s: stopping the server", signal.Signals(received[0]).name)
         returncode = stop_owned(process, grace_s, signum=None)
+        if received[:1] == [signal.SIGTERM] and returncode in (0, -signal.SIGTERM):
+            return 0
         return returncode if returncode >= 0 else 128 - returncode
     finally:
         if process is not None and process.returncode is None:
@@ -311,8 +376,9 @@ def serve_in_background(
     log_path = Path(log_path or Path("runs") / "serve.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logger.info("starting: %s (log %s)", shlex.join(command), log_path)
-    with open(log_path, "ab") as log:
-        process = start_owned(command, env, stdout=log, stderr=subprocess.STDOUT)
+    with open(log_path, "ab") as log, ExitStack() as stack:
+        cwd = stack.enter_context(model_link(config)) if cpu and env is not None else None
+        process = start_owned(command, env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
         try:
             wait_until_ready(config.base_url, process, startup_timeout_s)
             yield config.base_url
@@ -347,10 +413,12 @@ def serve_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"stateguard serve: {exc}", file=sys.stderr)
         return 2
-    command, env = server_command(config, cpu=config.cpu)
+    command, env = server_command(config, cpu=config.cpu, terminal=is_terminal(sys.stderr))
     prefix = "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 " if config.cpu else ""
     print(prefix + shlex.join(command))
-    print(f"# API root for --manager llm:URL / --worker openai:URL: {config.base_url}")
+    if config.cpu:
+        print(f"# run in a temporary folder where {config.model_name} links to {Path(config.checkpoint).resolve()}")
+    print(f"# API root for --manager llm:URL / --worker openai:URL: {config.base_url} (model {config.model_name})")
     if args.dry_run:
         return 0
     try:
@@ -359,4 +427,11 @@ def serve_command(args: argparse.Namespace) -> int:
         hint = "" if config.cpu or is_available("vllm") else " On a CPU machine use --cpu (transformers serve)."
         print(f"stateguard serve: {exc}.{hint}", file=sys.stderr)
         return 2
-    return run_owned(command, env, grace_s=config.grace_s)
+    if not config.cpu:
+        return run_owned(command, env, grace_s=config.grace_s)
+    try:
+        with model_link(config) as folder:
+            return run_owned(command, env, grace_s=config.grace_s, cwd=folder)
+    except ValueError as exc:
+        print(f"stateguard serve: {exc}", file=sys.stderr)
+        return 2

@@ -14,12 +14,13 @@ a file, and :mod:`harness.config_cli` puts a config's fields on the command line
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import logging
 import sys
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any, TypeVar
 
@@ -43,7 +44,7 @@ def load_yaml_config(cls: type[T], path: str | Path, what: str, example: str, **
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     given = {k: v for k, v in overrides.items() if v is not None}
     problems = [
-        f"unknown {kind}(s) {unknown}; valid keys: {sorted(names)}"
+        unknown_message(unknown, names, kind, "keys")
         for kind, keys in (("key", data), ("override", given))
         if (unknown := sorted(set(keys) - names, key=str))
     ]
@@ -90,7 +91,7 @@ def build_config(cls: type[T], data: Mapping[str, Any], *, source: str = "", lab
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     problems = []
     if unknown := sorted(set(data) - names, key=str):
-        problems.append(f"unknown {label}(s) {unknown}; valid {label}s: {sorted(names)}")
+        problems.append(unknown_message(unknown, names, label, f"{label}s"))
     if missing := [f.name for f in _required(cls) if f.name not in data]:
         problems.append(f"missing required {label}(s) {missing}; add them")
     wrong = type_problems(cls, data, label=label)
@@ -117,6 +118,18 @@ def construct(cls: type[T], data: Mapping[str, Any]) -> T:
     (run :func:`type_problems` first). The ``ValueError`` of the class's own checks is left to the caller."""
     hints = _hints(cls)
     return cls(**{k: _build(v, hints.get(k, Any)) for k, v in data.items()})
+
+
+def unknown_message(unknown: Sequence[Any], names: Iterable[str], kind: str, valid: str) -> str:
+    """``unknown key(s) ['managrs'] (did you mean 'managers'?)`` when every unknown name has a close match among
+    ``names`` (difflib), else the unknown names and every valid one (``kind``: key, override, field; ``valid``: how
+    the list of valid names is headed)."""
+    names = sorted(names)
+    close = {str(u): difflib.get_close_matches(str(u), names, n=1) for u in unknown}
+    if all(close.values()):
+        guesses = ", ".join(f"{u!r} -> {m[0]!r}" if len(close) > 1 else repr(m[0]) for u, m in close.items())
+        return f"unknown {kind}(s) {list(unknown)} (did you mean {guesses}?)"
+    return f"unknown {kind}(s) {list(unknown)}; valid {valid}: {names}"
 
 
 def fix_suffix(wrong: Sequence[str]) -> str:
@@ -199,7 +212,7 @@ def _problems(value: Any, tp: Any, where: str, label: str) -> list[str]:
         names = {f.name for f in dataclasses.fields(tp)}
         found = []
         if unknown := sorted(set(value) - names, key=str):
-            found.append(f"{label} '{where}' has unknown key(s) {unknown}; valid keys: {sorted(names)}")
+            found.append(f"{label} '{where}' has {unknown_message(unknown, names, 'key', 'keys')}")
         if missing := [f.name for f in _required(tp) if f.name not in value]:
             found.append(f"{label} '{where}' is missing required field(s) {missing}")
         hints = _hints(tp)

@@ -1,7 +1,7 @@
 """``stateguard view``: static HTML pages of episode records and training samples.
 
-    stateguard view runs/synth/episodes/gold.jsonl --out episode.html        # the first record
-    stateguard view runs/synth/episodes/gold.jsonl --index 2 --out episode.html
+    stateguard view runs/run/episodes.jsonl --out episode.html               # the latest record of the file
+    stateguard view runs/synth/episodes/gold.jsonl --index 2 --out episode.html  # the third (-1: the last)
     stateguard view runs/synth/episodes/gold.jsonl --episode-id 5e496098ae55 --out episode.html
     stateguard view runs/synth/episodes/gold.jsonl --all --out pages/        # pages/index.html + one page per record
     stateguard view runs/synth/dataset --sample --index 0 --out sample.html  # the token mask of an SFT sample

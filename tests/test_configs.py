@@ -110,7 +110,20 @@ def load_deepspeed(path: Path) -> list[Any]:
     return [data, DeepSpeedZeroConfig(**data["zero_optimization"])]
 
 
+def load_faults(path: Path) -> list[Any]:
+    """A faults file of ``stateguard run --faults``: every line a fault on a turn of the built-in task it names."""
+    from harness.tasks import load_task
+    from harness.worker.faults import read_faults
+
+    faults = read_faults(path)
+    task = load_task(ROOT / "harness" / "builtin_tasks" / path.stem)  # configs/faults/<built-in task>.jsonl
+    assert faults and {f.task_id for f in faults} == {task.id}, f"{path}: faults of another task than {task.id}"
+    assert {f.turn_id for f in faults} <= set(task.load_answers()), f"{path}: a turn the task does not have"
+    return faults
+
+
 LOADERS: dict[str, Callable[[Path], list[Any]]] = {
+    "faults": load_faults,
     "eval": load_eval,
     "synthesis": load_synthesis,
     "pipeline": load_pipeline,
@@ -132,6 +145,7 @@ EXPECTED = {
     "rl": ["ModelArguments", "RLArguments", "GRPOConfig"],
     "rewards": ["RewardConfig"],
     "accelerate": ["ClusterConfig"],
+    "faults": ["Fault", "Fault"],
 }
 """The classes each folder's files load into."""
 

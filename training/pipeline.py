@@ -27,8 +27,9 @@ folder and the later ones and runs from it. Exit code 0 when every stage ran, 1 
 2 for bad input. The training stages run as real launcher subprocesses, exactly as a user would type them; their output
 goes to ``OUT/<stage>/log.txt`` and the command is printed. The run ends with a summary table (dataset size, losses,
 rewards before/after RL, where the report is and, per manager, turn accuracy, DCR with its number of turns, and the
-paired turn-accuracy difference versus the first manager, ``none``, with its bootstrap CI and P(diff <= 0)) and, as the
-last line, one JSON object with ``total_s`` and each stage's seconds.
+paired turn-accuracy difference versus the first manager, ``none``, with its bootstrap CI and P(diff <= 0)), the
+checkpoints and the commands to try next (view an episode, serve the RL checkpoint, evaluate it:
+:func:`next_steps`) and, as the last line, one JSON object with ``total_s`` and each stage's seconds.
 
 The tiny model is random-init and trained for a few steps: the demo shows that the pipeline runs, not that the
 manager learned anything (the small-model study measures that with a real pretrained model).
@@ -64,6 +65,8 @@ logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("model", "synthesize", "sft", "rl", "evaluate")
+RL_LABEL = "llm(SFT+RL)"
+"""The served RL checkpoint's arm in the ``evaluate`` stage (its episodes: ``episodes/llm_SFT_RL_.jsonl``)."""
 
 
 @dataclass
@@ -322,7 +325,7 @@ def stage_evaluate(ctx: Context) -> dict[str, Any]:
             ctx.config,
             out,
             managers=["none", "rule", f"llm-hf:{ctx.stage_dir('sft')}", f"llm:{url}"],
-            labels=["none", "rule", "llm(SFT)", "llm(SFT+RL)"],
+            labels=["none", "rule", "llm(SFT)", RL_LABEL],
             cache=ctx.out / "eval-suites",
         )
         results = run_evaluation(config)
@@ -398,10 +401,7 @@ def summary_table(summary: dict[str, Any]) -> str:
     table.add_column("seconds", justify="right")
     table.add_column("result")
     synth, sft, rl, ev = (stages.get(s, {}) for s in ("synthesize", "sft", "rl", "evaluate"))
-
-    def fmt(value: Any) -> str:
-        return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
-
+    fmt = summary_number
     rows = {
         "model": f"tiny Qwen3 at {stages.get('model', {}).get('checkpoint')}",
         "synthesize": f"{synth.get('trajectories')} trajectories, {synth.get('samples')} samples",
@@ -421,7 +421,12 @@ def summary_table(summary: dict[str, Any]) -> str:
     return capture.get()
 
 
-def evaluate_row(ev: dict[str, Any], fmt: Callable[[Any], str]) -> str:
+def summary_number(value: Any) -> str:
+    """A figure as the summary prints it: floats to 3 decimals, None as n/a."""
+    return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def evaluate_row(ev: dict[str, Any], fmt: Callable[[Any], str] = summary_number) -> str:
     """The ``evaluate`` cell of the summary: one line per manager (turn accuracy, the paired difference versus the
     baseline with its 95 % CI and P(diff <= 0), DCR with its n and how many of those are contaminated), then the
     number of episodes and the report's path."""
@@ -444,6 +449,42 @@ def evaluate_row(ev: dict[str, Any], fmt: Callable[[Any], str]) -> str:
 
 def _signed(value: Any) -> str:
     return "n/a" if value is None else f"{value:+.3f}"
+
+
+def next_steps(config: PipelineConfig, out: Path) -> str:
+    """What the run wrote and the commands to try next, exactly as they run from the current folder: view the
+    latest evaluated episode of the RL checkpoint, serve it, and evaluate it on the demo's episodes (the same suite,
+    selection and runtime as the ``evaluate`` stage) against ``none``."""
+    from harness.evaluation.evaluate import variant_file
+
+    sft, rl = out / "sft", out / "rl"
+    episodes = variant_file(out / "evaluate", RL_LABEL)
+    evaluate = ["stateguard", "evaluate", "--suite", config.eval_suite, "--cache", str(out / "eval-suites")]
+    for flag, value in (
+        ("--limit", config.eval_limit),
+        ("--fault-limit", config.eval_fault_limit),
+        ("--fault-order", config.eval_fault_order),
+        ("--manager-max-tokens", config.eval_max_tokens),
+    ):
+        if value is not None:
+            evaluate += [flag, str(value)]
+    if config.eval_max_actions:
+        evaluate += ["--runtime", json.dumps({"max_actions": config.eval_max_actions})]
+    if config.isolation != "bwrap":
+        evaluate += ["--isolation", config.isolation]
+    evaluate += ["--managers", "none", f"llm-hf:{rl}", "--out", str(out / "eval-rl")]
+    commands = [
+        ("view the latest evaluated episode of the RL checkpoint (open the page in a browser)",
+         ["stateguard", "view", str(episodes), "--out", str(out / "episode.html")]),
+        ("serve the RL checkpoint (OpenAI-compatible; --manager llm:http://127.0.0.1:8000/v1; drop --cpu on a GPU)",
+         ["stateguard", "serve", "--checkpoint", str(rl), "--cpu", "--port", "8000"]),
+        ("evaluate the RL checkpoint in process against no manager on the demo's episodes (any checkpoint folder "
+         "works: llm-hf:PATH)", evaluate),
+    ]  # fmt: skip
+    lines = [f"Checkpoints: SFT {sft}, SFT+RL {rl} (the tiny base model: {out / 'model' / 'tiny-qwen3'})", "Next:"]
+    for what, command in commands:
+        lines += [f"  # {what}", f"  {shlex.join(command)}"]
+    return "\n".join(lines)
 
 
 DEFAULT_CONFIG = "configs/pipeline/demo.yaml"
@@ -486,6 +527,7 @@ def pipeline_command(args: argparse.Namespace) -> int:
         print(f"stateguard pipeline: {exc}\nRe-run the same command to resume from this stage.", file=sys.stderr)
         return 1
     print(summary_table(summary))
+    print(next_steps(config, Path(summary["out"])))
     line = {"total_s": summary["total_s"], **{f"{s}_s": summary["stages"][s].get("seconds") for s in STAGES}}
     print(json.dumps(line))
     return 0

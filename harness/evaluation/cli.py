@@ -21,8 +21,10 @@ list the baseline first). Re-running with the same ``--out`` resumes: finished e
 are; an ``--out`` holding another evaluation's episodes (another faults file, worker, manager spec, runtime option,
 task folder or code version: ``OUT/fingerprint.json``) is refused naming what changed, and ``--overwrite`` starts
 fresh. One evaluation at a time per ``--out`` (a lock; a second is refused). Every endpoint named by ``--manager`` and
-``--worker`` must answer ``GET /models`` before any episode runs. An ``--out`` inside a task folder is refused. The
-last line printed is a JSON summary (per variant: task/turn accuracy, DCR, repair precision/recall). ``--out`` (and
+``--worker`` must answer ``GET /models`` before any episode runs. An ``--out`` inside a task folder is refused.
+Progress (episodes done / total, ETA) goes to stderr: a bar on a terminal, plain lines otherwise. The output ends
+with a table per arm (episodes, errored, task and turn accuracy, DCR with its n, repair precision / recall, the
+difference versus the first arm with its 95 % CI); every figure is in ``OUT/results.json``. ``--out`` (and
 ``--cache`` for a named suite) is checked writable, and created, before any episode runs. The manager sees each turn's
 question, context and constraint texts: ``--oracle-relations`` adds the task's dependency graph and
 ``--executable-constraints`` the constraints' code (oracles a real benchmark does not give: results.json's ``oracles``
@@ -36,12 +38,14 @@ the metrics).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from harness.cli import prepare_out_dir
 from harness.config_cli import add_config_arguments, given_flag, parse_config
-from harness.evaluation.evaluate import EvaluationConfig
+from harness.evaluation.evaluate import RESULTS_FILE, EvaluationConfig
+from harness.evaluation.report import REPORT_FILE, dcr_n
 from harness.evaluation.suite import SuiteUnavailableError
 from harness.run_guard import check_out_outside, enclosing_task_folder
 from harness.specs import parse_suite_spec
@@ -94,13 +98,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     except (EvaluationError, FaultFileError, TaskConfigError, ValueError, ImportError) as exc:
         print(f"stateguard evaluate: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    keys = ("task_accuracy", "turn_accuracy", "dcr", "repair_precision", "repair_recall", "simulated", "n_errored")
-    summary = {
-        "out": config.out,
-        "variants": {name: {k: v[k] for k in keys} for name, v in results["variants"].items()},
-        "comparisons": [{k: c[k] for k in ("a", "b", "turn_accuracy_diff", "ci95")} for c in results["comparisons"]],
-    }
-    print(json.dumps(summary))
+    print(arms_table(results, config.out))
     errored = {name: n for name, n in results["errored"].items() if n}
     if errored:
         shown = ", ".join(f"{name}: {n}" for name, n in errored.items())
@@ -111,3 +109,45 @@ def evaluate_command(args: argparse.Namespace) -> int:
         )
         return EXIT_ERRORED
     return EXIT_OK
+
+
+def arms_table(results: dict[str, Any], out: str | Path) -> str:
+    """The end of ``stateguard evaluate``'s output: one row per arm (episodes, errored, task and turn accuracy with its
+    95 % CI, DCR with its number of turns, repair precision / recall, the paired turn-accuracy difference versus the
+    first arm with its 95 % CI), then where the results and the report are. Plain text: no colour codes."""
+    names = list(results["variants"])
+    baseline = names[0] if names else None
+    paired = {c["b"]: c for c in results["comparisons"] if c["a"] == baseline}
+    header = ["arm", "episodes", "errored", "task acc", "turn acc [95% CI]", "DCR (n)", "repair P / R"]
+    header.append(f"vs {baseline} [95% CI]")
+    rows = [header]
+    for name, v in results["variants"].items():
+        n = dcr_n(v)
+        diff = paired.get(name)
+        rows.append([
+            name,
+            str(v.get("n_episodes", "")),
+            str(v.get("n_errored", 0)),
+            _num(v.get("task_accuracy")),
+            f"{_num(v.get('turn_accuracy'))} {_interval(v.get('turn_accuracy_ci95'))}",
+            f"{_num(v.get('dcr'))} ({'n/a' if n is None else n})",
+            f"{_num(v.get('repair_precision'))} / {_num(v.get('repair_recall'))}",
+            "" if diff is None else f"{_num(diff['turn_accuracy_diff'], signed=True)} {_interval(diff['ci95'])}",
+        ])  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    suite = results.get("suite", {}).get("name", "?")
+    simulated = " (SIMULATED worker: it replays reference programs)" if results.get("simulated") else ""
+    report = Path(out) / REPORT_FILE
+    lines = [f"suite {suite}{simulated}", *lines, f"results: {Path(out) / RESULTS_FILE}"]
+    return "\n".join(lines + ([f"report: {report}"] if report.is_file() else []))
+
+
+def _num(value: Any, *, signed: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def _interval(bounds: Any) -> str:
+    return "[n/a]" if not bounds or None in bounds else f"[{bounds[0]:.3f}, {bounds[1]:.3f}]"

@@ -52,8 +52,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tqdm import tqdm
-
 from harness import __version__
 from harness.endpoints import check_endpoints, spec_endpoints
 from harness.evaluation.errored import backend_failures, errored_record, eval_section, policy_failure
@@ -76,6 +74,7 @@ from harness.executors import (
     ray_num_cpus_field,
 )
 from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
+from harness.progress import progress
 from harness.run_guard import OutLock, check_out_outside
 from harness.specs import (
     MANAGER_GRAMMAR,
@@ -111,7 +110,7 @@ class EvaluationConfig:
     :meth:`from_dict` (every value's type is checked, as for a file); the command builds it from its file and flags
     with :func:`harness.config_cli.parse_config`."""
 
-    suite: str = field(metadata={"help": "A suite folder or name (see harness.evaluation.suite.SUITES)."})
+    suite: str = field(metadata={"help": f"A folder of task folders, or a suite name: {', '.join(SUITES)}."})
     out: str = field(metadata={"help": "Output folder: results.json, report.md, episodes/<variant>.jsonl."})
     worker: str = field(default="scripted", metadata={"help": f"The worker: {WORKER_GRAMMAR}."})
     managers: list[str] = field(
@@ -320,7 +319,7 @@ def _run_locked(
         setup = (config, tasks, names, factories)
         work = Work(_play_episode, setup=_open_episodes, args=setup, teardown=_close_episodes)
         with open_executor(options) as executor, closing(executor.imap(work, todo)) as records:
-            bar = tqdm(records, total=len(todo), desc="evaluate", unit="episode", disable=None)
+            bar = progress(records, total=len(todo), desc="evaluate", unit="episode")
             for (name, _, _), record in zip(todo, bar, strict=True):
                 append_episode(variant_file(out, name), record)
     results = collect_results(config, suite, {t: TaskInfo.of(task) for t, task in tasks.items()})

@@ -41,7 +41,13 @@ def add_view_parser(subparsers: argparse._SubParsersAction, description: str | N
     parser.add_argument("path", type=Path, help="RECORD.jsonl (episode records), or with --sample: samples")
     parser.add_argument("--out", type=Path, required=True, help="the HTML file to write (a folder with --all)")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--index", type=int, default=None, help="0-based record (or sample) to show (default: 0)")
+    which.add_argument(
+        "--index",
+        type=int,
+        default=None,
+        help="0-based record (or sample) to show; negative counts from the end (default: the latest record, the "
+        "first sample)",
+    )
     which.add_argument("--episode-id", default=None, help="the record with this episode_id")
     which.add_argument("--all", action="store_true", help="one page per record into the --out folder, + index.html")
     parser.add_argument(
@@ -79,9 +85,9 @@ def write_pages(
     ``--sample``) gives it; return their paths (the index page first with ``--all``)."""
     if args.episode_id is not None and args.sample:
         raise ViewerError("--episode-id selects an episode record; with --sample select a sample with --index.")
-    if args.index is not None and args.index < 0:
-        raise ViewerError(f"{args.path}: --index {args.index} is negative; pass a 0-based index.")
-    index = None if args.all or args.episode_id is not None else (args.index or 0)
+    index = None
+    if not args.all and args.episode_id is None:  # one page: the latest record of an appended file, the first sample
+        index = args.index if args.index is not None else (0 if args.sample else -1)
     if args.all:
         prepare_out_dir(args.out)
     else:

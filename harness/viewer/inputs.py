@@ -42,8 +42,9 @@ def _check_file(path: Path, what: str) -> None:
 def select_records(
     path: str | Path, *, index: int | None = None, episode_id: str | None = None
 ) -> list[tuple[int, dict[str, Any]]]:
-    """``[(line index, record dict)]``: every record, or the one at ``index`` (0-based over the records), or the one
-    whose ``episode_id`` matches. Each line read is validated as an :class:`EpisodeRecord`."""
+    """``[(line index, record dict)]``: every record, or the one at ``index`` (0-based over the records; a negative
+    index counts from the end, -1 is the latest), or the one whose ``episode_id`` matches. Each line read is
+    validated as an :class:`EpisodeRecord`."""
     path = Path(path)
     _check_file(path, "an episode-records file (JSON lines, e.g. OUT/episodes/gold.jsonl)")
     chosen: list[tuple[int, dict[str, Any]]] = []
@@ -57,29 +58,32 @@ def select_records(
                 return [(i, top)]
             if index is not None and i == index:
                 return [(i, top)]
-            if index is None and episode_id is None:
+            if episode_id is None and (index is None or index < 0):
                 chosen.append((i, top))
     except EpisodeRecordError as exc:
         raise ViewerError(f"{exc} (Pass a file of episode records; for training samples add --sample.)") from None
     if episode_id is not None:
         shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
         raise ViewerError(f"{path}: no episode with id {episode_id!r} among its {len(ids)} records ({shown}).")
-    if index is not None or not chosen:
+    if not chosen or (index is not None and not -len(chosen) <= index < 0):
         raise ViewerError(_out_of_range(path, index, len(ids), "records"))
-    return chosen
+    return chosen if index is None else [chosen[index]]
 
 
 def _out_of_range(path: Path, index: int | None, n: int, what: str) -> str:
     if n == 0:
         return f"{path}: holds no {what}."
-    return f"{path}: --index {index} is out of range; it holds {n} {what}, so pass --index 0..{n - 1}."
+    return (
+        f"{path}: --index {index} is out of range; it holds {n} {what}, so pass --index 0..{n - 1} "
+        f"(or -{n}..-1 from the end)."
+    )
 
 
 def select_samples(
     path: str | Path, *, index: int | None = None, split: str = "train"
 ) -> list[tuple[int, str, dict[str, Any]]]:
     """``[(row index, where, row)]`` of a samples source: a ``datasets`` folder (``split`` of a ``DatasetDict``) or a
-    JSON-lines file; every row, or the one at ``index``."""
+    JSON-lines file; every row, or the one at ``index`` (negative: from the end)."""
     path = Path(path)
     _check_file(path, "a dataset folder (OUT/dataset) or a samples JSON-lines file")
     if path.is_dir():
@@ -91,9 +95,9 @@ def select_samples(
             message = f"{path}: not a text file; pass a samples JSON-lines file or a dataset folder."
             raise ViewerError(message) from None
     if index is not None:
-        if not 0 <= index < len(rows):
+        if not -len(rows) <= index < len(rows):
             raise ViewerError(_out_of_range(path, index, len(rows), "samples"))
-        return [(index, *rows[index])]
+        return [(index % len(rows), *rows[index])]
     if not rows:
         raise ViewerError(_out_of_range(path, index, 0, "samples"))
     return [(i, where, row) for i, (where, row) in enumerate(rows)]

@@ -104,10 +104,17 @@ def test_every_problem_in_one_line_naming_the_file_and_the_flag_as_typed(tmp_pat
         parse("--config", str(path), "--resamples", "many", "--report", "maybe", aliases=ALIASES)
     message = str(info.value)
     assert "\n" not in message and message.endswith("; fix the values.")
-    assert message.startswith(f"{path}: unknown key(s) ['runz']; valid keys: [")
+    assert message.startswith(f"{path}: unknown key(s) ['runz'] (did you mean 'runs'?); ")
     assert "field 'runs' must be int, got str '2' (write the number without quotes)" in message
     assert "flag '--resamples' must be int, got str 'many'" in message
     assert "flag '--report' must be bool (true or false), got str 'maybe'" in message
+
+
+def test_an_unknown_key_without_a_close_match_lists_the_valid_keys(tmp_path):
+    path = write(tmp_path, "suite: a\nzzzq: 1\nrnus: 2\n")
+    with pytest.raises(ConfigError) as info:
+        parse("--config", str(path))
+    assert str(info.value).startswith(f"{path}: unknown key(s) ['rnus', 'zzzq']; valid keys: [")
 
 
 def test_missing_required_fields_name_their_flag_and_a_missing_file_is_named(tmp_path):

@@ -56,6 +56,21 @@ def test_rule_repairs_the_fault_and_the_record_is_written(capsys, tmp_path, faul
     assert records[0].config["manager_view"] == {"oracle_relations": False, "executable_constraints": True}
 
 
+def test_the_sample_faults_file_of_the_readme(capsys, tmp_path):
+    """configs/faults/retail-sales.jsonl: a silent wrong operator at turn 1 and a crash at turn 2. Unmanaged, turns
+    1-3 are wrong; rule repairs the crash, and the silent fault only when it sees the constraint code."""
+    sample = ROOT / "configs" / "faults" / "retail-sales.jsonl"
+    argv = ["--task", "retail-sales", "--worker", "scripted", "--faults", str(sample), "--out", str(tmp_path)]
+    rc, _, _, summary = run_cli(capsys, *argv, "--manager", "none", "--view", "quiet")
+    assert rc == 0 and summary["score"] == pytest.approx(0.4)
+    rc, _, _, summary = run_cli(capsys, *argv, "--manager", "rule", "--view", "quiet")
+    assert rc == 0 and summary["score"] == pytest.approx(0.4) and summary["repairs"] == 1
+    rc, _, _, summary = run_cli(capsys, *argv, "--manager", "rule", "--view", "quiet", "--executable-constraints")
+    assert rc == 0 and summary["score"] == 1.0 and summary["repairs"] == 2
+    configs = [r.config["faults"] for r in read_episodes(tmp_path / "episodes.jsonl")]
+    assert configs == [{"1": "wrong_operator", "2": "execution_error"}] * 3
+
+
 def test_without_the_constraint_code_rule_has_no_evidence_for_a_silent_fault(capsys, tmp_path, faults_file):
     argv = ["--task", "retail-sales", "--faults", str(faults_file), "--out", str(tmp_path), "--view", "quiet"]
     rc, _, _, summary = run_cli(capsys, *argv)

@@ -16,6 +16,7 @@ from training.pipeline import PipelineConfig, evaluate_row, evaluation_config, e
 
 ROOT = Path(__file__).resolve().parents[2]
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
+EXPECTED = Path(__file__).parent / "expected" / "demo_summary.txt"
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +106,16 @@ def test_dcr_is_defined_and_matches_the_hand_count(demo):
     assert row.endswith("(3 episodes, SIMULATED worker) report R")
     report = (Path(evaluation.out) / "report.md").read_text()
     assert "| DCR | DCR n |" in report and "| 0.357 | 18 |" in report  # none's DCR and its n
+
+
+def test_the_summary_rows_match_the_expected_file(demo):
+    """The lines of tests/training/expected/demo_summary.txt are the summary's evaluate rows of none and rule, as
+    `make demo` prints them (the same episodes, the same per-comparison bootstrap seed as with its four managers)."""
+    _, _, results = demo
+    expected = [line for line in EXPECTED.read_text().splitlines() if line and not line.startswith("#")]
+    row = evaluate_row({**evaluation_figures(results), "report": "R"}).splitlines()
+    assert row[-1].endswith(" report R")
+    assert [*row[:-1], row[-1].removesuffix(" report R")] == expected
 
 
 def test_a_bad_fault_order_is_refused_when_the_config_loads(tmp_path):

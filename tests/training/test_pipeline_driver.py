@@ -201,3 +201,34 @@ def test_an_evaluate_stage_with_errored_episodes_fails_instead_of_marking_done(t
     (tmp_path / "evaluate").mkdir()
     with pytest.raises(RuntimeError, match=r"stage evaluate: episodes errored \(llm\(SFT\+RL\): 2\)"):
         pipeline.stage_evaluate(pipeline.Context(PipelineConfig(), tmp_path))
+
+
+def test_the_summary_names_the_checkpoints_and_commands_that_parse(tmp_path):
+    """The next steps after the summary: the episodes file the evaluate stage writes for the RL arm, and an evaluate
+    command whose flags select the stage's own episodes and runtime, with the RL checkpoint in process."""
+    import shlex
+
+    from harness.cli import build_parser
+    from harness.config_cli import parse_config
+    from harness.evaluation.evaluate import variant_file
+
+    config = PipelineConfig.from_yaml(pipeline.ROOT / "configs" / "pipeline" / "demo.yaml")
+    out = tmp_path / "demo"
+    text = pipeline.next_steps(config, out)
+    assert text.splitlines()[0] == f"Checkpoints: SFT {out / 'sft'}, SFT+RL {out / 'rl'} (the tiny base model: " \
+        f"{out / 'model' / 'tiny-qwen3'})"  # fmt: skip
+    commands = [shlex.split(line)[1:] for line in text.splitlines() if line.startswith("  stateguard ")]
+    assert [c[0] for c in commands] == ["view", "serve", "evaluate"]
+    view, serve, evaluate = commands
+    assert (
+        view[1]
+        == str(variant_file(out / "evaluate", pipeline.RL_LABEL))
+        == str(out / "evaluate/episodes/llm_SFT_RL_.jsonl")
+    )
+    assert serve == ["serve", "--checkpoint", str(out / "rl"), "--cpu", "--port", "8000"]
+    (parsed,) = parse_config(build_parser().parse_args(evaluate))
+    managers = ["none", f"llm-hf:{out / 'rl'}"]
+    stage = pipeline.evaluation_config(config, out / "eval-rl", managers, managers, out / "eval-suites")
+    fields = ("suite", "out", "managers", "limit", "fault_limit", "fault_order", "cache", "isolation", "runtime",
+              "manager_max_tokens")  # fmt: skip
+    assert {f: getattr(parsed, f) for f in fields} == {f: getattr(stage, f) for f in fields}

@@ -261,8 +261,9 @@ def test_cli_replays_a_faults_file(capsys, smoke, cache, tmp_path):
         "--isolation", ISOLATION, "--out", str(tmp_path / "out"), "--no-report",
     )  # fmt: skip
     assert rc == 0
-    summary = json.loads(out.strip().splitlines()[-1])
-    assert summary["variants"]["none"]["simulated"] is True and summary["comparisons"] == []
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["variants"]["none"]["simulated"] is True and results["comparisons"] == []
+    assert out.splitlines()[-1] == f"results: {tmp_path / 'out' / 'results.json'}"  # no report: --no-report
     records = list(read_episodes(variant_file(tmp_path / "out", "none")))
     assert [r.config["eval"]["fault_turn"] for r in records] == [None, smoke.faults[0].turn_id]
     assert not (tmp_path / "out" / "report.md").exists()

@@ -75,10 +75,10 @@ def test_a_backend_failing_during_episodes_makes_them_errored_and_a_rerun_plays_
         rc, out, err = run_cli(capsys, *argv)
         assert rc == 4
         assert "1 episode(s) errored" in err and f"{spec}: 1" in err
-        summary = json.loads(out.strip().splitlines()[-1])
-        assert summary["variants"][spec]["n_errored"] == 1 and summary["variants"]["none"]["n_errored"] == 0
-        assert summary["variants"][spec]["turn_accuracy"] is None  # no episode of the arm counts
         results = json.loads((tmp_path / "results.json").read_text())
+        assert results["variants"][spec]["n_errored"] == 1 and results["variants"]["none"]["n_errored"] == 0
+        assert results["variants"][spec]["turn_accuracy"] is None  # no episode of the arm counts
+        assert out.splitlines()[-2].split()[:3] == [spec, "0", "1"]  # the table: arm, episodes, errored
         assert results["variants"][spec]["n_episodes"] == 0 and results["errored"] == {"none": 0, spec: 1}
         [record] = read_episodes(variant_file(tmp_path, spec))
         assert record.error["type"] == "ManagerBackendError" and "the engine died" in record.error["message"]
@@ -90,8 +90,8 @@ def test_a_backend_failing_during_episodes_makes_them_errored_and_a_rerun_plays_
         assert variant_file(tmp_path, "none").read_text() == none_before
         first, second = read_episodes(variant_file(tmp_path, spec))
         assert first.error is not None and second.error is None and second.grade["valid"] is True
-        summary = json.loads(out.strip().splitlines()[-1])
-        assert summary["variants"][spec]["n_errored"] == 0 and summary["variants"][spec]["turn_accuracy"] == 1.0
+        results = json.loads((tmp_path / "results.json").read_text())
+        assert results["variants"][spec]["n_errored"] == 0 and results["variants"][spec]["turn_accuracy"] == 1.0
 
 
 def test_an_exception_in_one_episode_is_recorded_and_the_evaluation_goes_on(two_turn_task, tmp_path):

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from harness.serving import ServeConfig, register, vllm_command
+from harness.serving import ServeConfig, cpu_env, model_link, register, vllm_command
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +44,35 @@ def test_dry_run_prints_the_command_without_vllm(capsys, tiny):
     first, second = out.strip().splitlines()
     assert first.startswith(f"vllm serve {tiny} --served-model-name manager ")
     assert first.endswith("--enable-auto-tool-choice --tool-call-parser hermes")
-    assert second == "# API root for --manager llm:URL / --worker openai:URL: http://127.0.0.1:8000/v1"
+    assert second == "# API root for --manager llm:URL / --worker openai:URL: http://127.0.0.1:8000/v1 (model manager)"
     rc, out, _ = run_cli(capsys, "--checkpoint", str(tiny), "--cpu", "--port", "8001", "--dry-run")
     assert rc == 0 and out.startswith("HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 ")
-    assert f"transformers serve {tiny} --host 127.0.0.1 --port 8001 --device cpu" in out
+    # the CPU stand-in serves the model under the name vllm_command passes as --served-model-name
+    assert "transformers serve tiny-qwen3 --host 127.0.0.1 --port 8001 --device cpu" in out
+    assert f"# run in a temporary folder where tiny-qwen3 links to {tiny.resolve()}" in out
+    rc, out, _ = run_cli(capsys, "--checkpoint", str(tiny), "--cpu", "--served-model-name", "org/m", "--dry-run")
+    assert rc == 0 and "transformers serve org/m --host" in out and out.strip().endswith("(model org/m)")
+
+
+def test_the_stand_in_runs_where_its_model_name_links_to_the_checkpoint(tiny):
+    with model_link(ServeConfig(str(tiny), served_model_name="org/manager")) as folder:
+        link = folder / "org" / "manager"
+        assert link.is_symlink() and link.resolve() == tiny.resolve() and (link / "config.json").is_file()
+    assert not folder.exists()
+    for name in ("/abs/path", "../up", "x:w.gguf"):
+        with pytest.raises(ValueError, match="relative name"):
+            with model_link(ServeConfig(str(tiny), served_model_name=name)):
+                pass
+
+
+def test_the_stand_in_env_silences_the_tracker_warning_and_plain_logs_get_no_bars(monkeypatch):
+    monkeypatch.setenv("PYTHONWARNINGS", "default")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    env = cpu_env()
+    assert env["PYTHONWARNINGS"] == "default,ignore:resource_tracker:UserWarning" and env["HF_HUB_OFFLINE"] == "1"
+    assert env["HF_HUB_DISABLE_PROGRESS_BARS"] == "1" and env["NO_COLOR"] == "1" and "FORCE_COLOR" not in env
+    terminal = cpu_env(terminal=True)
+    assert "HF_HUB_DISABLE_PROGRESS_BARS" not in terminal and terminal["FORCE_COLOR"] == "1"
 
 
 def test_a_checkpoint_without_its_chat_template_is_refused(capsys, tiny, tmp_path):

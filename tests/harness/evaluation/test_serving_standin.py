@@ -66,3 +66,29 @@ def test_llm_policy_drives_a_whole_evaluation_episode(endpoint, two_turn_task, t
     assert record.config["manager"] == "llm" and record.grade["valid"] is True
     assert all(a["actor"] == "policy" and len(a["actions"]) == 1 for a in record.activations)
     assert [c["b"] for c in results["comparisons"]] == [spec]
+
+
+def test_the_stand_in_lists_the_served_name_and_its_log_is_plain(tiny, tmp_path):
+    """The model id is --served-model-name, as with vLLM (default: the folder name, the fixture's endpoint); the log
+    of a server that ran and stopped holds no colour codes, no progress-bar carriage returns and no resource
+    tracker "leaked semaphore" warning."""
+    import json
+    import urllib.request
+
+    log = tmp_path / "serve.log"
+    with serve_in_background(
+        ServeConfig(str(tiny), port=free_port(), served_model_name="org/manager"), log_path=log
+    ) as url:
+        with urllib.request.urlopen(f"{url}/models", timeout=10) as response:
+            assert [m["id"] for m in json.loads(response.read())["data"]] == ["org/manager"]
+    text = log.read_text()
+    assert "Application shutdown complete" in text  # it stopped cleanly, and wrote its shutdown lines
+    assert "\x1b" not in text and "\r" not in text and "leaked semaphore" not in text
+
+
+def test_the_default_model_id_is_the_checkpoint_folder_name(endpoint, tiny):
+    import openai
+
+    assert [m.id for m in openai.OpenAI(base_url=endpoint, api_key="EMPTY").models.list().data] == [
+        tiny.resolve().name
+    ]

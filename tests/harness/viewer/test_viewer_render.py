@@ -177,7 +177,7 @@ def test_reward_terms_use_the_fault_label(synth_out, gold_records, view, tmp_pat
     reward = episode_reward(record, synth_out)
     assert reward.terms == expected.terms and reward.total == expected.total
     out = tmp_path / "gold.html"
-    assert view([synth_out / "episodes" / "gold.jsonl", "--out", out]) == 0  # the pool is found next to episodes/
+    assert view([synth_out / "episodes" / "gold.jsonl", "--index", "0", "--out", out]) == 0  # pool: next to episodes/
     shown = section(out.read_text(), "reward")
     assert f"<b>{expected.total:.3f}</b>" in shown
     for name, value in expected.terms.items():
@@ -237,6 +237,15 @@ def test_all_writes_an_index_and_one_page_per_record(synth_out, gold_records, vi
     assert view([synth_out / "episodes" / "gold.jsonl", "--index", "1", "--out", tmp_path / "b.html"]) == 0
     assert (tmp_path / "a.html").read_text() == (tmp_path / "b.html").read_text()
     assert f"Episode syn-commerce-0-6 · {second}" in (tmp_path / "a.html").read_text()
+    # without --index: the latest record of the (appended) file; --index -1 is the same, -N the first
+    capsys.readouterr()
+    assert view([synth_out / "episodes" / "gold.jsonl", "--out", tmp_path / "latest.html"]) == 0
+    assert view([synth_out / "episodes" / "gold.jsonl", "--index", "-1", "--out", tmp_path / "last.html"]) == 0
+    latest = (tmp_path / "latest.html").read_text()
+    assert latest == (tmp_path / "last.html").read_text() and gold_records[-1]["episode_id"] in latest
+    first = ["--index", str(-len(gold_records)), "--out", tmp_path / "first.html"]
+    assert view([synth_out / "episodes" / "gold.jsonl", *first]) == 0
+    assert gold_records[0]["episode_id"] in (tmp_path / "first.html").read_text()
 
 
 def test_faulty_record_without_a_manager(synth_out, view, tmp_path):
@@ -256,8 +265,12 @@ def test_faulty_record_without_a_manager(synth_out, view, tmp_path):
         ("\n\nnot json\n", [], ":3: not JSON"),
         ('{"hello": 1}\n', [], ":1: schema_version (missing)"),
         ("", [], "holds no records"),
-        ("GOLD", ["--index", "7"], "--index 7 is out of range; it holds {n} records, so pass --index 0..{last}"),
-        ("GOLD", ["--index", "-1"], "--index -1 is negative"),
+        (
+            "GOLD",
+            ["--index", "7"],
+            "--index 7 is out of range; it holds {n} records, so pass --index 0..{last} (or -{n}..-1 from the end).",
+        ),
+        ("GOLD", ["--index", "-7"], "--index -7 is out of range; it holds {n} records"),
         ("GOLD", ["--episode-id", "nope"], "no episode with id 'nope' among its {n} records"),
         ("GOLD", ["--sample"], "not a training sample"),
     ],
