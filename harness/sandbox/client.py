@@ -39,7 +39,10 @@ from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
 from .runtime.protocol import DeadlineExceeded, ProtocolError, recv_msg, send_msg
 
 if TYPE_CHECKING:
-    from .sandbox import Sandbox
+    import socket
+
+    from .cgroups import CgroupManager
+    from .config import SandboxConfig
 
 __all__ = ["Kernel", "ReplyTap", "SandboxError"]
 
@@ -67,6 +70,18 @@ class ReplyTap(Protocol):
         """The kernel process's state is being replaced (restore, reset): nothing is owed any more."""
 
 
+class KernelHost(Protocol):
+    """What a :class:`Kernel` uses of the sandbox that made it (:class:`harness.sandbox.sandbox.Sandbox` is the one
+    implementation): its config, its cgroups, starting an episode process, and forgetting a closed kernel."""
+
+    config: SandboxConfig
+    _cgroups: CgroupManager
+
+    def _spawn_episode(self, spec: dict[str, Any], remote: socket.socket) -> None: ...
+
+    def _forget(self, kernel: Kernel) -> None: ...
+
+
 @dataclass(eq=False)
 class _Checkpoint:
     """A checkpoint process. Several checkpoint ids may share one (see :meth:`Kernel.checkpoint`).
@@ -91,7 +106,7 @@ class Kernel:
 
     def __init__(
         self,
-        sandbox: Sandbox,
+        sandbox: KernelHost,
         kernel_id: str,
         public_dir: Path,
         workspace: Path,
