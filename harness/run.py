@@ -13,8 +13,8 @@ Workers (``--worker``):
 
 Managers (``--manager``): ``none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL |
 llm-hf:PATH | freeform:URL | freeform-hf:PATH`` (parsed by :func:`harness.specs.parse_manager_spec`, the policy made
-by :func:`harness.manager.policies.get_policy`); the worker spec is parsed by :func:`harness.specs.parse_worker_spec`,
-which also refuses ``--faults`` with a model worker.
+by :func:`harness.manager.policy_registry.get_policy`); the worker spec is parsed by
+:func:`harness.specs.parse_worker_spec`, which also refuses ``--faults`` with a model worker.
 ``--flow turn|segment`` picks the review cadence (default: turn for multi-turn tasks, segment for single tasks).
 The manager sees each turn's question, context and constraint texts; ``--oracle-relations`` adds the task's
 dependency graph and ``--executable-constraints`` the constraints' code (both oracles a real benchmark does not give;

@@ -61,7 +61,7 @@ MANAGER_KINDS: dict[str, ManagerKind] = {
     "freeform-hf": ManagerKind(model="path"),
     "hier": ManagerKind(model="tier1"),
 }
-"""Manager spec name -> its arguments; the names of :data:`harness.manager.policies.POLICIES` (a test keeps them
+"""Manager spec name -> its arguments; the names of :data:`harness.manager.policy_registry.POLICIES` (a test keeps them
 equal)."""
 
 MANAGER_GRAMMAR = (

@@ -44,7 +44,7 @@ from harness.llm import ChatReply, Message  # noqa: E402
 from harness.manager.actions import tool_schemas  # noqa: E402
 from harness.manager.hier import HierPolicy  # noqa: E402
 from harness.manager.hier_prompts import tier1_tool_schemas  # noqa: E402
-from harness.manager.policies import PolicyInput  # noqa: E402
+from harness.manager.policy_types import PolicyInput  # noqa: E402
 from synthesis.checks import Check  # noqa: E402
 from synthesis.gold import GoldPolicy  # noqa: E402
 from synthesis.runs import play  # noqa: E402

@@ -271,7 +271,7 @@ def test_the_grammar_bench_reports_both_ways(tmp_path, capsys):
 
 def test_actions_now_are_the_legal_ones_and_no_decision_before_a_probe():
     from harness.manager.llm_policy import actions_now, probed
-    from harness.manager.policies import PolicyInput
+    from harness.manager.policy_types import PolicyInput
 
     legal = ("UPDATE_STATE", "REPAIR", "FINALIZE_RELATIONS", "run_probe", "check_execution")
     check = render_action(make_action("check_execution", {"step_id": 0}))
@@ -295,7 +295,7 @@ def test_a_policy_constrained_to_the_actions_now_writes_only_those(tmp_path):
     names an action allowed for its input (the name is checked; a random model's argument may run to the cap);
     each distinct grammar is compiled once; a non-flat policy is refused."""
     from harness.manager.llm_policy import LLMPolicy
-    from harness.manager.policies import PolicyInput
+    from harness.manager.policy_types import PolicyInput
     from harness.run import RunError, constrain_actions
 
     corpus = [json.dumps(tool_schemas()), *(render_action(a) for a in ACTIONS)]

@@ -14,7 +14,8 @@ import pytest
 
 from harness.evaluation import suite as suite_module
 from harness.evaluation.suite import resolve_suite
-from harness.manager.policies import PolicyInput, RulePolicy
+from harness.manager.policies import RulePolicy
+from harness.manager.policy_types import PolicyInput
 from harness.manager.prompts import render_activation
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.sandbox import Sandbox, SandboxConfig

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from harness.manager.lifecycle import Lifecycle, Phase
-from harness.manager.policies import POLICIES, ManagerView, PolicyInput, get_policy
+from harness.manager.policy_registry import POLICIES, get_policy
+from harness.manager.policy_types import ManagerView, PolicyInput
 from harness.manager.records import AnalyticalState, Constraint, ManagerObservation, Relation, VariableRef
 from harness.manager.wire import parse_response
 from harness.tasks import Turn, TurnConstraint
@@ -68,7 +69,7 @@ def test_get_policy_lists_valid_names():
     assert names == set(POLICIES)
     assert get_policy("none").active is False and get_policy("rule").active is True
     with pytest.raises(
-        ValueError, match=r"unknown manager policy 'oracle' \(spec 'oracle'\); valid names: none, rule"
+        ValueError, match=r"--manager oracle: unknown variant\(s\) \['oracle'\]; valid names: none, rule"
     ):
         get_policy("oracle")
 

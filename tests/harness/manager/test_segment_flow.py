@@ -12,7 +12,8 @@ import pytest
 
 from harness.llm import ChatReply
 from harness.manager.hints import INVALIDATED_NOTE, STATE_HINT_NOTE
-from harness.manager.policies import RulePolicy, get_policy
+from harness.manager.policies import RulePolicy
+from harness.manager.policy_registry import get_policy
 from harness.manager.records import AnalyticalState, Relation
 from harness.manager.runtime import EVENTS, ManagerRuntime, RuntimeConfig, closed_form_text
 from harness.sandbox import Sandbox, SandboxConfig
