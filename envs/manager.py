@@ -418,7 +418,7 @@ class ManagerEnv(gym.Env[str, str]):
 
 
 def _task_path(spec: str) -> Path:
-    from harness.run import resolve_task_path
+    from harness.tasks import resolve_task_path
 
     return resolve_task_path(spec)
 

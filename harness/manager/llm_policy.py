@@ -138,7 +138,8 @@ class LLMPolicy:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.before_reply: Callable[[PolicyInput], None] | None = None
-        """Called with the input before each reply (:func:`harness.run.constrain_actions` sets the grammar there)."""
+        """Called with the input before each reply (:func:`harness.manager.model_settings.constrain_actions` sets the
+        grammar there)."""
 
     def messages(self, inp: PolicyInput) -> list[Message]:
         """The chat conversation for the next response of the current activation."""

@@ -19,7 +19,8 @@ from harness.specs import MANAGER_KINDS, ManagerSpec, parse_manager_spec
 PolicyFactory = Callable[[ManagerSpec], Policy]
 
 POLICIES: dict[str, PolicyFactory] = {}
-"""Manager spec name -> factory of the policy from the parsed spec (filled by :func:`register_policy`)."""
+"""Manager spec name -> factory of the policy from the parsed spec (filled by :func:`register_policy`, in the order
+of :data:`harness.specs.MANAGER_KINDS`)."""
 
 
 def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
@@ -34,7 +35,9 @@ def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
             )
         if name in POLICIES and POLICIES[name] is not factory:
             raise ValueError(f"manager policy {name!r} is registered twice; register each spec name once.")
-        POLICIES[name] = factory
+        registered = {**POLICIES, name: factory}
+        POLICIES.clear()  # kept in the grammar's order, whatever order the modules register in
+        POLICIES.update({n: registered[n] for n in MANAGER_KINDS if n in registered})
         return factory
 
     return register

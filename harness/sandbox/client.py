@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .channels import (
     CONTROL_TIMEOUT_S,
     Channel,
-    Episode,
+    EpisodeProcesses,
     KernelFatal,
     SandboxError,
     new_channel,
@@ -121,7 +121,7 @@ class Kernel:
         self._owns_workspace = owns_workspace
         self._spec = spec
         self._max_reply = 4 * self.config.max_output_bytes + (8 << 20)
-        self._episode: Episode | None = None
+        self._episode: EpisodeProcesses | None = None
         self._k: Channel | None = None
         self._checkpoints: dict[str, _Checkpoint] = {}
         self._cp_counter = itertools.count(1)
@@ -669,7 +669,7 @@ class Kernel:
         )
         if cgroup is not None and init.host_pid:
             cgroup.add(init.host_pid)
-        self._episode = Episode(init, cgroup)
+        self._episode = EpisodeProcesses(init, cgroup)
         self._episode.watch(init.host_pid)
         self._episode.oom_seen = cgroup.oom_kills() if cgroup else 0
         self._spawn_kernel_process()

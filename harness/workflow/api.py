@@ -90,8 +90,7 @@ def make_backend(model: str | ChatBackend | None, config: WorkflowConfig) -> Cha
 def resolve_task(task: Task | str | Path) -> Task:
     if isinstance(task, Task):
         return task
-    from harness.run import resolve_task_path
-    from harness.tasks import load_task
+    from harness.tasks import load_task, resolve_task_path
 
     return load_task(resolve_task_path(str(task)))
 

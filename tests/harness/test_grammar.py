@@ -295,8 +295,8 @@ def test_a_policy_constrained_to_the_actions_now_writes_only_those(tmp_path):
     names an action allowed for its input (the name is checked; a random model's argument may run to the cap);
     each distinct grammar is compiled once; a non-flat policy is refused."""
     from harness.manager.llm_policy import LLMPolicy
+    from harness.manager.model_settings import ModelSettingError, constrain_actions
     from harness.manager.policy_types import PolicyInput
-    from harness.run import RunError, constrain_actions
 
     corpus = [json.dumps(tool_schemas()), *(render_action(a) for a in ACTIONS)]
     model = build_tiny_chat_model(tmp_path / "tiny", corpus)
@@ -326,5 +326,5 @@ def test_a_policy_constrained_to_the_actions_now_writes_only_those(tmp_path):
         name = "hier"
         tier1 = backend
 
-    with pytest.raises(RunError, match="hier is not one"):
+    with pytest.raises(ModelSettingError, match="hier is not one"):
         constrain_actions(Tiered(), legal_only=True)

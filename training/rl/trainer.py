@@ -44,8 +44,8 @@
   the dynamic-sampling buffer.
 - Output (``output_dir``): the model and tokenizer (servable by ``transformers serve`` / vLLM), ``trainer_state.json``
   (per-step logs), ``all_results.json``, ``rollout_groups.jsonl`` (every group played, trained or dropped: its start,
-  each rollout's sampled decision, reward and reward minus the group mean; :mod:`training.rl.records`) and a model card
-  ``README.md`` whose last table sums those groups up by gold control and sampled decision.
+  each rollout's sampled decision, reward and reward minus the group mean; :mod:`training.rl.rollout_groups`) and a
+  model card ``README.md`` whose last table sums those groups up by gold control and sampled decision.
 """
 
 from __future__ import annotations
@@ -77,15 +77,6 @@ from harness.tracking import check_report_to
 from training.dapo import overlong_penalty
 from training.prompt_view import check_prompt_view
 from training.rl.engines import vllm_settings
-from training.rl.records import (
-    GROUPS_FILE,
-    append_records,
-    group_record,
-    read_records,
-    summarize_groups,
-    summary_lines,
-    truncate_records,
-)
 from training.rl.rollout import (
     EpisodePlayer,
     EpisodeTokens,
@@ -96,6 +87,15 @@ from training.rl.rollout import (
     check_takeover,
     decided,
     start_points,
+)
+from training.rl.rollout_groups import (
+    GROUPS_FILE,
+    append_records,
+    group_record,
+    read_records,
+    summarize_groups,
+    summary_lines,
+    truncate_records,
 )
 from training.rl.sampling import DynamicSampler, GatherStats, Group, StartPointSampler
 from training.sft import ModelArguments, resolve_model, resolve_resume
@@ -507,8 +507,8 @@ class ManagerRollouts:
 
     def record(self, groups: list[Group], done_steps: int) -> None:
         """Append the groups played for this batch (trained or dropped) and the buffered groups it trains to this
-        process's rollout-group record (:mod:`training.rl.records`; ``output_dir/rollout_groups.jsonl`` on the main
-        process, ``rollout_groups-<index>.jsonl`` on the others). At the first batch the lines of steps after
+        process's rollout-group record (:mod:`training.rl.rollout_groups`; ``output_dir/rollout_groups.jsonl`` on the
+        main process, ``rollout_groups-<index>.jsonl`` on the others). At the first batch the lines of steps after
         ``done_steps`` are dropped: a resumed run records them again."""
         if self.records_path is None:
             from accelerate import PartialState
@@ -769,7 +769,8 @@ def write_model_card(
     groups: list[dict[str, Any]] | None = None,
 ) -> Path:
     """``out_dir/README.md``: base model, pool, the DAPO settings, the final metrics and, given ``groups``
-    (:func:`~training.rl.records.summarize_groups` rows), what the trained groups sampled and how it was rewarded."""
+    (:func:`~training.rl.rollout_groups.summarize_groups` rows), what the trained groups sampled and how it was
+    rewarded."""
     settings = {name: getattr(config, name) for name in (
         "loss_type", "epsilon", "epsilon_high", "beta", "num_generations", "learning_rate", "max_steps",
         "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length", "temperature",

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.sandbox.runtime import tracking
-from harness.sandbox.runtime.tracking import VariableTracker, analyse_cell
+from harness.sandbox.runtime.variable_tracker import VariableTracker, analyse_cell
 
 
 class Session:
