@@ -1,12 +1,15 @@
 """Manager policies: what answers the manager's activations.
 
-A policy maps one :class:`PolicyInput` (the rendered observation, the results of the tool actions it already took
-in this activation, the legal action names, the public turn and the :class:`ManagerView` that says which of the
-turn's oracle parts the manager may see) to ONE model-style response string in
-the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``). Every policy's text goes through the
-same parser (:func:`harness.manager.wire.parse_response`) and lifecycle as a trained model's would.
+A policy maps one :class:`~harness.manager.policy_types.PolicyInput` (the rendered observation, the results of the
+tool actions it already took in this activation, the legal action names, the public turn and the
+:class:`~harness.manager.policy_types.ManagerView` that says which of the turn's oracle parts the manager may see) to
+ONE model-style response string in the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``).
+Every policy's text goes through the same parser (:func:`harness.manager.wire.parse_response`) and lifecycle as a
+trained model's would.
 
-Policies (:data:`POLICIES`, :func:`get_policy`):
+The policies by spec name (each module registers its own with
+:func:`~harness.manager.policy_registry.register_policy`; :func:`~harness.manager.policy_registry.get_policy` builds
+one from a spec of the grammar :data:`harness.specs.MANAGER_GRAMMAR`); this module defines ``none`` and ``rule``:
 
 - ``none``: no manager. ``active = False`` tells the runtime to short-circuit: no activations at all (plain worker).
 - ``rule``: a deterministic verifier with no model. Per turn: OPEN_STATE at turn start (relations inferred from the
