@@ -195,3 +195,25 @@ def test_written_names_reads_assignments_even_from_code_that_does_not_parse():
     broken = "import pandas as pd\nsales = pd.read_csv('x'\nsales['revenue'] = 1\nresult = {'n': 1}\nresult == 2"
     assert written_names(broken) == ["sales", "result"]
     assert written_names("print(1)") == []
+
+
+def test_one_function_drafts_update_state_for_the_rule_policy_and_the_bookkeeping():
+    from harness.manager.bookkeeping import update_state_call
+
+    draft, obs = {"issue": "Turn 2: totals"}, {"pending_start_step": 3, "pending_end_step": 5}
+    checks = [
+        (3, {"ok": True, "variables": [{"name": "df", "type": "DataFrame"}, {"name": "gone", "type": None}]}),
+        (4, {"ok": False, "variables": [{"name": "never", "type": "int"}]}),  # a wrong call: no evidence of anything
+        (5, {"ok": True, "variables": [{"name": "total", "type": "int"}, {"name": "df", "type": "DataFrame"}]}),
+    ]
+    said = parse_response(update_state_call(draft, obs, checks, lambda step, r: f"step {step}", no_result="none"))
+    assert said.action.name == "UPDATE_STATE" and said.action.arguments == {
+        "issue": "Turn 2: totals",
+        "source_interval": {"start_step": 3, "end_step": 5},
+        "used_variables": ["df", "total"],
+        "conclusions": ["step 3", "step 5"],
+    }
+    empty = parse_response(update_state_call(draft, {"pending_start_step": None, "pending_end_step": None}, [],
+                                             lambda step, r: None, no_result="nothing reported"))  # fmt: skip
+    assert empty.action.arguments["conclusions"] == ["nothing reported"]
+    assert empty.action.arguments["source_interval"] == {"start_step": 0, "end_step": 0}
