@@ -2,9 +2,9 @@
 
 The episode is a real :class:`~harness.manager.runtime.ManagerRuntime` episode, stepped directly: ``reset`` starts
 it (``runtime.start()``) and returns its first request, each ``step(action)`` answers the pending
-:class:`~harness.manager.policies.PolicyInput` and runs the episode to the next one (``episode.answer``). Everything
-the runtime does (lifecycle, tools, repairs, checkpoints, the harness fallback, grading, the EpisodeRecord) happens
-as in ``stateguard run``; the agent takes the place of the policy.
+:class:`~harness.manager.policy_types.PolicyInput` and runs the episode to the next one (``episode.answer``).
+Everything the runtime does (lifecycle, tools, repairs, checkpoints, the harness fallback, grading, the EpisodeRecord)
+happens as in ``stateguard run``; the agent takes the place of the policy.
 
 Spaces: observation and action are :class:`~envs.spaces.UnicodeText` (any string of at most
 :data:`~envs.spaces.MAX_TEXT_CHARS` characters).
@@ -20,7 +20,7 @@ accepted one goes to the runtime as it is (actor ``policy``); a rejected one is 
 ends tier 1's part of the activation.
 
 - **Observation**: the newest message of the agent's conversation (``info["messages"]``). ``flat``: the conversation
-  the ``llm`` manager policy would send for the current :class:`~harness.manager.policies.PolicyInput`
+  the ``llm`` manager policy would send for the current :class:`~harness.manager.policy_types.PolicyInput`
   (:meth:`harness.manager.llm_policy.LLMPolicy.messages`): at the start of an activation the rendered activation
   (:func:`~harness.manager.prompts.render_activation`: observation, public turn, legal actions); within an activation
   the result of the previous action wrapped in ``<tool_response>``
@@ -75,7 +75,7 @@ from harness.manager.episode import EpisodeRecord
 from harness.manager.episode_loop import Episode, Reply
 from harness.manager.hier import HARNESS, POLICY, HierPolicy
 from harness.manager.llm_policy import LLMPolicy
-from harness.manager.policies import PolicyInput
+from harness.manager.policy_types import PolicyInput
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.sandbox import Sandbox
 from harness.tasks import Task, load_task
@@ -418,7 +418,7 @@ class ManagerEnv(gym.Env[str, str]):
 
 
 def _task_path(spec: str) -> Path:
-    from harness.run import resolve_task_path
+    from harness.tasks import resolve_task_path
 
     return resolve_task_path(spec)
 

@@ -35,8 +35,7 @@ from harness.llm import Message
 from harness.manager.episode_loop import Episode
 from harness.manager.policies import NonePolicy
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
-from harness.run import resolve_task_path
-from harness.tasks import load_task
+from harness.tasks import load_task, resolve_task_path
 from harness.worker.react import ReActConfig, ReActWorker
 from harness.worker.spec import task_contract
 

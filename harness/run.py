@@ -13,8 +13,8 @@ Workers (``--worker``):
 
 Managers (``--manager``): ``none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL |
 llm-hf:PATH | freeform:URL | freeform-hf:PATH`` (parsed by :func:`harness.specs.parse_manager_spec`, the policy made
-by :func:`harness.manager.policies.get_policy`); the worker spec is parsed by :func:`harness.specs.parse_worker_spec`,
-which also refuses ``--faults`` with a model worker.
+by :func:`harness.manager.policy_registry.get_policy`); the worker spec is parsed by
+:func:`harness.specs.parse_worker_spec`, which also refuses ``--faults`` with a model worker.
 ``--flow turn|segment`` picks the review cadence (default: turn for multi-turn tasks, segment for single tasks).
 The manager sees each turn's question, context and constraint texts; ``--oracle-relations`` adds the task's
 dependency graph and ``--executable-constraints`` the constraints' code (both oracles a real benchmark does not give;
@@ -47,7 +47,6 @@ from harness.specs import MANAGER_GRAMMAR, WORKER_GRAMMAR
 
 logger = logging.getLogger(__name__)
 
-BUILTIN_DIR = Path(__file__).resolve().parent / "builtin_tasks"
 EXIT_ERRORED = 4
 
 
@@ -91,7 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="decode an in-process action model's replies (llm-hf, hier:llm-hf) under the action grammar",
     )
-    parser.set_defaults(func=run_command)
+    parser.set_defaults(func=main)
 
 
 def add_oracle_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,87 +108,24 @@ def add_oracle_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve_task_path(spec: str) -> Path:
-    """A task folder path, or a built-in task name; raises :class:`RunError` listing the built-ins."""
-    path = Path(spec)
-    if path.is_dir():
-        return path
-    builtin = BUILTIN_DIR / spec
-    if builtin.is_dir():
-        return builtin
-    names = sorted(p.name for p in BUILTIN_DIR.iterdir() if p.is_dir())
-    raise RunError(f"--task {spec!r}: no such folder and no built-in task of that name; built-ins: {names}.")
-
-
-def build_worker(spec: str, kernel: Any, task: Any, faults_path: Path | None, fault_line: int | None = None) -> Any:
-    """The worker named by ``--worker`` (:mod:`harness.worker.spec`), with ``--faults`` loaded for the scripted one."""
+def _build_worker_with_faults(
+    spec: str, kernel: Any, task: Any, faults_path: Path | None, fault_line: int | None = None
+) -> Any:
+    """The worker named by ``--worker`` (:func:`harness.worker.spec.build_worker`), with the faults of ``--faults``
+    (line ``--fault-line`` only, when given) for the scripted one."""
     from harness.worker import faults_for_task, load_faults
-    from harness.worker.spec import build_worker as build
+    from harness.worker.spec import build_worker
 
     faults = faults_for_task(load_faults(faults_path, line=fault_line), task.id) if faults_path is not None else {}
     if faults_path is not None and not faults:
         logger.warning("%s holds no fault for task %s; the episode runs clean", faults_path, task.id)
-    return build(spec, kernel, task, faults)
+    return build_worker(spec, kernel, task, faults)
 
 
-def limit_reply_tokens(policy: Any, n: int) -> None:
-    """Cap the reply length of a model-backed policy (``max_new_tokens`` in process, ``max_tokens`` on an endpoint)."""
-    if n < 1:
-        raise RunError(f"--manager-max-tokens {n}: use a positive number of tokens.")
-    backend = getattr(policy, "backend", None)
-    for attr in ("max_new_tokens", "max_tokens"):
-        if backend is not None and hasattr(backend, attr):
-            setattr(backend, attr, n)
-            return
-    raise RunError(
-        f"--manager-max-tokens applies to model-backed managers (llm, freeform, windowed); not to {policy.name}."
-    )
-
-
-def model_backend(policy: Any) -> Any:
-    """The chat backend a model policy asks (flat policies: ``backend``; the hier manager: ``tier1``), else None."""
-    return getattr(policy, "backend", None) or getattr(policy, "tier1", None)
-
-
-def constrain_actions(policy: Any, legal_only: bool = False, decide_after_probe: bool = False) -> None:
-    """Decode every reply of an in-process model manager (llm-hf, hier:llm-hf) under the action grammar
-    (:func:`harness.manager.wire.call_grammar`, :mod:`harness.grammar`): each reply is one well-formed action.
-
-    For a flat ``llm-hf`` manager the grammar can also follow each input
-    (:func:`harness.manager.llm_policy.actions_now`): ``legal_only`` allows only the actions the runtime lists as
-    legal now (the prompt lists them too), ``decide_after_probe`` neither decision before a probe of the activation
-    ran. Each distinct grammar is compiled once."""
-    import functools
-
-    from harness.manager.llm_policy import LLMPolicy, actions_now
-    from harness.manager.wire import call_grammar
-
-    backend = model_backend(policy)
-    if backend is None or not hasattr(backend, "set_grammar"):
-        raise RunError(
-            f"constrained decoding applies to in-process model managers (llm-hf:PATH, hier:llm-hf:PATH); not to "
-            f"{policy.name}. On a vLLM endpoint pass the grammar with the request instead "
-            "(OpenAIChatBackend(grammar=...), a server started with --structured-outputs-config.backend guidance)."
-        )
-    backend.set_grammar(call_grammar)
-    if not (legal_only or decide_after_probe):
-        return
-    if not isinstance(policy, LLMPolicy):
-        raise RunError(
-            f"legal_only / decide_after_probe follow a flat llm manager's inputs; {policy.name} is not one (the hier "
-            "manager's tier 0 writes its checks and probes itself)"
-        )
-
-    def before_reply(inp: Any) -> None:
-        names = actions_now(inp, decide_after_probe)
-        backend.set_grammar(functools.partial(call_grammar, names=names or None))
-
-    policy.before_reply = before_reply
-
-
-def run_command(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
+    """``stateguard run``: :func:`run_from_args`; a :class:`RunError` is one line on stderr and exit code 2."""
     try:
-        return run_episode(args)
+        return run_from_args(args)
     except RunError as exc:
         print(f"stateguard run: {exc}", file=sys.stderr)
         return 2
@@ -213,7 +149,8 @@ def play(runtime: Any, task: Any, args: argparse.Namespace, policy: Any) -> Any:
     return record
 
 
-def run_episode(args: argparse.Namespace) -> int:
+def run_from_args(args: argparse.Namespace) -> int:
+    """Play, show, record and grade the episode ``args`` describe (see the module docstring); the exit code."""
     from rich.console import Console
     from rich.live import Live
     from rich.table import Table
@@ -221,24 +158,30 @@ def run_episode(args: argparse.Namespace) -> int:
     from harness.cli import prepare_out_dir
     from harness.live import EpisodeView, grade_rows
     from harness.manager import ManagerRuntime, RuntimeConfig, append_episode, get_policy
+    from harness.manager.model_settings import ModelSettingError, constrain_actions, limit_reply_tokens
     from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
     from harness.specs import parse_manager_spec, parse_worker_spec
-    from harness.tasks import TaskConfigError, load_task
+    from harness.tasks import TaskConfigError, TaskNotFoundError, load_task, resolve_task_path
     from harness.worker.faults import FaultFileError
 
     console = Console()
     try:
         task = load_task(resolve_task_path(args.task))
+    except TaskNotFoundError as exc:
+        raise RunError(f"--{exc}") from exc
     except (TaskConfigError, FileNotFoundError) as exc:
         raise RunError(f"--task {args.task}: {exc}") from exc
     try:
         policy = get_policy(str(parse_manager_spec(args.manager)))
     except ValueError as exc:
         raise RunError(str(exc)) from exc
-    if args.manager_max_tokens is not None:
-        limit_reply_tokens(policy, args.manager_max_tokens)
-    if args.constrained_decoding:
-        constrain_actions(policy)
+    try:
+        if args.manager_max_tokens is not None:
+            limit_reply_tokens(policy, args.manager_max_tokens)
+        if args.constrained_decoding:
+            constrain_actions(policy)
+    except ModelSettingError as exc:
+        raise RunError(str(exc)) from exc
     overrides: dict[str, Any] = {}
     if args.max_turn_end_activations is not None:
         overrides["max_turn_end_activations"] = args.max_turn_end_activations
@@ -275,7 +218,7 @@ def run_episode(args: argparse.Namespace) -> int:
     with sandbox:
         kernel = sandbox.new_kernel(public_dir=task.public_dir)
         try:
-            worker = build_worker(args.worker, kernel, task, args.faults, args.fault_line)
+            worker = _build_worker_with_faults(args.worker, kernel, task, args.faults, args.fault_line)
         except (FaultFileError, ValueError) as exc:
             raise RunError(f"--worker/--faults: {exc}") from exc
         simulated = bool(getattr(worker, "simulated", False))

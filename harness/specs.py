@@ -6,7 +6,7 @@
   into a :class:`ManagerSpec` (name, ``k``, ``model``, ``tier1``) and :func:`parse_manager_specs` a list, with every
   problem of the list in one message;
 - **suite** (``--suite``, ``suite:``): a folder (a synthesis output, a folder of task folders, one task folder) or
-  the name of a suite of :data:`harness.evaluation.suite.SUITES`. :func:`parse_suite_spec` turns one into a
+  the name of a suite of :data:`harness.evaluation.suite_names.SUITES`. :func:`parse_suite_spec` turns one into a
   :class:`SuiteRef`; an existing folder wins over a name;
 - **worker** (``--worker``): ``scripted | openai:URL | hf:PATH``, in :mod:`harness.worker.spec` (with the rule that
   replaying faults needs the scripted worker); re-exported here.
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.evaluation.suite_names import SUITES
 from harness.worker.spec import WORKER_GRAMMAR, WorkerSpec, parse_worker_spec
 
 __all__ = [
@@ -61,7 +62,7 @@ MANAGER_KINDS: dict[str, ManagerKind] = {
     "freeform-hf": ManagerKind(model="path"),
     "hier": ManagerKind(model="tier1"),
 }
-"""Manager spec name -> its arguments; the names of :data:`harness.manager.policies.POLICIES` (a test keeps them
+"""Manager spec name -> its arguments; the names of :data:`harness.manager.policy_registry.POLICIES` (a test keeps them
 equal)."""
 
 MANAGER_GRAMMAR = (
@@ -215,7 +216,7 @@ def _unknown(names: Sequence[str]) -> str:
 @dataclass(frozen=True)
 class SuiteRef:
     """A parsed suite spec: ``spec`` as given, and ``folder`` (the suite's folder) or ``name`` (a named suite,
-    built into the cache on first use)."""
+    read from the cache folder)."""
 
     spec: str
     folder: Path | None = None
@@ -230,13 +231,11 @@ class SuiteRef:
 
 
 def parse_suite_spec(spec: str | Path | SuiteRef, *, flag: str = "--suite") -> SuiteRef:
-    """``spec`` parsed: an existing folder, else the name of a suite of :data:`harness.evaluation.suite.SUITES`.
+    """``spec`` parsed: an existing folder, else the name of a suite of :data:`harness.evaluation.suite_names.SUITES`.
     Raises ``ValueError`` naming the flag, the spec, the valid names and the fix. Whether the folder holds tasks is
     checked when the suite is resolved (:func:`harness.evaluation.suite.resolve_suite`)."""
     if isinstance(spec, SuiteRef):
         return spec
-    from harness.evaluation.suite import SUITES
-
     text = str(spec)
     if text and Path(text).is_dir():
         return SuiteRef(text, folder=Path(text))

@@ -1,6 +1,6 @@
 """The reward hacks: scripted manager policies that try to game the reward.
 
-Each hack is a harness :class:`~harness.manager.policies.Policy` (``respond(PolicyInput) -> wire text``) played in
+Each hack is a harness :class:`~harness.manager.policy_types.Policy` (``respond(PolicyInput) -> wire text``) played in
 the real :class:`~harness.manager.runtime.ManagerRuntime`, so the reward sees exactly what a model doing the same
 would produce. Where a hack needs an otherwise competent manager around its trick it extends the deterministic
 :class:`~harness.manager.policies.RulePolicy` (opens states from the turn, updates them from ``check_execution``)
@@ -30,7 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.manager.actions import make_action
-from harness.manager.policies import Policy, PolicyInput, RulePolicy
+from harness.manager.policies import RulePolicy
+from harness.manager.policy_types import Policy, PolicyInput
 from harness.manager.wire import render_action
 
 INVENTED = ("adjusted_total_v2", "corrected_ratio", "final_summary_table")

@@ -42,7 +42,7 @@ from harness.llm import ChatReply, Message
 from harness.manager.actions import tool_schemas
 from harness.manager.hier import HierPolicy
 from harness.manager.hier_prompts import tier1_tool_schemas
-from harness.manager.policies import PolicyInput
+from harness.manager.policy_types import PolicyInput
 from synthesis.checks import Check
 from synthesis.gold import GoldPolicy
 from synthesis.runs import play

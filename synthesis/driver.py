@@ -49,13 +49,13 @@ from harness.jsonl import dumps
 from harness.run_guard import value_digest
 from harness.tasks import load_task
 from synthesis.config import SynthesisConfig
+from synthesis.export import export, read_shard
+from synthesis.shards import EPISODE_BRANCHES, SHARDS, episodes_path, shard_path
 
 if TYPE_CHECKING:
     from harness.manager.episode import EpisodeRecord
 
 logger = logging.getLogger(__name__)
-
-SHARDS = "shards"
 
 
 @dataclass
@@ -307,18 +307,6 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
     return _write_shard(out, shard)
 
 
-EPISODE_BRANCHES = ("clean", "faulty", "gold")
-
-
-def shard_path(out: Path, task_id: str) -> Path:
-    return out / SHARDS / f"{task_id}.json.gz"
-
-
-def episodes_path(out: Path, task_id: str) -> Path:
-    """The shard's episode records: JSON lines, the clean branch, then faulty, then gold (counts in the shard)."""
-    return out / SHARDS / f"{task_id}.episodes.jsonl.gz"
-
-
 def _write_shard(out: Path, shard: dict[str, Any]) -> dict[str, Any]:
     """Write ``shard`` atomically (its presence marks the task done, so it is written last)."""
     _write_atomic(shard_path(out, shard["task_id"]), dumps(shard, sort_keys=True).encode())
@@ -411,8 +399,6 @@ def synthesize(
     first (:func:`harness.executors.check_executor`: Ray installed, ``address`` answering), before any work."""
     from tqdm import tqdm
 
-    from synthesis.export import export
-
     out = Path(out)
     start = time.perf_counter()
     options = ExecutorOptions.of(config)
@@ -478,8 +464,6 @@ def _fail_when_nothing_succeeded(out: Path, done: list[Job], parsed: dict[Path, 
     One failed task among good ones is the task's problem (kept, reported, skipped on resume); every task failing
     is almost always the machine's (a sandbox that cannot start, say), and an empty dataset would only fail later,
     in training, with a misleading message."""
-    from synthesis.export import read_shard
-
     if not done:
         return
     shards = {

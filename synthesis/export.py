@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.jsonl import dumps
 from synthesis.audit import TaskSecrets, audit, card_section, task_secrets
-from synthesis.driver import EPISODE_BRANCHES, episodes_path
+from synthesis.shards import EPISODE_BRANCHES, episodes_path
 
 if TYPE_CHECKING:
     from synthesis.config import SynthesisConfig

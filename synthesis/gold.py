@@ -1,8 +1,8 @@
-"""The gold manager: a harness :class:`~harness.manager.policies.Policy` whose every decision is a function of what
+"""The gold manager: a harness :class:`~harness.manager.policy_types.Policy` whose every decision is a function of what
 the manager itself sees.
 
 Used in synthesis (the SFT targets) and to play the rest of RL rollouts. It answers the same
-:class:`~harness.manager.policies.PolicyInput` as every other policy, with wire text, inside the real
+:class:`~harness.manager.policy_types.PolicyInput` as every other policy, with wire text, inside the real
 :class:`~harness.manager.runtime.ManagerRuntime`, so its sequences are legal by construction. It is given no fault:
 the same policy manages clean, faulted and benign runs, and decides from its tool results alone. Per turn
 (turn-aligned flow):
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.manager.bookkeeping import call, one_line, open_response, update_response
 from harness.manager.hints import HintError, render_repair_hint
-from harness.manager.policies import PolicyInput
+from harness.manager.policy_types import PolicyInput
 from harness.untrusted import neutralize
 
 if TYPE_CHECKING:

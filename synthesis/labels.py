@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rewards.faults import FaultInfo
-from synthesis.driver import SHARDS
 from synthesis.export import read_shards
+from synthesis.shards import SHARDS
 
 
 def synthesized_shards(synthesis_out: str | Path) -> list[dict[str, Any]]:

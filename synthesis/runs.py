@@ -57,7 +57,8 @@ from typing import TYPE_CHECKING, Any
 from harness.evaluation.structured import compare_structured
 from harness.manager.episode import EpisodeRecord
 from harness.manager.flows import play_turn
-from harness.manager.policies import NonePolicy, Policy
+from harness.manager.policies import NonePolicy
+from harness.manager.policy_types import Policy
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.sandbox import Kernel
 from harness.tasks import Task

@@ -3,7 +3,7 @@
 Formats (the ``format`` column, :data:`FORMATS`):
 
 - ``flat``: exactly what the ``llm`` policy sends at inference: for every activation the runtime's last
-  :class:`~harness.manager.policies.PolicyInput` to the gold policy goes through
+  :class:`~harness.manager.policy_types.PolicyInput` to the gold policy goes through
   :meth:`harness.manager.llm_policy.LLMPolicy.messages` (system, the activation's user message, then each earlier
   response and its ``<tool_response>``), followed by ``{"role": "assistant", "content": <the gold response>}``; the
   tools are :func:`~harness.manager.actions.tool_schemas`.

@@ -25,8 +25,8 @@ from harness.viewer import cli as pages
 from harness.viewer.inputs import ViewerError
 from harness.viewer.render import RewardView
 from rewards import RewardConfig, score_episode
-from synthesis.driver import SHARDS
 from synthesis.labels import fault_infos
+from synthesis.shards import SHARDS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

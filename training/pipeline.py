@@ -313,11 +313,29 @@ def evaluation_figures(results: dict[str, Any]) -> dict[str, Any]:
     return {"baseline": baseline, "variants": variants, "episodes": episodes}
 
 
+def write_eval_suite(suite: str, cache: Path) -> None:
+    """Synthesize the named suite ``suite`` into ``cache`` when it is a synthesized one not written there yet
+    (:func:`harness.evaluation.suite.missing_synthesized_suite`): what ``stateguard synthesize --config
+    configs/synthesis/<its config> --out CACHE/NAME`` writes. The evaluation itself only reads task folders."""
+    from harness.evaluation.suite import missing_synthesized_suite
+    from synthesis.config import SynthesisConfig
+    from synthesis.driver import synthesize
+
+    missing = missing_synthesized_suite(suite, cache)
+    if missing is None:
+        return
+    config_path, folder = missing
+    logger.info("writing suite %s into %s (stateguard synthesize --config %s)", suite, folder, config_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    synthesize(SynthesisConfig.from_yaml(config_path), folder, progress=False)
+
+
 def stage_evaluate(ctx: Context) -> dict[str, Any]:
     from harness.evaluation.evaluate import run_evaluation
     from harness.serving import ServeConfig, serve_in_background
 
     out = ctx.stage_dir("evaluate")
+    write_eval_suite(ctx.config.eval_suite, ctx.out / "eval-suites")
     serve = ServeConfig(checkpoint=str(ctx.stage_dir("rl")), port=ctx.config.serve_port)
     print(f"  serving {serve.checkpoint} on {serve.base_url} (transformers serve, the CPU stand-in for vLLM)")
     with serve_in_background(serve, cpu=True, log_path=out / "serve.log") as url:

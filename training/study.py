@@ -260,7 +260,7 @@ class StudyConfig:
     legal_actions_only: bool = field(
         default=False,
         metadata={"help": "With constrained_decoding, each reply of a flat model arm may name only the actions the "
-                  "runtime lists as legal now (the prompt lists them too; harness.run.constrain_actions), at the "
+                  "runtime lists as legal now (the prompt lists them too; model_settings.constrain_actions), at the "
                   "decision points and in the episodes: a refused action is then one whose arguments break a rule."},
     )  # fmt: skip
     decide_after_probe: bool = field(
@@ -506,7 +506,7 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
                 decide_after_probe=config.decide_after_probe,
             )
             if calibration.get(arm, {}).get("bias"):
-                from harness.run import model_backend
+                from harness.manager.model_settings import model_backend
                 from training.decision_margin import repair_bias
 
                 backend = model_backend(policies[arm])

@@ -133,7 +133,7 @@ class EvaluationConfig:
             "scored dependent turns); see harness.evaluation.suite."
         },
     )
-    cache: str = field(default=str(DEFAULT_CACHE), metadata={"help": "Folder the named suites are built into."})
+    cache: str = field(default=str(DEFAULT_CACHE), metadata={"help": "Folder the named suites are read from."})
     isolation: Literal["bwrap", "none"] = field(default="bwrap", metadata={"help": "Sandbox isolation."})
     flow: Literal["turn", "segment"] | None = field(
         default=None, metadata={"help": "Review cadence (null: turn for multi-turn tasks, segment for single tasks)."}
@@ -374,7 +374,7 @@ def _close_episodes() -> None:
 def make_policy(spec: str, config: EvaluationConfig) -> Any:
     """The policy of one variant, made only when it has episodes to run (an in-process model loads once)."""
     from harness.manager import get_policy
-    from harness.run import RunError, constrain_actions, limit_reply_tokens
+    from harness.manager.model_settings import constrain_actions, limit_reply_tokens
 
     try:
         policy = get_policy(spec)
@@ -382,7 +382,7 @@ def make_policy(spec: str, config: EvaluationConfig) -> Any:
             limit_reply_tokens(policy, config.manager_max_tokens)  # model-backed variants only
         if config.constrained_decoding and parse_manager_spec(spec, check_paths=False).answers_in_actions:
             constrain_actions(policy)
-    except (RunError, ValueError) as exc:
+    except ValueError as exc:
         raise EvaluationError(f"--manager {spec}: {exc}") from exc
     return policy
 
@@ -415,7 +415,7 @@ def run_episode(
 
 def decodes_under_grammar(policy: Any) -> bool:
     """Whether ``policy``'s model (flat ``backend``, hier ``tier1``) decodes under a grammar right now."""
-    from harness.run import model_backend
+    from harness.manager.model_settings import model_backend
 
     return getattr(model_backend(policy), "grammar", None) is not None
 

@@ -11,19 +11,20 @@ comparison paired.
 - a **folder**: a synthesis output (``tasks/`` + ``faults.jsonl``), a folder of task folders, or one task folder
   (any LongDS-, DABstep-, MLE-bench- or DABench-style folder written by ``stateguard tasks import``); its
   ``faults.jsonl``, when present, is replayed;
-- a **name** (:data:`SUITES`):
+- a **name** (:data:`~harness.evaluation.suite_names.SUITES`):
 
   - ``heldout-seeds``: synthesized tasks in every training domain with seeds far from the training seeds
-    (training configs use seeds 0..N-1), ``heldout-domain``: synthesized tasks of :data:`HELDOUT_DOMAIN` only,
-    a domain no training config uses, ``smoke``: one small synthesized task with its faults (tests and the
-    checkpoint evaluation during training). They are generated deterministically into ``CACHE/NAME`` by the
-    ``stateguard synthesize`` plugin (the harness does not import ``synthesis``; it runs the registered command)
-    and reused afterwards;
-  - ``heldout-demo`` (synthesized the same way): the finance task of ``heldout-seeds`` with seed 1000 (8 turns)
-    and the same faults, for ``make demo``; with ``fault_limit: 2, fault_order: dependents`` it plays the clean
-    episode and the two faults of turn 2, which five later turns build on: a wrong column and an execution error;
-  - ``dabench-dev``: InfiAgent-DABench dev imported from :data:`DABENCH_DEV` into ``CACHE/dabench-dev`` (skipped
-    with a message naming the folder when it is absent). It has no reference programs: use a model worker.
+    (training configs use seeds 0..N-1), ``heldout-domain``: synthesized tasks of logistics only, a domain no
+    training config uses, ``smoke``: one small synthesized task with its faults (tests and the checkpoint evaluation
+    during training), ``heldout-demo``: the finance task of ``heldout-seeds`` with seed 1000 (8 turns) and the same
+    faults, for ``make demo`` (with ``fault_limit: 2, fault_order: dependents`` it plays the clean episode and the two
+    faults of turn 2, which five later turns build on: a wrong column and an execution error). Each is the folder
+    ``CACHE/NAME`` that ``stateguard synthesize --config configs/synthesis/<its config> --out CACHE/NAME`` writes
+    (the pipeline writes the one it evaluates); evaluation only reads it, and a missing one fails with one line
+    naming the folder and that command;
+  - ``dabench-dev``: InfiAgent-DABench dev imported from :data:`~harness.evaluation.suite_names.DABENCH_DEV` into
+    ``CACHE/dabench-dev`` (skipped with a message naming the folder when it is absent). It has no reference programs:
+    use a model worker.
 
 ``--faults F`` replaces the suite's own faults with the lines of ``F`` (faults written elsewhere, e.g. by another
 fault library). Faults need the scripted worker; with a model worker the suite runs clean.
@@ -41,31 +42,20 @@ in file order whatever the order that chose them:
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from harness.evaluation.suite_names import DEFAULT_CACHE, ROOT, SUITES, SuiteSpec
 from harness.registry import lookup
+from harness.specs import parse_suite_spec
 from harness.tasks import find_task_dirs
 from harness.worker.faults import Fault, read_faults
 
 logger = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
-DABENCH_DEV = ROOT.parent / "shared" / "benchmarks" / "dabench-dev"
-DEFAULT_CACHE = Path("runs") / "eval-suites"
 IMPORTED_MARKER = ".imported"  # written after a complete import: a killed import is redone
-# Mirrors synthesis.domains.catalog (TRAINING_DOMAINS, HELDOUT_DOMAINS; tests/synthesis/test_domains.py checks it): the
-# harness does not import synthesis.
-HELDOUT_DOMAIN = "logistics"
-TRAINING_DOMAINS = ["commerce", "education", "energy", "finance", "healthcare", "sports"]
-
-_SYNTHESIS_DEFAULTS = {"kinds": ["atomic"], "count_tokens": False, "validation_fraction": 0.0}
 
 
 class SuiteError(ValueError):
@@ -73,62 +63,9 @@ class SuiteError(ValueError):
 
 
 class SuiteUnavailableError(SuiteError):
-    """A named suite whose source is not on this machine (e.g. DABench dev absent from :data:`DABENCH_DEV`)."""
-
-
-@dataclass(frozen=True)
-class SuiteSpec:
-    """A named suite: how to build it into the cache folder."""
-
-    description: str
-    synthesis: dict | None = field(default=None, metadata={"help": "SynthesisConfig fields, for synthesized suites."})
-    import_from: Path | None = field(default=None, metadata={"help": "Benchmark folder to import."})
-    importer: str = field(default="dabench", metadata={"help": "Importer of import_from (stateguard tasks import)."})
-
-
-SUITES: dict[str, SuiteSpec] = {
-    "heldout-seeds": SuiteSpec(
-        "synthesized, every training domain, held-out seeds 1000+",
-        synthesis={
-            "domains": TRAINING_DOMAINS,
-            "tasks_per_domain": 2,
-            "n_turns": [6, 8],
-            "seed": 1000,
-            "max_faults_per_task": 6,
-        },
-    ),
-    "heldout-domain": SuiteSpec(
-        f"synthesized, the held-out domain {HELDOUT_DOMAIN} only, seeds 2000+",
-        synthesis={
-            "domains": [HELDOUT_DOMAIN],
-            "tasks_per_domain": 6,
-            "n_turns": [6, 8],
-            "seed": 2000,
-            "max_faults_per_task": 6,
-        },
-    ),
-    "smoke": SuiteSpec(
-        "synthesized, one commerce task of 6 turns (seed 1000), at most 4 faults",
-        synthesis={
-            "domains": ["commerce"],
-            "tasks_per_domain": 1,
-            "n_turns": [6, 6],
-            "seed": 1000,
-            "max_faults_per_task": 4,
-        },
-    ),
-    "heldout-demo": SuiteSpec(
-        "synthesized, the finance task of heldout-seeds with seed 1000 and its faults (make demo)",
-        synthesis={
-            "domains": ["finance"],
-            "tasks_per_domain": 1,
-            "n_turns": [6, 8],
-            "seed": 1000,
-            "max_faults_per_task": 6,
-        },
-    ),
-    "dabench-dev": SuiteSpec("InfiAgent-DABench dev questions (model workers only)", import_from=DABENCH_DEV),
-}
+    """A named suite whose tasks are not on this machine: DABench dev absent from
+    :data:`~harness.evaluation.suite_names.DABENCH_DEV`, or a synthesized suite not written yet (the message names the
+    ``stateguard synthesize`` command that writes it)."""
 
 
 @dataclass(frozen=True)
@@ -249,8 +186,6 @@ def resolve_suite(
     ``fault_limit`` N faults of the tasks kept, ranked by ``fault_order`` (:data:`FAULT_ORDERS`) and played in file
     order (every task still has its clean episode)."""
     lookup(FAULT_ORDERS, fault_order, what="fault order")  # a bad name fails before a suite is built
-    from harness.specs import parse_suite_spec
-
     try:
         ref = parse_suite_spec(spec)
     except ValueError as exc:
@@ -293,11 +228,25 @@ def _folder_suite(path: Path, name: str) -> Suite:
     return Suite(name, task_dirs, faults, source=f"folder {path}")
 
 
+def missing_synthesized_suite(spec: str, cache: str | Path = DEFAULT_CACHE) -> tuple[Path, Path] | None:
+    """``(synthesis config, folder)`` when ``spec`` names a synthesized suite whose folder under ``cache`` is not
+    written yet (no ``stats.json``, which a finished synthesis run writes last); None otherwise. What the pipeline
+    synthesizes before it evaluates."""
+    suite = SUITES.get(str(spec))
+    if suite is None or suite.synthesis_config is None or Path(str(spec)).is_dir():
+        return None
+    out = Path(cache) / str(spec)
+    return None if (out / "stats.json").is_file() else (ROOT / suite.synthesis_config, out)
+
+
 def _build_named(name: str, spec: SuiteSpec, cache: Path) -> Suite:
     out = cache / name
-    if spec.synthesis is not None:
+    if spec.synthesis_config is not None:
         if not (out / "stats.json").is_file():  # written last by a finished synthesis run
-            _synthesize(name, spec.synthesis, out)
+            raise SuiteUnavailableError(
+                f"suite {name}: its task folder {out} is not written yet; write it with: "
+                f"{spec.synthesize_command(out)}"
+            )
         suite = _folder_suite(out, name)
     else:
         if spec.import_from is None or not spec.import_from.is_dir():
@@ -314,24 +263,3 @@ def _build_named(name: str, spec: SuiteSpec, cache: Path) -> Suite:
         suite = _folder_suite(out, name)
     suite.source = f"{name}: {spec.description} (cached in {out})"
     return suite
-
-
-def _synthesize(name: str, fields: dict, out: Path) -> None:
-    """Generate a synthesized suite with the ``stateguard synthesize`` plugin (deterministic; resumable)."""
-    from harness.cli import discover_commands, main
-
-    if "synthesize" not in discover_commands():
-        raise SuiteUnavailableError(
-            f"suite {name} is synthesized, but the `stateguard synthesize` command is not installed. Fix: "
-            "pip install -e . (it registers the synthesis plugin), or pass a synthesized folder with --suite DIR."
-        )
-    out.mkdir(parents=True, exist_ok=True)
-    config_path = out.parent / f"{name}.synthesis.yaml"
-    config_path.write_text(yaml.safe_dump({**_SYNTHESIS_DEFAULTS, **fields}, sort_keys=True), encoding="utf-8")
-    logger.info("generating suite %s into %s (stateguard synthesize --config %s)", name, out, config_path)
-    summary = io.StringIO()
-    with contextlib.redirect_stdout(summary):
-        rc = main(["synthesize", "--config", str(config_path), "--out", str(out), "--no-progress"])
-    logger.info("%s", summary.getvalue().strip())
-    if rc != 0:
-        raise SuiteError(f"suite {name}: stateguard synthesize exited with {rc}: {summary.getvalue().strip()[-500:]}")

@@ -29,7 +29,7 @@ Definitions (one source of truth; the math lives in :mod:`harness.evaluation.sta
   declared relation type of a turn (init, progress, branch, invalidate, combine) and ``overall``, the share of the
   turns of multi-turn episodes with an active manager whose committed state has exactly the gold relation set, with
   ``n`` turns. Gold: the turn's declared relation to the committed states of its ``depends_on`` turns, as
-  :func:`harness.manager.policies.declared_relations` maps it (``init`` when none of them is committed). The
+  :func:`harness.manager.policy_types.declared_relations` maps it (``init`` when none of them is committed). The
   manager's: the final relations of the state committed for the turn (after FINALIZE_RELATIONS, normalized by the
   harness); a turn without a committed state counts as wrong. The turn of each state: the i-th legal COMMIT_STATE
   (policy or harness fallback) committed the i-th state of ``states``.
@@ -66,7 +66,7 @@ from harness.evaluation.stats import (
     repair_precision_recall,
 )
 from harness.manager.episode import EpisodeRecord
-from harness.manager.policies import declared_relations
+from harness.manager.policy_types import declared_relations
 from harness.manager.records import RELATION_TYPES
 
 

@@ -14,14 +14,19 @@
   the caller advances (:mod:`harness.manager.episode_loop`: ``runtime.start()``, ``next_request`` / ``answer``;
   ``run()`` answers with the policy); :mod:`harness.manager.flows` — the turn-aligned and segment-induced flows;
   :mod:`harness.manager.controls` — what the control actions do;
-- :mod:`harness.manager.policies` — ``none`` and ``rule`` (:func:`get_policy`), and ``ManagerView``: what of a turn
-  the manager sees (the task graph and constraint code only with the ``RuntimeConfig`` oracle switches);
-  :mod:`harness.manager.relations` — the relations a turn's words name (``infer_relations``), without the graph.
+- :mod:`harness.manager.policy_types` — the ``Policy`` protocol, its ``PolicyInput`` and ``ManagerView``: what of a
+  turn the manager sees (the task graph and constraint code only with the ``RuntimeConfig`` oracle switches);
+  :mod:`harness.manager.policy_registry` — :func:`get_policy`: the policy of a manager spec, from the factories the
+  policy modules register (importing this package registers the built-in ones);
+  :mod:`harness.manager.policies` — ``none`` and ``rule``; :mod:`harness.manager.bookkeeping` — the deterministic
+  OPEN_STATE / UPDATE_STATE drafts; :mod:`harness.manager.relations` — the relations a turn's words name
+  (``infer_relations``), without the graph.
 
 - :mod:`harness.manager.llm_policy` — the model-backed ``llm`` and ``freeform`` managers;
   :mod:`harness.manager.windowed` — the stateless ``windowed`` (model-backed) and ``window-rule`` ablations.
 """
 
+from harness.manager import hier, llm_policy, policies, windowed  # noqa: F401  (each registers its policies)
 from harness.manager.actions import (
     ACTION_KIND,
     ACTION_NAMES,
@@ -32,7 +37,7 @@ from harness.manager.actions import (
     tool_schemas,
 )
 from harness.manager.episode import EpisodeRecord, append_episode, read_episodes
-from harness.manager.policies import POLICIES, get_policy
+from harness.manager.policy_registry import POLICIES, get_policy
 from harness.manager.records import (
     EVENT_TYPES,
     RELATION_TYPES,

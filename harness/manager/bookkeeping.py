@@ -9,7 +9,8 @@ synthesis writes and what the hierarchical manager's tier 0 writes, from the sam
   reported result (or its error), the source interval from the first pending step to the latest.
 
 Both take ``text``, a function applied to every natural-language field (the gold manager's optional paraphraser;
-identity otherwise). Everything they read is in the :class:`~harness.manager.policies.PolicyInput`.
+identity otherwise). Everything they read is in the :class:`~harness.manager.policy_types.PolicyInput`.
+:func:`update_state_call` drafts UPDATE_STATE for them and for the rule policy.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from harness.manager.policies import PolicyInput, call, declared_relations
+from harness.manager.policy_types import PolicyInput, call, declared_relations
 from harness.manager.relations import infer_relations
 
 RESULT_CHARS = 300
@@ -57,26 +58,50 @@ def update_response(
     last = obs["pending_end_step"]
     if last is not None and not inp.tool_results:
         return call("check_execution", {"step_id": last})
+    checks = [(last, json.loads(inp.tool_results[-1]))] if inp.tool_results else []
+
+    def conclude(step: int, result: dict[str, Any]) -> str | None:
+        if result.get("results"):
+            reported = json.dumps(result["results"][-1], ensure_ascii=False, sort_keys=True)
+            return text(f"Step {step} reported {one_line(reported, RESULT_CHARS)}.")
+        if result.get("verdict") == "failed":
+            error = f"{result.get('error_type')}: {result.get('error_message')}"
+            return text(f"Step {step} did not run: {one_line(error, 200)}.")
+        return None
+
+    return update_state_call(draft, obs, checks, conclude, no_result="The turn reported no result.")
+
+
+def update_state_call(
+    draft: dict[str, Any],
+    obs: dict[str, Any],
+    checks: Iterable[tuple[int, dict[str, Any]]],
+    conclude: Callable[[int, dict[str, Any]], str | None],
+    *,
+    no_result: str,
+) -> str:
+    """UPDATE_STATE of the open ``draft`` from the ``check_execution`` results of the steps the caller checked
+    (``(step id, result)`` pairs, in step order): the variables every successfully checked step wrote (as the sandbox
+    reported them), one conclusion per step that ``conclude`` words (None: nothing to say; ``no_result`` when no step
+    has one), and the pending interval of ``obs`` as the source interval. The one place UPDATE_STATE is drafted: the
+    rule policy checks every pending step, the bookkeeping (gold manager, tier 0) the latest one."""
     names: list[str] = []
     conclusions: list[str] = []
-    if inp.tool_results:
-        result = json.loads(inp.tool_results[-1])
-        if result.get("ok"):
-            names = [v["name"] for v in result.get("variables", []) if v.get("type") is not None]
-            if result.get("results"):
-                reported = json.dumps(result["results"][-1], ensure_ascii=False, sort_keys=True)
-                conclusions.append(text(f"Step {last} reported {one_line(reported, RESULT_CHARS)}."))
-            elif result.get("verdict") == "failed":
-                error = f"{result.get('error_type')}: {result.get('error_message')}"
-                conclusions.append(text(f"Step {last} did not run: {one_line(error, 200)}."))
-    start = obs["pending_start_step"] or 0
-    interval = {"start_step": start, "end_step": last if last is not None else start}
+    for step, result in checks:
+        if not result.get("ok"):
+            continue
+        names += [v["name"] for v in result.get("variables", []) if v.get("type") is not None]
+        conclusion = conclude(step, result)
+        if conclusion is not None:
+            conclusions.append(conclusion)
+    start, end = obs["pending_start_step"] or 0, obs["pending_end_step"]
+    interval = {"start_step": start, "end_step": end if end is not None else start}
     return call(
         "UPDATE_STATE",
         {
             "issue": draft["issue"],
             "source_interval": interval,
             "used_variables": list(dict.fromkeys(names)),
-            "conclusions": conclusions or ["The turn reported no result."],
+            "conclusions": conclusions or [no_result],
         },
     )

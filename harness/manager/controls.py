@@ -36,7 +36,7 @@ from harness.worker.base import repair_requests
 
 if TYPE_CHECKING:
     from harness.manager.episode_loop import Steps
-    from harness.manager.runtime import ManagerRuntime
+    from harness.manager.runtime_types import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def normalize_relations(relations: tuple[Relation, ...], committed: set[str], ow
 # ---------------------------------------------------------------- tools
 
 
-def run_tool(rt: ManagerRuntime, act: Action) -> tools.ToolResult:
+def run_tool(rt: Runtime, act: Action) -> tools.ToolResult:
     args = act.arguments
     timeout = rt.config.probe_timeout_s
     if act.name == "check_execution":
@@ -74,13 +74,13 @@ def run_tool(rt: ManagerRuntime, act: Action) -> tools.ToolResult:
 # ---------------------------------------------------------------- control actions
 
 
-def apply_control(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
+def apply_control(rt: Runtime, act: Action, turn: Turn) -> str:
     """Carry out a legal control action other than REPAIR; its result text."""
     handler = CONTROL_HANDLERS.get(act.name)
     return handler(rt, act, turn) if handler else f"{act.name}: ok"
 
 
-def _open(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
+def _open(rt: Runtime, act: Action, turn: Turn) -> str:
     args = act.arguments
     rt.draft = AnalyticalState(
         id=rt.next_state_id(),
@@ -92,7 +92,7 @@ def _open(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
     return f"OPEN_STATE: opened {rt.draft.id} for turn {turn.turn_id}."
 
 
-def _interval(rt: ManagerRuntime, act: Action) -> tuple[int, int]:
+def _interval(rt: Runtime, act: Action) -> tuple[int, int]:
     """The draft's inclusive source interval: the whole turn (turn flow), or the manager's interval clipped to the
     pending steps (segment flow)."""
     first, last = rt.boundary, max(len(rt.worker.steps) - 1, rt.boundary)
@@ -103,7 +103,7 @@ def _interval(rt: ManagerRuntime, act: Action) -> tuple[int, int]:
     return start, min(max(given["end_step"], start), last)
 
 
-def _update(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
+def _update(rt: Runtime, act: Action, turn: Turn) -> str:
     assert rt.draft is not None  # the lifecycle allows UPDATE_STATE only with an open state
     args = act.arguments
     live = rt.kernel.variables()
@@ -126,7 +126,7 @@ def _update(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
     return f"UPDATE_STATE: {rt.draft.id} bound to steps {start}-{end} and {len(bound)} variable(s){note}."
 
 
-def _finalize(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
+def _finalize(rt: Runtime, act: Action, turn: Turn) -> str:
     assert rt.draft is not None
     if act.arguments["mode"] == "revise":
         relations = tuple(Relation(r["type"], r.get("related_state_id")) for r in act.arguments["relations"])
@@ -134,7 +134,7 @@ def _finalize(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
     return f"FINALIZE_RELATIONS: {act.arguments['mode']}."
 
 
-def _commit(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
+def _commit(rt: Runtime, act: Action, turn: Turn) -> str:
     assert rt.draft is not None
     state_id = rt.next_state_id()
     checkpoint = take_checkpoint(rt, "take", state_id, turn.turn_id)
@@ -151,7 +151,7 @@ def _commit(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
     return f"COMMIT_STATE: committed {state_id} (checkpoint {checkpoint})."
 
 
-def _abandon(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
+def _abandon(rt: Runtime, act: Action, turn: Turn) -> str:
     state_id = rt.draft.id if rt.draft is not None else None
     repaired = rt.draft_repairs > 0
     if repaired and rt.last_checkpoint is not None and not rt.config.restorable_checkpoints:
@@ -178,7 +178,7 @@ def _abandon(rt: ManagerRuntime, act: Action, turn: Turn) -> str:
     return f"ABANDON_STATE: discarded {state_id}."
 
 
-def repair(rt: ManagerRuntime, act: Action, turn: Turn, mode: str | None) -> Steps:
+def repair(rt: Runtime, act: Action, turn: Turn, mode: str | None) -> Steps:
     """Carry out a legal REPAIR (``mode``: light or heavy); returns its result text. Yields the worker's chat
     requests when its replies come from outside."""
     hint_args = act.arguments["error_hint"]
@@ -215,7 +215,7 @@ def repair(rt: ManagerRuntime, act: Action, turn: Turn, mode: str | None) -> Ste
 # ---------------------------------------------------------------- checkpoints
 
 
-def take_checkpoint(rt: ManagerRuntime, op: str, state_id: str | None, turn_id: str) -> str | None:
+def take_checkpoint(rt: Runtime, op: str, state_id: str | None, turn_id: str) -> str | None:
     """Take a kernel checkpoint and record it; at the kernel's limit the oldest one that is not the rollback target
     is released first. None (logged) when the sandbox cannot take one."""
     held = rt.kernel.checkpoints
@@ -236,7 +236,7 @@ def take_checkpoint(rt: ManagerRuntime, op: str, state_id: str | None, turn_id: 
     return checkpoint
 
 
-def release_checkpoints(rt: ManagerRuntime) -> None:
+def release_checkpoints(rt: Runtime) -> None:
     """Free the kernel checkpoints the episode took that the kernel still holds (an abandoned episode; not recorded,
     its record is incomplete anyway). A closed kernel holds none."""
     kernel = rt.kernel

@@ -3,7 +3,7 @@
 The manager runtime plays an episode as a generator (:meth:`harness.manager.runtime.ManagerRuntime.play`): every
 time the episode needs an answer from outside it yields a *request* and waits for the answer to be sent in.
 
-- a :class:`~harness.manager.policies.PolicyInput` when the manager policy must respond; the answer is the policy's
+- a :class:`~harness.manager.policy_types.PolicyInput` when the manager policy must respond; the answer is the policy's
   response text (wire format). Only an active, reviewing policy gets such requests (``none`` and ``windowed``
   never do).
 - a chat message list (``list[dict]``) when the worker's model must reply and the worker has no chat backend of its
@@ -36,7 +36,7 @@ from typing import Any
 __all__ = ["Episode", "EpisodeStateError", "Request", "Steps"]
 
 Request = Any
-"""What an episode waits for: a :class:`~harness.manager.policies.PolicyInput` or a chat message list."""
+"""What an episode waits for: a :class:`~harness.manager.policy_types.PolicyInput` or a chat message list."""
 
 Steps = Generator[Request, Any, Any]
 """A played episode (or part of one): yields requests, receives their answers, returns its result."""

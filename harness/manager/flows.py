@@ -41,7 +41,7 @@ from harness.worker.base import SINGLE_TURN_ID
 
 if TYPE_CHECKING:
     from harness.manager.episode_loop import Steps
-    from harness.manager.runtime import ManagerRuntime
+    from harness.manager.runtime_types import Runtime
 
 FLOW_BY_KIND = {"multi_turn": "turn", "closed_form": "segment", "artifact": "segment"}
 """The flow a task kind is played with (the only one it can be played with)."""
@@ -96,12 +96,12 @@ def single_turn(task: Task) -> Turn:
 # ---------------------------------------------------------------- turn-aligned
 
 
-def play_turns(rt: ManagerRuntime) -> Steps:
+def play_turns(rt: Runtime) -> Steps:
     for index, turn in enumerate(rt.task.turns):
         yield from play_turn(rt, turn, last=index == len(rt.task.turns) - 1)
 
 
-def play_turn(rt: ManagerRuntime, turn: Turn, last: bool) -> Steps:
+def play_turn(rt: Runtime, turn: Turn, last: bool) -> Steps:
     """One turn of the turn-aligned flow (``last``: the task's last turn)."""
     rt.begin_turn(turn)
     hint = ""
@@ -126,7 +126,7 @@ def play_turn(rt: ManagerRuntime, turn: Turn, last: bool) -> Steps:
 # ---------------------------------------------------------------- segment-induced
 
 
-def play_segments(rt: ManagerRuntime) -> Steps:
+def play_segments(rt: Runtime) -> Steps:
     turn = single_turn(rt.task)
     rt.begin_turn(turn)
     rt.start_worker(turn.turn_id, task_prompt(rt.task), None)
@@ -140,7 +140,7 @@ def play_segments(rt: ManagerRuntime) -> Steps:
     yield from _review_end(rt, turn)
 
 
-def _pause(rt: ManagerRuntime, turn: Turn) -> Steps:
+def _pause(rt: Runtime, turn: Turn) -> Steps:
     if rt.windowed:
         text = rt.window_hint(turn)
         if text:
@@ -154,7 +154,7 @@ def _pause(rt: ManagerRuntime, turn: Turn) -> Steps:
             return  # the worker resumes; pending steps (and an open draft) stay
 
 
-def _review_end(rt: ManagerRuntime, turn: Turn) -> Steps:
+def _review_end(rt: Runtime, turn: Turn) -> Steps:
     if not rt.reviews:
         return
     for _ in range(rt.config.max_turn_end_activations):
@@ -166,5 +166,5 @@ def _review_end(rt: ManagerRuntime, turn: Turn) -> Steps:
     rt.fallback("task_end", turn)
 
 
-FLOWS: dict[str, Callable[[ManagerRuntime], Steps]] = {"turn": play_turns, "segment": play_segments}
+FLOWS: dict[str, Callable[[Runtime], Steps]] = {"turn": play_turns, "segment": play_segments}
 """Flow name -> the generator function that plays an episode with it."""

@@ -1,13 +1,13 @@
 """The hierarchical manager ``hier``: the harness does the bookkeeping, a chat model makes one decision per state.
 
-:class:`HierPolicy` answers the same :class:`~harness.manager.policies.PolicyInput` as every policy, one wire-format
-response per action, and says who wrote each one in :attr:`HierPolicy.last_actor`:
+:class:`HierPolicy` answers the same :class:`~harness.manager.policy_types.PolicyInput` as every policy, one
+wire-format response per action, and says who wrote each one in :attr:`HierPolicy.last_actor`:
 
 **Tier 0** (``last_actor == "harness"``, no model) writes the bookkeeping with the gold manager's own code
 (:mod:`harness.manager.bookkeeping`), so a tier-0 episode commits the states the gold manager of synthesis commits:
 
 - turn start: OPEN_STATE from the public turn (``Turn N: <question>`` as issue, the constraint texts as
-  :func:`~harness.manager.policies.constraint_view` shows them, relations from
+  :func:`~harness.manager.policy_types.constraint_view` shows them, relations from
   :func:`~harness.manager.relations.infer_relations`, or from the task graph with ``view.oracle_relations``);
 - turn end, state open: ``check_execution`` of the turn's latest step, then UPDATE_STATE with the variables it wrote
   and its reported result;
@@ -21,7 +21,7 @@ response per action, and says who wrote each one in :attr:`HierPolicy.last_actor
   pending interval); its check activation is the one above.
 
 **Tier 1** (``last_actor == "policy"``): a chat backend answers within the check activation, after tier 0's checks,
-with the actions left of the activation's budget (:data:`~harness.manager.policies.MAX_ACTIONS`, tier 0's actions
+with the actions left of the activation's budget (:data:`~harness.manager.policy_types.MAX_ACTIONS`, tier 0's actions
 count). Its conversation (:mod:`harness.manager.hier_prompts`) holds only its own calls: the entries of
 ``PolicyInput.previous`` after tier 0's checks. Its read-only tool calls go to the runtime as the policy's responses
 (the raw reply, verbatim); it ends with FINALIZE_RELATIONS (confirm, or revise with its relations) or REPAIR, the
@@ -69,18 +69,12 @@ from harness.manager.hier_prompts import (
 from harness.manager.hints import HintError, render_repair_hint
 from harness.manager.lifecycle import Lifecycle
 from harness.manager.llm_policy import reply_to_text
-from harness.manager.policies import (
-    MAX_ACTIONS,
-    SEGMENT_EVENTS,
-    PolicyInput,
-    RulePolicy,
-    call,
-    constraint_view,
-    execution_evidence,
-    turn_view,
-)
+from harness.manager.policies import RulePolicy, execution_evidence
+from harness.manager.policy_registry import register_policy
+from harness.manager.policy_types import MAX_ACTIONS, SEGMENT_EVENTS, PolicyInput, call, constraint_view, turn_view
 from harness.manager.prompts import render_evidence, render_tool_response
 from harness.manager.wire import THINK_CLOSE, THINK_OPEN, parse_response
+from harness.specs import ManagerSpec
 
 logger = logging.getLogger(__name__)
 
@@ -481,3 +475,12 @@ def hier_openai_policy(url: str) -> HierPolicy:
 def hier_hf_policy(path: str) -> HierPolicy:
     """``hier:llm-hf:PATH``: tier 1 is an in-process transformers model loaded from a local folder."""
     return HierPolicy(HFChatBackend(path), name="hier-llm-hf")
+
+
+@register_policy("hier")
+def _hier(spec: ManagerSpec) -> HierPolicy:
+    if spec.tier1 == "llm":
+        return hier_openai_policy(str(spec.model))
+    if spec.tier1 == "llm-hf":
+        return hier_hf_policy(str(spec.model))
+    return HierPolicy(None, name="hier-none")

@@ -140,7 +140,7 @@ def render_decision(
 ) -> str:
     """The user message that asks tier 1 for one decision (see the module docstring).
 
-    ``turn``: the public turn (:func:`~harness.manager.policies.turn_view`); ``checks``: the ``check_execution``
+    ``turn``: the public turn (:func:`~harness.manager.policy_types.turn_view`); ``checks``: the ``check_execution``
     results tier 0 gathered in this activation; ``unchecked``: the inclusive range of the state's earlier steps that
     were not re-checked (None: all were); ``decisions``: the legal ones of :data:`DECISIONS`; ``budget``: the actions
     tier 1 may still take in this activation, the decision included. The turn, the draft, the checks and the index

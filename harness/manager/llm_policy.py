@@ -39,9 +39,11 @@ from typing import Any
 from harness.jsonl import dumps, json_depth_error, loads_untrusted
 from harness.llm import ChatBackend, ChatReply, HFChatBackend, Message, OpenAIChatBackend
 from harness.manager.actions import tool_schemas
-from harness.manager.policies import PolicyInput
+from harness.manager.policy_registry import register_policy
+from harness.manager.policy_types import PolicyInput
 from harness.manager.prompts import FREEFORM_SYSTEM, MANAGER_SYSTEM_POLICY, render_activation, render_tool_responses
 from harness.manager.wire import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_response
+from harness.specs import ManagerSpec
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +138,8 @@ class LLMPolicy:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.before_reply: Callable[[PolicyInput], None] | None = None
-        """Called with the input before each reply (:func:`harness.run.constrain_actions` sets the grammar there)."""
+        """Called with the input before each reply (:func:`harness.manager.model_settings.constrain_actions` sets the
+        grammar there)."""
 
     def messages(self, inp: PolicyInput) -> list[Message]:
         """The chat conversation for the next response of the current activation."""
@@ -202,3 +205,23 @@ def hf_policy(path: str, *, freeform: bool = False) -> LLMPolicy:
 
 def _system(freeform: bool) -> str:
     return FREEFORM_SYSTEM if freeform else MANAGER_SYSTEM_POLICY
+
+
+@register_policy("llm")
+def _llm(spec: ManagerSpec) -> LLMPolicy:
+    return openai_policy(str(spec.model))
+
+
+@register_policy("llm-hf")
+def _llm_hf(spec: ManagerSpec) -> LLMPolicy:
+    return hf_policy(str(spec.model))
+
+
+@register_policy("freeform")
+def _freeform(spec: ManagerSpec) -> LLMPolicy:
+    return openai_policy(str(spec.model), freeform=True)
+
+
+@register_policy("freeform-hf")
+def _freeform_hf(spec: ManagerSpec) -> LLMPolicy:
+    return hf_policy(str(spec.model), freeform=True)

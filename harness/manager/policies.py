@@ -1,12 +1,15 @@
 """Manager policies: what answers the manager's activations.
 
-A policy maps one :class:`PolicyInput` (the rendered observation, the results of the tool actions it already took
-in this activation, the legal action names, the public turn and the :class:`ManagerView` that says which of the
-turn's oracle parts the manager may see) to ONE model-style response string in
-the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``). Every policy's text goes through the
-same parser (:func:`harness.manager.wire.parse_response`) and lifecycle as a trained model's would.
+A policy maps one :class:`~harness.manager.policy_types.PolicyInput` (the rendered observation, the results of the
+tool actions it already took in this activation, the legal action names, the public turn and the
+:class:`~harness.manager.policy_types.ManagerView` that says which of the turn's oracle parts the manager may see) to
+ONE model-style response string in the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``).
+Every policy's text goes through the same parser (:func:`harness.manager.wire.parse_response`) and lifecycle as a
+trained model's would.
 
-Policies (:data:`POLICIES`, :func:`get_policy`):
+The policies by spec name (each module registers its own with
+:func:`~harness.manager.policy_registry.register_policy`; :func:`~harness.manager.policy_registry.get_policy` builds
+one from a spec of the grammar :data:`harness.specs.MANAGER_GRAMMAR`); this module defines ``none`` and ``rule``:
 
 - ``none``: no manager. ``active = False`` tells the runtime to short-circuit: no activations at all (plain worker).
 - ``rule``: a deterministic verifier with no model. Per turn: OPEN_STATE at turn start (relations inferred from the
@@ -40,151 +43,29 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from harness.manager.actions import make_action
-from harness.manager.lifecycle import Lifecycle
+from harness.manager.bookkeeping import update_state_call
+from harness.manager.policy_registry import register_policy
+from harness.manager.policy_types import (
+    MAX_ACTIONS,
+    SEGMENT_EVENTS,
+    Policy,
+    PolicyInput,
+    call,
+    constraint_view,
+    declared_relations,
+)
 from harness.manager.relations import infer_relations
-from harness.manager.wire import render_action
-from harness.tasks import Task, Turn
-
-MAX_ACTIONS = Lifecycle().max_actions  # the rule policy plans its tool calls within one activation's budget
+from harness.specs import ManagerSpec
 
 
-@dataclass(frozen=True)
-class ManagerView:
-    """Which oracle parts of a turn the manager may see (both off on a real benchmark).
-
-    Off, a policy sees of a turn its id, question, context and constraint texts, plus which committed state covers
-    each earlier turn (the harness's own bookkeeping); it infers relations from the question's words and writes its
-    own checks from constraint texts."""
-
-    oracle_relations: bool = field(
-        default=False,
-        metadata={"help": "Show the task's dependency graph (depends_on, declared relation); else inferred."},
-    )
-    executable_constraints: bool = field(
-        default=False, metadata={"help": "Show each constraint's executable code; else its text only."}
-    )
-
-    @classmethod
-    def of(cls, task: Task, oracle_relations: bool = False, executable_constraints: bool = False) -> ManagerView:
-        """The view of ``task``'s turns under the two switches; constraint code is shown also when the task declares
-        it public (:func:`constraint_code_public`)."""
-        return cls(oracle_relations, executable_constraints or constraint_code_public(task))
-
-
-CODE_PUBLIC_KEY = "constraint_code_public"
-"""Task metadata key: true when the task publishes its constraints' code as part of the question (default false)."""
-
-
-def constraint_code_public(task: Task) -> bool:
-    """Whether ``task`` declares its constraint code public (``metadata.constraint_code_public: true``)."""
-    value = (task.config.metadata or {}).get(CODE_PUBLIC_KEY, False)
-    if not isinstance(value, bool):
-        raise ValueError(
-            f"task {task.id}: metadata.{CODE_PUBLIC_KEY} must be true or false, got {value!r}; fix its config.yaml."
-        )
-    return value
-
-
-@dataclass(frozen=True)
-class PolicyInput:
-    """Everything a policy is given for one response (the runtime records all of it)."""
-
-    observation: str = field(metadata={"help": "ManagerObservation.render() of the current activation step."})
-    tool_results: tuple[str, ...] = field(
-        default=(), metadata={"help": "Rendered results of the tool actions taken so far in this activation."}
-    )
-    legal_actions: tuple[str, ...] = field(default=(), metadata={"help": "Action names legal now (lifecycle)."})
-    turn: Turn | None = field(
-        default=None,
-        metadata={"help": "The turn; a policy shows or uses only what `view` allows of it (see turn_view)."},
-    )
-    turn_states: Mapping[str, str] = field(
-        default_factory=dict, metadata={"help": "Turn id -> id of the committed state that covers it."}
-    )
-    view: ManagerView = field(
-        default=ManagerView(), metadata={"help": "Which oracle parts of the turn the manager may see."}
-    )
-    previous: tuple[tuple[str, str], ...] = field(
-        default=(),
-        metadata={
-            "help": "(raw response, result text) of every earlier action of this activation, in order, legal or "
-            "not: what a chat model needs to continue its conversation within the activation."
-        },
-    )
-
-    def text(self) -> str:
-        """All of the input as one text, the turn as :func:`turn_view` shows it (what the information-boundary
-        test scans)."""
-        turn = None if self.turn is None else json.dumps(turn_view(self), ensure_ascii=False)
-        return "\n".join(
-            [
-                self.observation,
-                *self.tool_results,
-                " ".join(self.legal_actions),
-                turn or "",
-                json.dumps(self.turn_states),
-                *(f"{raw}\n{result}" for raw, result in self.previous),
-            ]
-        )
-
-
-class Policy(Protocol):
-    name: str
-    active: bool
-
-    def respond(self, inp: PolicyInput) -> str: ...
-
-
-def constraint_view(constraints: Iterable[Any], view: ManagerView) -> list[dict[str, str]]:
-    """Constraints as the manager sees them: ``{"text"}``, plus ``"code"`` when one is given and ``view`` shows it."""
-    shown = view.executable_constraints
-    return [{"text": c.text, **({"code": c.code} if shown and c.code else {})} for c in constraints]
-
-
-def turn_view(inp: PolicyInput) -> dict[str, Any] | None:
-    """The turn as the manager sees it (None without a turn): ``turn_id``, ``question``, ``context``,
-    ``constraints`` (:func:`constraint_view`) and ``committed_states_by_turn`` (turn id -> committed state id, for
-    every committed turn); with ``view.oracle_relations`` also the task graph: ``depends_on_turns``,
-    ``declared_relation`` and ``committed_states_of_those_turns``."""
-    turn = inp.turn
-    if turn is None:
+def _reported(step: int, result: dict[str, Any]) -> str | None:
+    """The rule policy's conclusion of one checked step: the last result it reported, as JSON."""
+    if not result.get("results"):
         return None
-    shown: dict[str, Any] = {"turn_id": turn.turn_id, "question": turn.question, "context": turn.context}
-    if inp.view.oracle_relations:
-        shown |= {
-            "depends_on_turns": list(turn.depends_on),
-            "declared_relation": turn.relation,
-            "committed_states_of_those_turns": {
-                t: inp.turn_states[t] for t in turn.depends_on if t in inp.turn_states
-            },
-        }
-    shown["committed_states_by_turn"] = dict(inp.turn_states)
-    shown["constraints"] = constraint_view(turn.constraints, inp.view)
-    return shown
-
-
-def declared_relations(
-    depends_on: Iterable[str], relation: str, turn_states: Mapping[str, str]
-) -> list[dict[str, Any]]:
-    """OPEN_STATE relations from the task graph (a turn's ``depends_on`` and ``relation``, an oracle): the declared
-    relation to the committed states of the dependencies; ``init`` when none is committed, ``progress``/``combine``
-    when the declared relation does not fit the committed ones. The evaluation's gold relations too."""
-    related = list(dict.fromkeys(turn_states[t] for t in depends_on if t in turn_states))
-    if relation == "init" or not related or (relation == "combine" and len(related) < 2):
-        kind = "init" if not related else "progress" if len(related) == 1 else "combine"
-    else:
-        kind = relation
-    return [{"type": "init"}] if kind == "init" else [{"type": kind, "related_state_id": s} for s in related]
-
-
-def call(name: str, arguments: dict[str, Any] | None = None) -> str:
-    """The wire text of one action (what a policy answers)."""
-    return render_action(make_action(name, arguments or {}))
+    return f"step {step} reported {json.dumps(result['results'][-1], ensure_ascii=False)}"
 
 
 class NonePolicy:
@@ -195,9 +76,6 @@ class NonePolicy:
 
     def respond(self, inp: PolicyInput) -> str:
         return call("ABSTAIN")
-
-
-SEGMENT_EVENTS = ("segment_pause", "task_end")
 
 
 class RulePolicy:
@@ -267,25 +145,8 @@ class RulePolicy:
         steps = [] if start is None else list(range(start, end + 1))[-(MAX_ACTIONS - 1) :]
         if len(inp.tool_results) < len(steps):
             return call("check_execution", {"step_id": steps[len(inp.tool_results)]})
-        names: list[str] = []
-        conclusions: list[str] = []
-        for sid, text in zip(steps, inp.tool_results, strict=False):
-            result = json.loads(text)
-            if not result.get("ok"):
-                continue
-            names += [v["name"] for v in result.get("variables", []) if v.get("type") is not None]
-            if result.get("results"):
-                conclusions.append(f"step {sid} reported {json.dumps(result['results'][-1], ensure_ascii=False)}")
-        interval = {"start_step": start or 0, "end_step": end if end is not None else 0}
-        return call(
-            "UPDATE_STATE",
-            {
-                "issue": draft["issue"],
-                "source_interval": interval,
-                "used_variables": list(dict.fromkeys(names)),
-                "conclusions": conclusions or ["the turn produced no reported result"],
-            },
-        )
+        checks = zip(steps, (json.loads(text) for text in inp.tool_results), strict=False)
+        return update_state_call(draft, obs, checks, _reported, no_result="the turn produced no reported result")
 
     # ---- turn end: checks, then repair or finalize
     def _plan(self, draft: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -396,143 +257,11 @@ def _evidence(
     return None
 
 
-class PolicySpecError(ValueError):
-    """A manager spec whose argument is missing, extra or malformed (:func:`get_policy` adds the grammar)."""
+@register_policy("none")
+def _none(spec: ManagerSpec) -> Policy:
+    return NonePolicy()
 
 
-def _no_argument(factory: Callable[[], Policy]) -> Callable[[str | None], Policy]:
-    def make(argument: str | None) -> Policy:
-        if argument is not None:
-            raise PolicySpecError(f"this policy takes no argument, got {argument!r}")
-        return factory()
-
-    return make
-
-
-def _k(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise PolicySpecError(f"K must be a whole number >= 1 (the number of recent steps shown), got {text!r}")
-    return int(text)
-
-
-def _url(argument: str | None) -> str:
-    if not argument:
-        raise PolicySpecError("URL (the endpoint's API root, such as http://localhost:8000/v1) is missing")
-    if not argument.startswith(("http://", "https://")):
-        raise PolicySpecError(f"URL must be an http(s) API root like http://localhost:8000/v1, got {argument!r}")
-    return argument
-
-
-def _folder(argument: str | None) -> str:
-    from pathlib import Path
-
-    if not argument:
-        raise PolicySpecError("PATH (a local transformers model folder) is missing")
-    if not Path(argument).is_dir():
-        raise PolicySpecError(
-            f"model folder {argument} does not exist; give a local folder with config.json and tokenizer files"
-        )
-    return argument
-
-
-def _window_rule(argument: str | None) -> Policy:
-    from harness.manager.windowed import WindowRulePolicy  # imported here: windowed.py imports this module
-
-    return WindowRulePolicy() if argument is None else WindowRulePolicy(_k(argument))
-
-
-def _windowed(hf: bool) -> Callable[[str | None], Policy]:
-    def make(argument: str | None) -> Policy:
-        from harness.llm import HFChatBackend, OpenAIChatBackend
-        from harness.manager.windowed import WindowedModelPolicy  # imported here: windowed.py imports this module
-
-        k, colon, model = (argument or "").partition(":")
-        if not colon:
-            got = "no argument" if argument is None else f"only {argument!r}"
-            raise PolicySpecError(
-                f"the windowed ablation is model-backed: give K and a model, windowed:K:URL (an OpenAI-compatible "
-                f"endpoint) or windowed-hf:K:PATH (a local transformers folder); the model-free reminder of the last "
-                f"K steps is window-rule:K; got {got}"
-            )
-        size = _k(k)
-        if hf:
-            return WindowedModelPolicy(HFChatBackend(_folder(model)), size, name="windowed-hf")
-        return WindowedModelPolicy(OpenAIChatBackend(_url(model)), size, name="windowed")
-
-    return make
-
-
-def _endpoint(freeform: bool) -> Callable[[str | None], Policy]:
-    def make(argument: str | None) -> Policy:
-        from harness.manager.llm_policy import openai_policy  # imported here: llm_policy.py imports this module
-
-        return openai_policy(_url(argument), freeform=freeform)
-
-    return make
-
-
-def _local_model(freeform: bool) -> Callable[[str | None], Policy]:
-    def make(argument: str | None) -> Policy:
-        from harness.manager.llm_policy import hf_policy  # imported here: llm_policy.py imports this module
-
-        return hf_policy(_folder(argument), freeform=freeform)
-
-    return make
-
-
-def _hier(argument: str | None) -> Policy:
-    from harness.manager.hier import HierPolicy, hier_hf_policy, hier_openai_policy  # hier.py imports this module
-
-    tier1, _, model = (argument or "").partition(":")
-    if tier1 == "none" and argument == "none":
-        return HierPolicy(None, name="hier-none")
-    if tier1 == "llm":
-        return hier_openai_policy(_url(model))
-    if tier1 == "llm-hf":
-        return hier_hf_policy(_folder(model))
-    got = "no argument" if argument is None else repr(argument)
-    raise PolicySpecError(
-        f"the hierarchical manager takes its decision model: hier:none (the harness alone), hier:llm:URL (an "
-        f"OpenAI-compatible endpoint) or hier:llm-hf:PATH (a local transformers folder); got {got}"
-    )
-
-
-POLICIES: dict[str, Callable[[str | None], Policy]] = {
-    "none": _no_argument(NonePolicy),
-    "rule": _no_argument(RulePolicy),
-    "window-rule": _window_rule,
-    "windowed": _windowed(hf=False),
-    "windowed-hf": _windowed(hf=True),
-    "llm": _endpoint(freeform=False),
-    "llm-hf": _local_model(freeform=False),
-    "freeform": _endpoint(freeform=True),
-    "freeform-hf": _local_model(freeform=True),
-    "hier": _hier,
-}
-"""Manager spec name -> factory of the policy, given the spec's argument (the text after the first ``:``) or None."""
-
-POLICY_GRAMMAR = (
-    "none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL | llm-hf:PATH | freeform:URL | "
-    "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH"
-)
-
-
-def get_policy(spec: str) -> Policy:
-    """A new policy from a manager spec ``NAME[:ARGUMENT]`` (grammar :data:`POLICY_GRAMMAR`).
-
-    An unknown name or a missing, extra or malformed argument raises ``ValueError`` naming the spec, the grammar and
-    an example; a ``-hf`` PATH that is not a folder is named."""
-    name, colon, argument = spec.partition(":")
-    factory = POLICIES.get(name)
-    example = (
-        "e.g. --manager rule, --manager llm:http://localhost:8000/v1 or --manager windowed:3:http://localhost:8000/v1"
-    )
-    if factory is None:
-        raise ValueError(
-            f"unknown manager policy {name!r} (spec {spec!r}); valid names: {', '.join(POLICIES)}. "
-            f"Grammar: {POLICY_GRAMMAR}; {example}."
-        )
-    try:
-        return factory(argument if colon else None)
-    except PolicySpecError as error:
-        raise ValueError(f"manager spec {spec!r}: {error}. Grammar: {POLICY_GRAMMAR}; {example}.") from None
+@register_policy("rule")
+def _rule(spec: ManagerSpec) -> Policy:
+    return RulePolicy()

@@ -9,7 +9,7 @@
 - :data:`WINDOWED_SYSTEM` and :func:`render_window`: the windowed ablation (:mod:`harness.manager.windowed`): a model
   that sees the public turn and the last K worker steps and answers ``<hint>...</hint>`` or ``<silent/>``.
 - :func:`render_activation`: the user message that opens one activation, built from a
-  :class:`~harness.manager.policies.PolicyInput` (the observation as the activation started, the public turn as its
+  :class:`~harness.manager.policy_types.PolicyInput` (the observation as the activation started, the public turn as its
   ``view`` allows, and the legal actions). :func:`render_tool_response` wraps one action result for the continuation
   of the activation; :func:`render_tool_responses` renders an activation's results in order, each with the evidence
   digest (:func:`render_evidence`) of the results up to it as its last line.
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-from harness.manager.policies import PolicyInput, turn_view
+from harness.manager.policy_types import PolicyInput, turn_view
 from harness.manager.records import ManagerObservation
 from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from harness.tasks import Turn
@@ -205,7 +205,7 @@ def _activation_view(observation: str) -> tuple[str, Any]:
 def render_activation(inp: PolicyInput) -> str:
     """The user message that opens one activation: observation, public turn, legal actions.
 
-    The public turn is :func:`~harness.manager.policies.turn_view`: id, question, context, constraint texts and the
+    The public turn is :func:`~harness.manager.policy_types.turn_view`: id, question, context, constraint texts and the
     committed state of every earlier turn; the task graph and constraint code only where ``inp.view`` shows them.
     The observation and the turn are untrusted text (:func:`harness.untrusted.neutralize`)."""
     observation, event = _activation_view(inp.observation)

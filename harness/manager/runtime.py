@@ -35,8 +35,8 @@ This module holds what both flows share:
   roll back, so their episodes take none.
 - state hints: the committed states the draft's own relations (the manager's, as it opened or revised them) point
   to; a state invalidated by a later one carries ``invalidated_by``.
-- the manager's *view* (:class:`~harness.manager.policies.ManagerView`, in every :class:`PolicyInput`): by default the
-  turn's id, question, context and constraint texts and which committed state covers each earlier turn; the task's
+- the manager's *view* (:class:`~harness.manager.policy_types.ManagerView`, in every :class:`PolicyInput`): by default
+  the turn's id, question, context and constraint texts and which committed state covers each earlier turn; the task's
   dependency graph only with ``RuntimeConfig.oracle_relations``, constraint code only with
   ``RuntimeConfig.executable_constraints`` or when the task's metadata sets ``constraint_code_public: true``. The
   episode record's ``config`` holds both switches, ``constraint_code_public`` and the effective ``manager_view``.
@@ -46,7 +46,7 @@ This module holds what both flows share:
 The ``none`` policy (``policy.active is False``) gets no activations (plain worker). A *windowed* policy
 (``policy.style == "windowed"``) gets no activations either: it gives stateless hints (see :mod:`.flows`).
 Nothing from ``private/``, grader output or reference answers reaches the policy or the worker: the policy gets
-:class:`~harness.manager.policies.PolicyInput` (observation, tool results, legal actions, the public turn and its
+:class:`~harness.manager.policy_types.PolicyInput` (observation, tool results, legal actions, the public turn and its
 view) and the worker gets the public turn text plus hints; the grade is computed after the episode.
 """
 
@@ -56,11 +56,11 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from harness.evaluation.result import GradeResult
-from harness.llm import DEFAULT_MAX_REPLY_CHARS, cut_reply
+from harness.llm import cut_reply
 from harness.manager import controls, tools
 from harness.manager.actions import ACTION_KIND, Action, make_action
 from harness.manager.controls import normalize_relations
@@ -69,8 +69,9 @@ from harness.manager.episode_loop import Episode, EpisodeStateError, Reply, Step
 from harness.manager.flows import FLOWS, closed_form_text, resolve_flow, worker_prompt
 from harness.manager.hints import HintError, render_repair_hint, render_state_hint
 from harness.manager.lifecycle import CONTROL_ACTIONS, Lifecycle, Phase
-from harness.manager.policies import CODE_PUBLIC_KEY, ManagerView, Policy, PolicyInput, constraint_code_public
+from harness.manager.policy_types import CODE_PUBLIC_KEY, ManagerView, Policy, PolicyInput, constraint_code_public
 from harness.manager.records import AnalyticalState, ManagerObservation, StateSummary
+from harness.manager.runtime_types import RuntimeConfig
 from harness.manager.wire import parse_response
 from harness.sandbox import Kernel, files
 from harness.tasks import Task, Turn, grade_task
@@ -107,87 +108,6 @@ EVENTS: dict[str, str] = {
     "episode_end": "the episode was graded; payload {grade}",
 }
 """The live-view event names passed to ``on_event(name, payload)`` and what each payload holds."""
-
-
-@dataclass
-class RuntimeConfig:
-    flow: str | None = field(
-        default=None,
-        metadata={
-            "help": "Review cadence: 'turn' (multi_turn tasks) or 'segment' (closed_form, artifact). None: by the "
-            "task's kind; the other flow is an error."
-        },
-    )
-    segment_steps: int = field(
-        default=3, metadata={"help": "Segment flow: pause the worker for review every N of its own steps."}
-    )
-    max_actions: int = field(default=8, metadata={"help": "Actions (tool or control) per manager activation."})
-    max_repairs: int = field(default=3, metadata={"help": "REPAIR attempts per state (1 light, then heavy)."})
-    max_turn_end_activations: int = field(
-        default=8,
-        metadata={
-            "help": "Review activations at a turn end (turn flow), at one pause or at the task end (segment flow); "
-            "then the harness commits a finalized state or abandons an open one (a pause just resumes the worker)."
-        },
-    )
-    probe_timeout_s: float = field(default=5.0, metadata={"help": "Time limit of one run_probe / constraint check."})
-    strict_wire: bool = field(default=True, metadata={"help": "Reject text outside the wire-format tags."})
-    max_reply_chars: int = field(
-        default=DEFAULT_MAX_REPLY_CHARS,
-        metadata={
-            "help": "Characters of one manager reply kept: a longer reply is cut to this many before it is parsed, "
-            "recorded and replayed, and its action records raw_cut: true and raw_chars (its full length). The "
-            "token cap is the backend's (--manager-max-tokens)."
-        },
-    )
-    oracle_relations: bool = field(
-        default=False,
-        metadata={
-            "help": "Show the manager the task's dependency graph (each turn's depends_on and declared relation, and "
-            "the committed states of those turns), and let model-free policies open states with it. False: the "
-            "manager infers relations from the question's words (a real benchmark gives no graph)."
-        },
-    )
-    executable_constraints: bool = field(
-        default=False,
-        metadata={
-            "help": "Show the manager each constraint's executable code (the rule policy probes it). False: "
-            "constraint texts only, unless the task's metadata sets constraint_code_public: true."
-        },
-    )
-    restorable_checkpoints: bool = field(
-        default=True,
-        metadata={
-            "help": "Fork a restorable kernel snapshot at every checkpoint (what ABANDON_STATE rolls a repaired state "
-            "back to). False: checkpoints are recorded with the same ids but nothing is forked (a fork plus the "
-            "copy-on-write faults after it cost ~20 ms here), and abandoning a repaired state is an error. For "
-            "policies that never abandon (synthesis with its gold policy)."
-        },
-    )
-
-    def __post_init__(self) -> None:
-        if self.flow is not None and self.flow not in FLOWS:
-            raise ValueError(f"flow={self.flow!r} is unknown; use one of {sorted(FLOWS)} or None (by task kind).")
-        if self.segment_steps < 1:
-            raise ValueError(
-                f"segment_steps={self.segment_steps}: the worker must take at least one step between pauses; use >= 1."
-            )
-        if self.max_turn_end_activations < 1:
-            raise ValueError(
-                f"max_turn_end_activations={self.max_turn_end_activations}: the turn end needs at least one "
-                "activation; use >= 1."
-            )
-        chars = self.max_reply_chars
-        if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
-            raise ValueError(
-                f"max_reply_chars={self.max_reply_chars!r} is not a positive number of characters; use e.g. "
-                f"{DEFAULT_MAX_REPLY_CHARS} (the default)."
-            )
-        if not 0 < self.probe_timeout_s <= tools.MAX_PROBE_TIMEOUT_S:
-            raise ValueError(
-                f"probe_timeout_s={self.probe_timeout_s} is out of range; use a value in "
-                f"(0, {tools.MAX_PROBE_TIMEOUT_S:g}] seconds."
-            )
 
 
 class ManagerRuntime:

@@ -33,11 +33,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from harness.llm import ChatBackend, Message
+from harness.llm import ChatBackend, HFChatBackend, Message, OpenAIChatBackend
 from harness.manager.actions import make_action
-from harness.manager.policies import PolicyInput
+from harness.manager.policy_registry import register_policy
+from harness.manager.policy_types import Policy, PolicyInput
 from harness.manager.prompts import WINDOWED_SYSTEM, render_window
 from harness.manager.wire import THINK_CLOSE, render_action
+from harness.specs import ManagerSpec
 from harness.tasks import Turn
 from harness.worker.step import WorkerStep
 
@@ -203,3 +205,20 @@ class WindowedModelPolicy:
 
     def respond(self, inp: PolicyInput) -> str:
         return _abstain()  # never asked: a windowed policy gets no activations
+
+
+@register_policy("window-rule")
+def _window_rule(spec: ManagerSpec) -> Policy:
+    return WindowRulePolicy() if spec.k is None else WindowRulePolicy(spec.k)
+
+
+@register_policy("windowed")
+def _windowed(spec: ManagerSpec) -> Policy:
+    assert spec.k is not None and spec.model is not None  # parse_manager_spec requires both
+    return WindowedModelPolicy(OpenAIChatBackend(spec.model), spec.k, name="windowed")
+
+
+@register_policy("windowed-hf")
+def _windowed_hf(spec: ManagerSpec) -> Policy:
+    assert spec.k is not None and spec.model is not None  # parse_manager_spec requires both
+    return WindowedModelPolicy(HFChatBackend(spec.model), spec.k, name="windowed-hf")

@@ -63,7 +63,7 @@ class Channel:
 
 
 @dataclass
-class Episode:
+class EpisodeProcesses:
     """One episode's processes as the host holds them: the init's channel, the cgroup, pidfds of every process."""
 
     init: Channel

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .channels import (
     CONTROL_TIMEOUT_S,
     Channel,
-    Episode,
+    EpisodeProcesses,
     KernelFatal,
     SandboxError,
     new_channel,
@@ -38,7 +38,10 @@ from .result import ExecutionResult, FileChange, VariableChange, VariableInfo
 from .runtime.protocol import DeadlineExceeded, ProtocolError, send_msg
 
 if TYPE_CHECKING:
-    from .sandbox import Sandbox
+    import socket
+
+    from .cgroups import CgroupManager
+    from .config import SandboxConfig
 
 __all__ = ["Kernel", "ReplyTap", "SandboxError"]
 
@@ -66,6 +69,18 @@ class ReplyTap(Protocol):
         """The kernel process's state is being replaced (restore, reset): nothing is owed any more."""
 
 
+class KernelHost(Protocol):
+    """What a :class:`Kernel` uses of the sandbox that made it (:class:`harness.sandbox.sandbox.Sandbox` is the one
+    implementation): its config, its cgroups, starting an episode process, and forgetting a closed kernel."""
+
+    config: SandboxConfig
+    _cgroups: CgroupManager
+
+    def _spawn_episode(self, spec: dict[str, Any], remote: socket.socket) -> None: ...
+
+    def _forget(self, kernel: Kernel) -> None: ...
+
+
 @dataclass(eq=False)
 class _Checkpoint:
     """A checkpoint process. Several checkpoint ids may share one (see :meth:`Kernel.checkpoint`).
@@ -90,7 +105,7 @@ class Kernel:
 
     def __init__(
         self,
-        sandbox: Sandbox,
+        sandbox: KernelHost,
         kernel_id: str,
         public_dir: Path,
         workspace: Path,
@@ -105,7 +120,7 @@ class Kernel:
         self._owns_workspace = owns_workspace
         self._spec = spec
         self._max_reply = 4 * self.config.max_output_bytes + (8 << 20)
-        self._episode: Episode | None = None
+        self._episode: EpisodeProcesses | None = None
         self._k: Channel | None = None
         self._checkpoints: dict[str, _Checkpoint] = {}
         self._cp_counter = itertools.count(1)
@@ -506,7 +521,7 @@ class Kernel:
         )
         if cgroup is not None and init.host_pid:
             cgroup.add(init.host_pid)
-        self._episode = Episode(init, cgroup)
+        self._episode = EpisodeProcesses(init, cgroup)
         self._episode.watch(init.host_pid)
         self._episode.oom_seen = cgroup.oom_kills() if cgroup else 0
         self._spawn_kernel_process()

@@ -79,10 +79,12 @@ from harness.tasks.grading import grade_task, resolve_grader
 from harness.tasks.task import (
     SubmissionSpec,
     Task,
+    TaskNotFoundError,
     TurnReference,
     find_task_dirs,
     load_task,
     load_tasks,
+    resolve_task_path,
     validate_task,
 )
 
@@ -96,6 +98,7 @@ __all__ = [
     "Task",
     "TaskConfig",
     "TaskConfigError",
+    "TaskNotFoundError",
     "Turn",
     "TurnConstraint",
     "TurnReference",
@@ -104,5 +107,6 @@ __all__ = [
     "load_task",
     "load_tasks",
     "resolve_grader",
+    "resolve_task_path",
     "validate_task",
 ]

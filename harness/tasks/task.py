@@ -496,6 +496,27 @@ def validate_task(path: str | os.PathLike[str]) -> list[str]:
     return []
 
 
+BUILTIN_DIR = Path(__file__).resolve().parents[1] / "builtin_tasks"
+"""The built-in task folders (``--task NAME`` finds them by folder name)."""
+
+
+class TaskNotFoundError(ValueError):
+    """A task spec that is neither a folder nor a built-in task's name (the message lists the built-ins)."""
+
+
+def resolve_task_path(spec: str) -> Path:
+    """A task folder path, or the name of a built-in task (:data:`BUILTIN_DIR`); :class:`TaskNotFoundError` listing
+    the built-ins when it is neither."""
+    path = Path(spec)
+    if path.is_dir():
+        return path
+    builtin = BUILTIN_DIR / spec
+    if builtin.is_dir():
+        return builtin
+    names = sorted(p.name for p in BUILTIN_DIR.iterdir() if p.is_dir())
+    raise TaskNotFoundError(f"task {spec!r}: no such folder and no built-in task of that name; built-ins: {names}.")
+
+
 def find_task_dirs(path: str | os.PathLike[str]) -> list[Path]:
     """``path`` itself when it holds a config.yaml, else every folder below it that does (sorted, not nested)."""
     root = Path(path)

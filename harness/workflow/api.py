@@ -8,8 +8,8 @@
 
 The episode is played by the manager runtime (:class:`~harness.manager.runtime.ManagerRuntime`) with the workflow as
 its worker (:class:`~harness.workflow.bridge.WorkflowWorker`): ``manager=None`` is the ``none`` policy (no review);
-any :func:`~harness.manager.policies.get_policy` spec or policy object supervises it (segment flow: a review every
-``segment_steps`` sandbox executions). The record is the same :class:`~harness.manager.episode.EpisodeRecord` as
+any :func:`~harness.manager.policy_registry.get_policy` spec or policy object supervises it (segment flow: a review
+every ``segment_steps`` sandbox executions). The record is the same :class:`~harness.manager.episode.EpisodeRecord` as
 ``stateguard run`` writes, with ``config["workflow"]`` added (name, model, cost, per-question artifacts).
 
 Models (``model=``): a chat backend object (:mod:`harness.llm`, or :class:`~harness.workflow.fake.FakeChatBackend`),
@@ -90,8 +90,7 @@ def make_backend(model: str | ChatBackend | None, config: WorkflowConfig) -> Cha
 def resolve_task(task: Task | str | Path) -> Task:
     if isinstance(task, Task):
         return task
-    from harness.run import resolve_task_path
-    from harness.tasks import load_task
+    from harness.tasks import load_task, resolve_task_path
 
     return load_task(resolve_task_path(str(task)))
 

@@ -55,7 +55,7 @@ class BenchConfig:
     )
     runtime: dict[str, Any] = field(default_factory=dict, metadata={"help": "RuntimeConfig fields (segment_steps)."})
     limit: int | None = field(default=None, metadata={"help": "Keep only the first N tasks of the suite."})
-    cache: str = field(default="runs/eval-suites", metadata={"help": "Folder the named suites are built into."})
+    cache: str = field(default="runs/eval-suites", metadata={"help": "Folder the named suites are read from."})
     isolation: Literal["bwrap", "none"] = field(default="bwrap", metadata={"help": "Sandbox isolation."})
     concurrency: int = field(default=4, metadata={"help": "Tasks at once."})
     max_llm_calls: int = field(default=4, metadata={"help": "LLM calls in flight at once (hf: forced to 1)."})

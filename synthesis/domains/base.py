@@ -2,8 +2,8 @@
 
 A :class:`TaskSpec` is a relation-graph task before it is written to disk: seeded tables plus a tuple of
 :class:`TurnSpec` whose reference code is executed by :func:`synthesis.domains.writer.write_task_folder` to fill the
-answers. Generators live in the domain modules (``DOMAINS`` maps a name to one); :func:`generate_task` is the single
-entry point.
+answers. Generators live in the domain modules (:data:`synthesis.domains.registry.DOMAINS` maps a name to one);
+:func:`synthesis.domains.registry.generate_task` is the single entry point.
 
 Relations (as in ``harness.tasks``): ``init`` (no dependency; loads a table), ``progress`` (builds on the previous
 turn), ``branch`` (an alternative path from an earlier, non-adjacent turn), ``invalidate`` (a revised assumption — a
@@ -40,7 +40,6 @@ in ``TurnSpec.writes``)::
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,10 +141,3 @@ def graph_problems(spec: TaskSpec) -> list[str]:
         elif not rules[turn.relation]:
             problems.append(f"{where}: relation {turn.relation} does not fit depends_on {turn.depends_on}")
     return problems
-
-
-def __getattr__(name: str) -> Any:
-    """``DOMAINS`` and ``generate_task`` live in :mod:`synthesis.domains.registry`; importable from here too."""
-    if name in ("DOMAINS", "generate_task"):
-        return getattr(importlib.import_module("synthesis.domains.registry"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

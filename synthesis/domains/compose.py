@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from synthesis.domains import templates as single
-from synthesis.domains import templates_combine as double
+import synthesis.domains.templates as single
+import synthesis.domains.templates_combine as double
 from synthesis.domains.base import SynthesisError, TaskSpec, TurnSpec, check_n_turns, graph_problems
 from synthesis.domains.schema import Schema
 from synthesis.domains.templates import Candidate, Fresh, Var, clean_turn, load_turn

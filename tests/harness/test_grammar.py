@@ -271,7 +271,7 @@ def test_the_grammar_bench_reports_both_ways(tmp_path, capsys):
 
 def test_actions_now_are_the_legal_ones_and_no_decision_before_a_probe():
     from harness.manager.llm_policy import actions_now, probed
-    from harness.manager.policies import PolicyInput
+    from harness.manager.policy_types import PolicyInput
 
     legal = ("UPDATE_STATE", "REPAIR", "FINALIZE_RELATIONS", "run_probe", "check_execution")
     check = render_action(make_action("check_execution", {"step_id": 0}))
@@ -295,8 +295,8 @@ def test_a_policy_constrained_to_the_actions_now_writes_only_those(tmp_path):
     names an action allowed for its input (the name is checked; a random model's argument may run to the cap);
     each distinct grammar is compiled once; a non-flat policy is refused."""
     from harness.manager.llm_policy import LLMPolicy
-    from harness.manager.policies import PolicyInput
-    from harness.run import RunError, constrain_actions
+    from harness.manager.model_settings import ModelSettingError, constrain_actions
+    from harness.manager.policy_types import PolicyInput
 
     corpus = [json.dumps(tool_schemas()), *(render_action(a) for a in ACTIONS)]
     model = build_tiny_chat_model(tmp_path / "tiny", corpus)
@@ -326,5 +326,5 @@ def test_a_policy_constrained_to_the_actions_now_writes_only_those(tmp_path):
         name = "hier"
         tier1 = backend
 
-    with pytest.raises(RunError, match="hier is not one"):
+    with pytest.raises(ModelSettingError, match="hier is not one"):
         constrain_actions(Tiered(), legal_only=True)

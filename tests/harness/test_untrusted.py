@@ -14,7 +14,7 @@ import pytest
 from harness.llm import ChatReply
 from harness.manager.hier_prompts import render_decision
 from harness.manager.llm_policy import LLMPolicy
-from harness.manager.policies import PolicyInput
+from harness.manager.policy_types import PolicyInput
 from harness.manager.prompts import render_tool_response, render_tool_responses, render_window, tool_response_body
 from harness.manager.records import ManagerObservation
 from harness.sandbox import ExecutionResult

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.manager.policies import get_policy
+from harness.manager.policy_registry import get_policy
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.sandbox import Sandbox, SandboxConfig, files
 from harness.sandbox.files import WorkspaceFileError

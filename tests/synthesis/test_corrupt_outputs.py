@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from synthesis.driver import episodes_path, shard_path
 from synthesis.export import episode_lines, read_shard
+from synthesis.shards import episodes_path, shard_path
 
 SMOKE = str(Path(__file__).resolve().parents[2] / "configs" / "synthesis" / "smoke.yaml")
 SHARD = {"task_id": "t1", "index": 0, "error": None, "task": {}, "outcomes": [], "samples": [], "sample_drops": {},

@@ -163,13 +163,18 @@ def test_no_training_config_uses_the_held_out_domain() -> None:
         HELDOUT_DOMAINS
     )
     assert SynthesisConfig().domains == sorted(TRAINING_DOMAINS)
-    from harness.evaluation import suite  # the harness keeps its own copy (it does not import synthesis)
+    from harness.evaluation.suite_names import ROOT, SUITES
 
-    assert suite.TRAINING_DOMAINS == sorted(TRAINING_DOMAINS) and (suite.HELDOUT_DOMAIN,) == HELDOUT_DOMAINS
-    configs = sorted((Path(__file__).parents[2] / "configs" / "synthesis").glob("*.yaml"))
+    suites = {ROOT / s.synthesis_config: name for name, s in SUITES.items() if s.synthesis_config is not None}
+    held = {name: SynthesisConfig.from_yaml(path) for path, name in suites.items()}
+    assert held["heldout-domain"].domains == list(HELDOUT_DOMAINS)
+    assert held["heldout-seeds"].domains == sorted(TRAINING_DOMAINS) and held["heldout-seeds"].seed == 1000
+    configs = sorted(set((ROOT / "configs" / "synthesis").glob("*.yaml")) - set(suites))  # the training data
     assert len(configs) >= 3
     for path in configs:
-        assert not set(SynthesisConfig.from_yaml(path).domains) & set(HELDOUT_DOMAINS), path.name
+        config = SynthesisConfig.from_yaml(path)
+        assert not set(config.domains) & set(HELDOUT_DOMAINS), path.name
+        assert config.seed + config.tasks_per_domain <= 1000, path.name  # the held-out suites' seeds start at 1000
 
 
 @pytest.mark.parametrize("domain", sorted(EXPECTED_DOMAINS))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.manager.policies import PolicyInput
+from harness.manager.policy_types import PolicyInput
 from harness.manager.wire import parse_response
 from synthesis.checks import Check
 from synthesis.gold import GoldPolicy, Teacher

@@ -144,8 +144,8 @@ def test_the_episode_records_beside_a_shard_export_unparsed_and_a_damaged_file_i
     them inline, the layout before); a records file whose line count disagrees with its shard is an error naming it."""
     import gzip
 
-    from synthesis.driver import EPISODE_BRANCHES, episodes_path
     from synthesis.export import export
+    from synthesis.shards import EPISODE_BRANCHES, episodes_path
 
     out, _ = run
     copy = tmp_path / "copy"

@@ -17,7 +17,8 @@ import pytest
 from harness.cli import main
 from harness.evaluation.evaluate import EvaluationConfig, run_evaluation, variant_file
 from harness.executors import ExecutorOptions, check_executor
-from synthesis.driver import SynthesisResult, episodes_path, shard_path, summary_table, synthesize
+from synthesis.driver import SynthesisResult, summary_table, synthesize
+from synthesis.shards import episodes_path, shard_path
 from tests.synthesis.test_pipeline import ISOLATION, small_config, tree_digest
 
 ray = pytest.importorskip("ray")

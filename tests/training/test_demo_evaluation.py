@@ -12,7 +12,7 @@ import pytest
 from harness.evaluation.evaluate import run_evaluation
 from harness.evaluation.suite import resolve_suite, task_dependents
 from harness.manager.episode import read_episodes
-from training.pipeline import PipelineConfig, evaluate_row, evaluation_config, evaluation_figures
+from training.pipeline import PipelineConfig, evaluate_row, evaluation_config, evaluation_figures, write_eval_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
@@ -23,6 +23,7 @@ EXPECTED = Path(__file__).parent / "expected" / "demo_summary.txt"
 def demo(tmp_path_factory):
     config = PipelineConfig.from_yaml(ROOT / "configs" / "pipeline" / "demo.yaml", isolation=ISOLATION)
     out, cache = tmp_path_factory.mktemp("eval"), tmp_path_factory.mktemp("suites")
+    write_eval_suite(config.eval_suite, cache)  # what the pipeline's evaluate stage writes before it evaluates
     evaluation = evaluation_config(config, out, ["none", "rule"], ["none", "rule"], cache)
     return config, evaluation, run_evaluation(evaluation)
 

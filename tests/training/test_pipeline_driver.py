@@ -198,6 +198,7 @@ def test_an_evaluate_stage_with_errored_episodes_fails_instead_of_marking_done(t
     )
     monkeypatch.setattr(serving, "ServeConfig", lambda **k: SimpleNamespace(**k, base_url="http://127.0.0.1:1/v1"))
     monkeypatch.setattr(evaluate, "run_evaluation", lambda config: {"errored": {"none": 0, "llm(SFT+RL)": 2}})
+    monkeypatch.setattr(pipeline, "write_eval_suite", lambda suite, cache: None)
     (tmp_path / "evaluate").mkdir()
     with pytest.raises(RuntimeError, match=r"stage evaluate: episodes errored \(llm\(SFT\+RL\): 2\)"):
         pipeline.stage_evaluate(pipeline.Context(PipelineConfig(), tmp_path))

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from rl_support import sft_tiny_dir  # noqa: E402, F401  (a fixture)
 
-from training.rl.records import GROUPS_FILE, read_records  # noqa: E402
+from training.rl.rollout_groups import GROUPS_FILE, read_records  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"

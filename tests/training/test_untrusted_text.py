@@ -26,7 +26,7 @@ pytest.importorskip("transformers")
 from harness.llm import OpenAIChatBackend  # noqa: E402
 from harness.manager.actions import make_action, tool_schemas  # noqa: E402
 from harness.manager.llm_policy import LLMPolicy  # noqa: E402
-from harness.manager.policies import PolicyInput  # noqa: E402
+from harness.manager.policy_types import PolicyInput  # noqa: E402
 from harness.manager.prompts import tool_response_body  # noqa: E402
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig  # noqa: E402
 from harness.manager.wire import render_action  # noqa: E402

@@ -12,7 +12,7 @@
 - :mod:`training.rl.engines`: generation (transformers on CPU, vLLM server/colocate on GPUs), the weight-sync check.
 - :mod:`training.rl.workers`: the manager envs in Ray actors (``executor: ray``).
 - :mod:`training.rl.metrics`: the ``dapo/*`` and ``manager/*`` metrics logged each step.
-- :mod:`training.rl.records`: ``rollout_groups.jsonl``, every group played, and its summary table.
+- :mod:`training.rl.rollout_groups`: ``rollout_groups.jsonl``, every group played, and its summary table.
 - :mod:`training.rl.model_card`: the run's ``README.md`` model card.
 - :mod:`training.rl.temperature`: the sampling temperature chosen on the training pool (``temperature_grid``).
 """

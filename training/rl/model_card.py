@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from training.rl.records import GROUPS_FILE, summary_lines
+from training.rl.rollout_groups import GROUPS_FILE, summary_lines
 from training.sft import ModelArguments
 
 if TYPE_CHECKING:
@@ -22,7 +22,8 @@ def write_model_card(
 ) -> Path:
     """``out_dir/README.md``: base model, pool, the DAPO settings (``config`` and ``rl_args``, a
     :class:`~training.rl.trainer.RLArguments`), the final metrics and, given ``groups``
-    (:func:`~training.rl.records.summarize_groups` rows), what the trained groups sampled and how it was rewarded."""
+    (:func:`~training.rl.rollout_groups.summarize_groups` rows), what the trained groups sampled and how it was
+    rewarded."""
     settings = {name: getattr(config, name) for name in (
         "loss_type", "epsilon", "epsilon_high", "beta", "num_generations", "learning_rate", "max_steps",
         "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length", "temperature",

@@ -84,7 +84,8 @@ from envs.manager import CONVERSATION, check_format
 from harness.manager.hier import CONFIRM
 from harness.manager.hier_prompts import DECISIONS, HIER_SYSTEM, tier1_tool_schemas
 from harness.manager.lifecycle import CONTROL_ACTIONS
-from harness.manager.policies import PolicyInput, call, execution_evidence
+from harness.manager.policies import execution_evidence
+from harness.manager.policy_types import PolicyInput, call
 from harness.manager.wire import parse_response
 from training.prompt_view import check_prompt_view
 

@@ -37,9 +37,9 @@
   the dynamic-sampling buffer.
 - Output (``output_dir``): the model and tokenizer (servable by ``transformers serve`` / vLLM), ``trainer_state.json``
   (per-step logs), ``all_results.json``, ``rollout_groups.jsonl`` (every group played, trained or dropped: its start,
-  each rollout's sampled decision, reward and reward minus the group mean; :mod:`training.rl.records`) and a model card
-  ``README.md`` (:mod:`training.rl.model_card`) whose last table sums those groups up by gold control and sampled
-  decision.
+  each rollout's sampled decision, reward and reward minus the group mean; :mod:`training.rl.rollout_groups`) and a
+  model card ``README.md`` (:mod:`training.rl.model_card`) whose last table sums those groups up by gold control and
+  sampled decision.
 """
 
 from __future__ import annotations
@@ -73,14 +73,6 @@ from training.rl.dapo_trainer import dapo_trainer_class, reward_functions
 from training.rl.engines import vllm_settings
 from training.rl.metrics import rollout_metrics, rollout_share_callback
 from training.rl.model_card import write_model_card
-from training.rl.records import (
-    GROUPS_FILE,
-    append_records,
-    group_record,
-    read_records,
-    summarize_groups,
-    truncate_records,
-)
 from training.rl.rollout import (
     EpisodePlayer,
     EpisodeTokens,
@@ -90,6 +82,14 @@ from training.rl.rollout import (
     check_gold_controls,
     check_takeover,
     start_points,
+)
+from training.rl.rollout_groups import (
+    GROUPS_FILE,
+    append_records,
+    group_record,
+    read_records,
+    summarize_groups,
+    truncate_records,
 )
 from training.rl.sampling import DynamicSampler, Group, StartPointSampler
 from training.sft import ModelArguments, resolve_model, resolve_resume
@@ -476,8 +476,8 @@ class ManagerRollouts:
 
     def record(self, groups: list[Group], done_steps: int) -> None:
         """Append the groups played for this batch (trained or dropped) and the buffered groups it trains to this
-        process's rollout-group record (:mod:`training.rl.records`; ``output_dir/rollout_groups.jsonl`` on the main
-        process, ``rollout_groups-<index>.jsonl`` on the others). At the first batch the lines of steps after
+        process's rollout-group record (:mod:`training.rl.rollout_groups`; ``output_dir/rollout_groups.jsonl`` on the
+        main process, ``rollout_groups-<index>.jsonl`` on the others). At the first batch the lines of steps after
         ``done_steps`` are dropped: a resumed run records them again."""
         if self.records_path is None:
             from accelerate import PartialState

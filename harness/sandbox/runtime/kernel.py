@@ -34,7 +34,7 @@ from typing import Any
 from . import export, mappings, procs, syscalls, threads
 from .output import CappedStream, drain_fd_capture, join_capped, to_jsonable
 from .protocol import ProtocolError, recv_msg, send_msg
-from .tracking import VariableTracker, analyse_cell
+from .variable_tracker import VariableTracker, analyse_cell
 
 HOST_MAX_MSG = 64 << 20  # messages from the (trusted) host
 _LIBC = ctypes.CDLL(None)

@@ -20,7 +20,14 @@ from harness.evaluation.evaluate import (
     tracked_metrics,
     variant_file,
 )
-from harness.evaluation.suite import SuiteError, SuiteSpec, resolve_suite
+from harness.evaluation.suite import (
+    SuiteError,
+    SuiteSpec,
+    SuiteUnavailableError,
+    missing_synthesized_suite,
+    resolve_suite,
+)
+from harness.evaluation.suite_names import ROOT, SUITES
 from harness.evaluation.summary import TaskInfo, compare_variants, summarize_variant
 from harness.manager.episode import EpisodeRecord, read_episodes
 from harness.worker.faults import write_faults
@@ -119,7 +126,15 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def smoke(cache):
-    return resolve_suite("smoke", cache=cache)  # generated with the `stateguard synthesize` plugin
+    from harness.cli import main
+
+    missing = missing_synthesized_suite("smoke", cache)
+    assert missing is not None  # not written yet
+    config, folder = missing
+    command = SUITES["smoke"].synthesize_command(folder).split()  # what a missing suite's error tells the user
+    assert command[:3] == ["stateguard", "synthesize", "--config"] and (ROOT / command[3]) == config
+    assert main([*command[1:], "--no-progress"]) == 0
+    return resolve_suite("smoke", cache=cache)
 
 
 @pytest.fixture(scope="module")
@@ -136,12 +151,25 @@ def evaluated(smoke, cache, tmp_path_factory):
     return config, run_evaluation(config)
 
 
-def test_smoke_suite_is_synthesized_once(smoke, cache):
+def test_a_named_suite_is_the_folder_its_synthesis_command_writes(smoke, cache):
     assert [p.name for p in smoke.task_dirs] == ["syn-commerce-1000-6"]
     assert smoke.faults and all(f.task_id == "syn-commerce-1000-6" for f in smoke.faults)
-    assert (cache / "smoke" / "stats.json").is_file()
-    again = resolve_suite("smoke", cache=cache)  # reused, not regenerated
+    assert (cache / "smoke" / "stats.json").is_file() and missing_synthesized_suite("smoke", cache) is None
+    again = resolve_suite("smoke", cache=cache)
     assert again.task_dirs == smoke.task_dirs and again.faults == smoke.faults
+
+
+def test_a_missing_synthesized_suite_names_its_folder_and_command(tmp_path, capsys):
+    folder = tmp_path / "suites" / "heldout-demo"
+    command = f"stateguard synthesize --config configs/synthesis/heldout-demo.yaml --out {folder}"
+    with pytest.raises(SuiteUnavailableError) as info:
+        resolve_suite("heldout-demo", cache=tmp_path / "suites")
+    assert (
+        str(info.value) == f"suite heldout-demo: its task folder {folder} is not written yet; write it with: {command}"
+    )
+    rc, _, err = run_cli(capsys, "--suite", "heldout-demo", "--manager", "none", "--out", str(tmp_path / "o"),
+                         "--cache", str(tmp_path / "suites"))  # fmt: skip
+    assert rc == 3 and err.strip().endswith(command) and len(err.strip().splitlines()) == 1
 
 
 def test_fault_limit_keeps_the_first_faults_and_every_clean_episode(smoke, cache):

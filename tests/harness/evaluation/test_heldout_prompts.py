@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation import suite as suite_module
-from harness.evaluation.suite import resolve_suite
-from harness.manager.policies import PolicyInput, RulePolicy
+from harness.evaluation.suite import missing_synthesized_suite, resolve_suite
+from harness.manager.policies import RulePolicy
+from harness.manager.policy_types import PolicyInput
 from harness.manager.prompts import render_activation
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.sandbox import Sandbox, SandboxConfig
@@ -43,15 +43,18 @@ class RenderingRule(RulePolicy):
 def tasks(tmp_path_factory):
     """One task of each held-out suite: the synthesized ones with their own domains and seeds, one 6-turn task and
     no faults (building the full suites takes ~30 s); and the imported LongDS-style fixture."""
+    from synthesis.config import SynthesisConfig
+    from synthesis.driver import synthesize
+
     cache = tmp_path_factory.mktemp("suites")
     found = {}
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("heldout-seeds", "heldout-domain"):
-            spec = suite_module.SUITES[name]
-            small = {"domains": spec.synthesis["domains"][:1], "tasks_per_domain": 1, "n_turns": [6, 6]}
-            synthesis = {**spec.synthesis, **small, "generate_faults": False}
-            patch.setitem(suite_module.SUITES, name, dataclasses.replace(spec, synthesis=synthesis))
-            found[name] = load_task(resolve_suite(name, cache=cache).task_dirs[0])
+    for name in ("heldout-seeds", "heldout-domain"):
+        missing = missing_synthesized_suite(name, cache)
+        assert missing is not None
+        config = SynthesisConfig.from_yaml(missing[0])
+        small = {"domains": config.domains[:1], "tasks_per_domain": 1, "n_turns": [6, 6], "generate_faults": False}
+        synthesize(dataclasses.replace(config, **small), missing[1], progress=False)
+        found[name] = load_task(resolve_suite(name, cache=cache).task_dirs[0])
     imported = tmp_path_factory.mktemp("longds")
     run_import("longds", ImportOptions(src=LONGDS, out=imported, task_id="shop"))
     found["longds"] = load_task(resolve_suite(str(imported)).task_dirs[0])

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness.llm import ChatReply
-from harness.manager.policies import get_policy
+from harness.manager.policy_registry import get_policy
 from harness.manager.prompts import FREEFORM_SYSTEM, MANAGER_SYSTEM_POLICY, WINDOWED_SYSTEM
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.manager.windowed import (

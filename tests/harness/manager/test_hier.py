@@ -16,7 +16,9 @@ from harness.llm import ChatReply
 from harness.manager.actions import make_action
 from harness.manager.hier import HARNESS, POLICY, HierPolicy, quotes_tool_result
 from harness.manager.hier_prompts import DECISIONS, HIER_SYSTEM, TIER1_TOOLS, tier1_tool_schemas
-from harness.manager.policies import PolicyInput, RulePolicy, get_policy
+from harness.manager.policies import RulePolicy
+from harness.manager.policy_registry import get_policy
+from harness.manager.policy_types import PolicyInput
 from harness.manager.prompts import tool_response_body
 from harness.manager.runtime import ManagerRuntime
 from harness.manager.wire import parse_response, render_action

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from harness.llm import ChatReply
 from harness.manager.actions import ACTION_NAMES, make_action, tool_schemas
 from harness.manager.llm_policy import LLMPolicy, message_to_text, reply_to_text
-from harness.manager.policies import POLICIES, POLICY_GRAMMAR, ManagerView, PolicyInput, get_policy
+from harness.manager.policy_registry import POLICIES, get_policy
+from harness.manager.policy_types import ManagerView, PolicyInput
 from harness.manager.prompts import (
     FREEFORM_SYSTEM,
     MANAGER_SYSTEM_POLICY,
@@ -36,6 +37,7 @@ from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.manager.windowed import WindowedModelPolicy, WindowRulePolicy
 from harness.manager.wire import parse_response, render_action
 from harness.sandbox import Sandbox, SandboxConfig
+from harness.specs import MANAGER_GRAMMAR
 from harness.tasks import Turn, TurnConstraint, load_task
 from harness.worker import ScriptedWorker
 
@@ -543,15 +545,18 @@ def test_get_policy_builds_every_spec():
         ("rule:3", "takes no argument"),
         ("llm-hf", "PATH .* is missing"),
         ("freeform-hf:/no/such/model", "model folder /no/such/model does not exist"),
-        ("gpt", "unknown manager policy 'gpt'.*valid names: none, rule, window-rule, windowed, windowed-hf, llm"),
+        (
+            "gpt",
+            "unknown variant\\(s\\) \\['gpt'\\]; valid names: none, rule, window-rule, windowed, windowed-hf, llm",
+        ),
     ],
 )
 def test_a_bad_spec_names_the_problem_the_grammar_and_an_example(spec, reason):
     with pytest.raises(ValueError, match=reason) as info:
         get_policy(spec)
     message = str(info.value)
-    assert POLICY_GRAMMAR in message and "\n" not in message
-    assert POLICY_GRAMMAR == (
+    assert MANAGER_GRAMMAR in message and "\n" not in message
+    assert MANAGER_GRAMMAR == (
         "none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL | llm-hf:PATH | freeform:URL | "
         "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH"
     )

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from harness.manager.lifecycle import Lifecycle, Phase
-from harness.manager.policies import POLICIES, ManagerView, PolicyInput, get_policy
+from harness.manager.policy_registry import POLICIES, get_policy
+from harness.manager.policy_types import ManagerView, PolicyInput
 from harness.manager.records import AnalyticalState, Constraint, ManagerObservation, Relation, VariableRef
 from harness.manager.wire import parse_response
 from harness.tasks import Turn, TurnConstraint
@@ -68,7 +69,7 @@ def test_get_policy_lists_valid_names():
     assert names == set(POLICIES)
     assert get_policy("none").active is False and get_policy("rule").active is True
     with pytest.raises(
-        ValueError, match=r"unknown manager policy 'oracle' \(spec 'oracle'\); valid names: none, rule"
+        ValueError, match=r"--manager oracle: unknown variant\(s\) \['oracle'\]; valid names: none, rule"
     ):
         get_policy("oracle")
 
@@ -194,3 +195,25 @@ def test_written_names_reads_assignments_even_from_code_that_does_not_parse():
     broken = "import pandas as pd\nsales = pd.read_csv('x'\nsales['revenue'] = 1\nresult = {'n': 1}\nresult == 2"
     assert written_names(broken) == ["sales", "result"]
     assert written_names("print(1)") == []
+
+
+def test_one_function_drafts_update_state_for_the_rule_policy_and_the_bookkeeping():
+    from harness.manager.bookkeeping import update_state_call
+
+    draft, obs = {"issue": "Turn 2: totals"}, {"pending_start_step": 3, "pending_end_step": 5}
+    checks = [
+        (3, {"ok": True, "variables": [{"name": "df", "type": "DataFrame"}, {"name": "gone", "type": None}]}),
+        (4, {"ok": False, "variables": [{"name": "never", "type": "int"}]}),  # a wrong call: no evidence of anything
+        (5, {"ok": True, "variables": [{"name": "total", "type": "int"}, {"name": "df", "type": "DataFrame"}]}),
+    ]
+    said = parse_response(update_state_call(draft, obs, checks, lambda step, r: f"step {step}", no_result="none"))
+    assert said.action.name == "UPDATE_STATE" and said.action.arguments == {
+        "issue": "Turn 2: totals",
+        "source_interval": {"start_step": 3, "end_step": 5},
+        "used_variables": ["df", "total"],
+        "conclusions": ["step 3", "step 5"],
+    }
+    empty = parse_response(update_state_call(draft, {"pending_start_step": None, "pending_end_step": None}, [],
+                                             lambda step, r: None, no_result="nothing reported"))  # fmt: skip
+    assert empty.action.arguments["conclusions"] == ["nothing reported"]
+    assert empty.action.arguments["source_interval"] == {"start_step": 0, "end_step": 0}

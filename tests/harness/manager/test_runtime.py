@@ -12,7 +12,8 @@ import pytest
 
 from harness.manager.actions import make_action
 from harness.manager.episode import EpisodeRecord
-from harness.manager.policies import PolicyInput, get_policy
+from harness.manager.policy_registry import get_policy
+from harness.manager.policy_types import PolicyInput
 from harness.manager.records import Relation
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig, normalize_relations
 from harness.manager.wire import render_action

@@ -11,10 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from harness.llm import ChatReply
+from harness.manager.flows import FLOWS
 from harness.manager.hints import INVALIDATED_NOTE, STATE_HINT_NOTE
-from harness.manager.policies import RulePolicy, get_policy
+from harness.manager.policies import RulePolicy
+from harness.manager.policy_registry import get_policy
 from harness.manager.records import AnalyticalState, Relation
 from harness.manager.runtime import EVENTS, ManagerRuntime, RuntimeConfig, closed_form_text
+from harness.manager.runtime_types import FLOW_NAMES
 from harness.sandbox import Sandbox, SandboxConfig
 from harness.tasks import TaskConfig, TaskConfigError, Turn, TurnConstraint, load_task
 from harness.worker import SINGLE_TURN_ID, Fault, ScriptedWorker, faults_for_task, load_faults, split_cells
@@ -188,8 +191,9 @@ def test_flow_mismatch_names_the_kind_and_the_fix(sandbox):
     single_kind = SimpleNamespace(id="t", kind="closed_form")
     with pytest.raises(ValueError, match=r"closed_form.*Fix: set flow='segment'"):
         ManagerRuntime(single_kind, None, None, get_policy("none"), RuntimeConfig(flow="turn"))
-    with pytest.raises(ValueError, match="flow='zigzag' is unknown"):
+    with pytest.raises(ValueError, match=r"flow='zigzag' is unknown; use one of \['segment', 'turn'\]"):
         RuntimeConfig(flow="zigzag")
+    assert set(FLOWS) == set(FLOW_NAMES)  # the config checks the names the flows module plays
     with pytest.raises(ValueError, match="segment_steps=0"):
         RuntimeConfig(segment_steps=0)
 

@@ -10,7 +10,8 @@ import psutil
 import pytest
 
 from harness.manager.episode_loop import EpisodeStateError
-from harness.manager.policies import PolicyInput, get_policy
+from harness.manager.policy_registry import get_policy
+from harness.manager.policy_types import PolicyInput
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
 from harness.sandbox import Sandbox, SandboxConfig
 from harness.tasks import load_task

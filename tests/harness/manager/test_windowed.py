@@ -8,7 +8,7 @@ import json
 import pytest
 
 from harness.manager.actions import make_action
-from harness.manager.policies import PolicyInput
+from harness.manager.policy_types import PolicyInput
 from harness.manager.windowed import CODE_CHARS, THOUGHT_CHARS, WINDOW_HINT_NOTE, WindowRulePolicy, shorten
 from harness.manager.wire import parse_response
 from harness.sandbox import ExecutionResult, VariableChange

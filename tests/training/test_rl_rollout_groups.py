@@ -1,4 +1,4 @@
-"""The rollout-group record of a DAPO run (training/rl/records.py): what each trained group sampled, its rewards
+"""The rollout-group record of a DAPO run (training/rl/rollout_groups.py): what each trained group sampled, its rewards
 centered on the group's mean, resumed runs recorded once, and the summary by gold control and sampled decision."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from training.rl.records import (
+from training.rl.rollout import Rollout, StartPoint
+from training.rl.rollout_groups import (
     group_record,
     read_records,
     rollout_decision,
@@ -15,7 +16,6 @@ from training.rl.records import (
     summary_lines,
     truncate_records,
 )
-from training.rl.rollout import Rollout, StartPoint
 from training.rl.sampling import Group
 
 

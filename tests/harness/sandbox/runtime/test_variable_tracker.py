@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.sandbox.runtime import tracking
-from harness.sandbox.runtime.tracking import VariableTracker, analyse_cell
+from harness.sandbox.runtime import variable_tracker
+from harness.sandbox.runtime.variable_tracker import VariableTracker, analyse_cell
 
 
 class Session:
@@ -97,8 +97,10 @@ def test_untouched_big_frame_is_never_hashed(s, monkeypatch):
     s.ns["big"] = pd.DataFrame({"a": np.arange(1_000_000), "b": np.random.default_rng(0).random(1_000_000)})
     s.run("import numpy as np")
     calls = []
-    real = tracking.content_fingerprint
-    monkeypatch.setattr(tracking, "content_fingerprint", lambda obj, depth=0: calls.append(obj) or real(obj, depth))
+    real = variable_tracker.content_fingerprint
+    monkeypatch.setattr(
+        variable_tracker, "content_fingerprint", lambda obj, depth=0: calls.append(obj) or real(obj, depth)
+    )
     assert s.run("x = 1\ny = len(big)\nbig.describe()") == {"x": "created", "y": "created"}
     assert calls == []
     s.run("z = np.asarray(big['b']).sum()")  # big passed to an unknown function: hashed before and after
@@ -107,25 +109,26 @@ def test_untouched_big_frame_is_never_hashed(s, monkeypatch):
 
 def test_content_fingerprint_sees_value_edits_in_frames_and_object_columns():
     df = pd.DataFrame({"a": np.arange(10.0), "s": [f"v{i}" for i in range(10)]})
-    before = tracking.content_fingerprint(df)
+    before = variable_tracker.content_fingerprint(df)
     df.iloc[5, 0] = -1.0
-    after_num = tracking.content_fingerprint(df)
+    after_num = variable_tracker.content_fingerprint(df)
     df.iloc[3, 1] = "changed"
-    after_str = tracking.content_fingerprint(df)
+    after_str = variable_tracker.content_fingerprint(df)
     assert before != after_num != after_str
 
 
 def test_summary_and_shape_are_short():
     df = pd.DataFrame({f"c{i}": range(3) for i in range(20)})
-    assert tracking.summarize(df).startswith("DataFrame 3x20 columns=[c0, c1")
-    assert len(tracking.summarize(list(range(10_000)))) <= 160
-    assert tracking.shape_of(df) == [3, 20] and tracking.shape_of([1, 2]) == [2] and tracking.shape_of(1) is None
+    assert variable_tracker.summarize(df).startswith("DataFrame 3x20 columns=[c0, c1")
+    assert len(variable_tracker.summarize(list(range(10_000)))) <= 160
+    assert variable_tracker.shape_of(df) == [3, 20] and variable_tracker.shape_of([1, 2]) == [2]
+    assert variable_tracker.shape_of(1) is None
 
 
 def test_content_fingerprint_handles_datetime_and_timedelta_columns():
     frame = pd.DataFrame({"d": pd.to_datetime(["2025-01-01", "2025-02-01"]), "x": [1, 2]})
     frame["gap"] = frame["d"] - frame["d"].min()
-    content_fingerprint = tracking.content_fingerprint
+    content_fingerprint = variable_tracker.content_fingerprint
     before = content_fingerprint(frame)
     assert content_fingerprint(frame.copy()) == before  # same content, same fingerprint
     frame.loc[1, "d"] = pd.Timestamp("2025-03-01")
