@@ -408,7 +408,7 @@ def build_trainer(
         require("peft")
     from trl import SFTTrainer
 
-    from training.action_weight import weighted_trainer_class
+    from training.study.action_weight import weighted_trainer_class
     from training.lm_head import use_compact_lm_head
 
     if not sft_config.assistant_only_loss:

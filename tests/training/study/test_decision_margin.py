@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_auc_by_hand() -> None:
-    from training.decision_margin import auc, summary
+    from training.study.margin import auc, summary
 
     rows = [
         {"gold": "REPAIR", "margin": 1.0},
@@ -40,7 +40,7 @@ def test_auc_by_hand() -> None:
 def test_samples_alternate_decisions_in_the_view(sft_smoke_dir: Path) -> None:
     from datasets import load_from_disk
 
-    from training.decision_margin import DECISIONS, decision_samples
+    from training.study.margin import DECISIONS, decision_samples
 
     train = load_from_disk(str(sft_smoke_dir / "dataset"))["train"]
     counts = {name: sum(r["format"] == "flat" and r["control"] == name for r in train) for name in DECISIONS}
@@ -66,7 +66,7 @@ def test_margins_are_the_log_odds_of_the_branching_token(sft_smoke_dir: Path, ti
 
     from harness.manager.actions import make_action
     from harness.manager.wire import render_action
-    from training.decision_margin import branch_ids, decision_samples, margins
+    from training.study.margin import branch_ids, decision_samples, margins
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32).eval()
@@ -105,24 +105,28 @@ def test_margins_are_the_log_odds_of_the_branching_token(sft_smoke_dir: Path, ti
 def test_the_script_writes_rows_and_summary_and_refuses_bad_input(
     sft_smoke_dir: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    script = [sys.executable, str(REPO / "scripts" / "decision_margin.py")]
+    script = [sys.executable, "-m", "training.study.margin_cli"]
     out = tmp_path / "margins.json"
     args = ["--model", str(tiny_model_dir), "--data", str(sft_smoke_dir), "--split", "train", "--prompt_view", "bare"]
-    done = subprocess.run([*script, *args, "--limit", "2", "--out", str(out)], capture_output=True, text=True)
+    done = subprocess.run(
+        [*script, *args, "--limit", "2", "--out", str(out)], cwd=REPO, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     written = json.loads(out.read_text())
     assert json.loads(done.stdout.strip().splitlines()[-1]) == written["summary"]
     assert written["summary"]["samples"] == len(written["rows"]) == 2
     assert {row["gold"] for row in written["rows"]} == {"REPAIR", "FINALIZE_RELATIONS"}
 
-    bad_model = subprocess.run([*script, "--model", str(tmp_path), "--data", str(sft_smoke_dir)], capture_output=True)
+    bad_model = subprocess.run(
+        [*script, "--model", str(tmp_path), "--data", str(sft_smoke_dir)], cwd=REPO, capture_output=True
+    )
     assert bad_model.returncode == 2 and b"no config.json there" in bad_model.stderr
-    bad_split = subprocess.run([*script, *args, "--split", "test"], capture_output=True, text=True)
+    bad_split = subprocess.run([*script, *args, "--split", "test"], cwd=REPO, capture_output=True, text=True)
     assert bad_split.returncode == 2 and "has no split 'test'" in bad_split.stderr
 
 
 def test_calibrate_moves_the_threshold_into_the_gap_nearest_zero() -> None:
-    from training.decision_margin import balanced_accuracy, calibrate
+    from training.study.margin import balanced_accuracy, calibrate
 
     def rows(repair: list[float], confirm: list[float]) -> list[dict]:
         return [{"gold": "REPAIR", "margin": m} for m in repair] + [
@@ -157,7 +161,7 @@ def test_the_served_bias_moves_exactly_the_branching_logit(tiny_model_dir: Path)
 
     from harness.llm import BranchBias, HFChatBackend, _BranchBiasProcessor
     from harness.manager.wire import call_grammar
-    from training.decision_margin import DECISIONS, branch_ids, repair_bias
+    from training.study.margin import DECISIONS, branch_ids, repair_bias
 
     backend = HFChatBackend(
         str(tiny_model_dir), max_new_tokens=24, grammar=lambda added: call_grammar(added, names=DECISIONS)
@@ -201,7 +205,7 @@ def test_a_pairwise_bias_reorders_the_two_decisions_and_nothing_else(tiny_model_
     from transformers import AutoTokenizer
 
     from harness.llm import BranchBias, _BranchBiasProcessor
-    from training.decision_margin import branch_ids, repair_bias
+    from training.study.margin import branch_ids, repair_bias
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     shared, branch = branch_ids(tokenizer)

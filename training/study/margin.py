@@ -12,7 +12,7 @@ check or probe) has higher margins at repair samples than at confirm samples wha
 a recipe that moves the preference before it flips the greedy decision. Run it on a training split's validation rows
 to compare SFT recipes without held-out data:
 
-    python scripts/decision_margin.py --model runs/study-smollm2/arms/sft-lora/merged \\
+    python -m training.study.margin_cli --model runs/study-smollm2/arms/sft-lora/merged \\
         --data runs/study-smollm2/data/train-bare --split validation --out margins.json
 
 The study scores every flat model arm this way after training (:func:`arm_margins`, ``margin_split`` in its config),
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from training.prompt_view import view
-from training.study_decisions import DECISION_CONTROLS as DECISIONS  # a repair (the positive) and the confirmation
+from training.study.decisions import DECISION_CONTROLS as DECISIONS  # a repair (the positive) and the confirmation
 
 
 def decision_text(name: str) -> str:
@@ -211,7 +211,7 @@ def arm_margins(study: Any, arm: str) -> dict[str, Any]:
     """The decision margins of a study arm's model on the ``margin_split`` rows of the training data it was trained
     on (as the arms see it: the study's prompt view), at most ``margin_limit`` of them: ``{model, data, split,
     summary, rows}``, kept in the arm's :data:`MARGINS_FILE` (a resumed study reuses it)."""
-    from training.study_data import sft_dataset
+    from training.study.data import sft_dataset
 
     config = study.config
     path = study.arm_dir(arm) / MARGINS_FILE

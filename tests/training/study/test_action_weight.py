@@ -1,4 +1,5 @@
-"""The action-name loss weight (training.action_weight): which tokens it weighs, and the loss TRL's trainer returns."""
+"""The action-name loss weight (training.study.action_weight): which tokens it weighs, and the loss TRL's trainer
+returns."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ CALL = (
 
 
 def test_the_mask_covers_exactly_each_labelled_action_name(qwen3_tokenizer):
-    from training.action_weight import action_name_mask
+    from training.study.action_weight import action_name_mask
 
     tokenizer = qwen3_tokenizer
     first = tokenizer(CALL, add_special_tokens=False)["input_ids"]
@@ -52,7 +53,7 @@ def _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, weight):
 
 
 def test_trainer_loss_weights_the_action_names_and_eval_stays_plain(sft_short_dataset_dir, tiny_model_dir, tmp_path):
-    from training.action_weight import action_name_mask
+    from training.study.action_weight import action_name_mask
 
     plain = _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, 1.0)
     heavy = _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, 5.0)

@@ -16,7 +16,7 @@ from harness.jsonl import append_jsonl, read_jsonl_resumable
 from training.prompt_view import view
 
 if TYPE_CHECKING:
-    from training.study import Study
+    from training.study.driver import Study
 
 EXACT_FILE = "exact_match.jsonl"
 

@@ -11,7 +11,7 @@ stratification) and merge, on the training split's ``hier`` rows (``--formats hi
 conversations) instead of the ``flat`` ones (``scripts/sft.py``'s default, which every other arm keeps).
 
 Prompt view and ``hier``: one rule for both formats. :func:`training.prompt_view.view` is applied to every row of
-the SFT data (:func:`training.study_data.sft_dataset`) and to every served call, flat or hier, so under ``bare`` the
+the SFT data (:func:`training.study.data.sft_dataset`) and to every served call, flat or hier, so under ``bare`` the
 hier model is trained and asked without :data:`~harness.manager.hier_prompts.HIER_SYSTEM` and without the tier-1
 tools block: only the decision prompt (the public turn, the draft state, tier 0's check results, the legal decisions
 and budget) and its own calls. Under ``full`` it sees exactly what :class:`~harness.manager.hier.HierPolicy` sends.
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 from harness.llm import HFChatBackend, Message
 from training.pipeline import ROOT
 from training.prompt_view import view
-from training.study_data import sft_dataset
+from training.study.data import sft_dataset
 
 if TYPE_CHECKING:
-    from training.study import Study
+    from training.study.driver import Study
 
 logger = logging.getLogger(__name__)
 
@@ -188,10 +188,10 @@ def dapo_available() -> str | None:
 
 def train_dapo(study: Study, arm: str) -> dict[str, Any]:
     """DAPO (``scripts/rl.py``) on the training split's decision points: its check activations where the gold repairs
-    or confirms (:data:`training.study_decisions.DECISION_CONTROLS`), the model taking over where the study's decision
+    or confirms (:data:`training.study.decisions.DECISION_CONTROLS`), the model taking over where the study's decision
     points hand over (``decision_takeover``). ``sft-dapo`` starts from ``sft-lora``'s merged checkpoint, ``rl-only``
     from SmolLM2 as converted (no SFT)."""
-    from training.study_decisions import DECISION_CONTROLS
+    from training.study.decisions import DECISION_CONTROLS
 
     reason = dapo_available()
     if reason is not None:

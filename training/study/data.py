@@ -14,7 +14,7 @@ import yaml
 from training.prompt_view import view
 
 if TYPE_CHECKING:
-    from training.study import Study
+    from training.study.driver import Study
 
 logger = logging.getLogger(__name__)
 
