@@ -201,3 +201,16 @@ def test_an_evaluate_stage_with_errored_episodes_fails_instead_of_marking_done(t
     (tmp_path / "evaluate").mkdir()
     with pytest.raises(RuntimeError, match=r"stage evaluate: episodes errored \(llm\(SFT\+RL\): 2\)"):
         pipeline.stage_evaluate(pipeline.Context(PipelineConfig(), tmp_path))
+
+
+def test_launch_training_runs_a_script_by_path_and_a_module_with_accelerate_m(tmp_path, monkeypatch):
+    commands = []
+    monkeypatch.setattr(pipeline, "run_logged", lambda command, env, log, desc: commands.append(command) or 0)
+    kw = {"accelerate_config": tmp_path / "acc.yaml", "log": tmp_path / "log.txt", "what": "x"}
+    pipeline.launch_training("sft.py", tmp_path / "c.yaml", ["--max_steps", "2"], **kw)
+    pipeline.launch_training("pkg.train", tmp_path / "c.yaml", [], **kw)
+    script, module = commands
+    assert script[script.index("--config_file") + 2 :] == [
+        str(pipeline.ROOT / "scripts" / "sft.py"), "--config", str(tmp_path / "c.yaml"), "--max_steps", "2"
+    ]  # fmt: skip
+    assert module[module.index("--config_file") + 2 :] == ["-m", "pkg.train", "--config", str(tmp_path / "c.yaml")]

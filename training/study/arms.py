@@ -1,7 +1,8 @@
 """The study's arms: how each manager is built (trained, for the model arms) and served.
 
 :data:`ARMS` maps an arm name to its :class:`Arm`. Training arms launch the real launchers as subprocesses
-(``scripts/sft.py``, ``scripts/rl.py``, through :meth:`training.study.Study.launch`); :func:`train_arm` trains one
+(``scripts/sft.py`` through :mod:`training.study.sft`, ``scripts/rl.py``, with
+:meth:`training.study.driver.Study.launch`); :func:`train_arm` trains one
 once and leaves its marker ``OUT/arms/<arm>/train.json``. A model arm is served by its :attr:`Arm.serve` over its
 checkpoint: the flat ``llm`` manager policy (:func:`model_policy`), or, for ``hier``, the hierarchical manager whose
 tier 1 is the checkpoint (:func:`hier_model_policy`).
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MARKER = "train.json"
+SFT_MODULE = "training.study.sft"
+"""What the SFT arms launch: ``scripts/sft.py``'s arguments plus the study's ``--action_name_weight``."""
 
 
 @dataclass(frozen=True)
@@ -139,8 +142,8 @@ def model_usage(policy: Any) -> dict[str, int] | None:
 
 
 def _sft_args(study: Study, arm: str, model: str, dataset: Path, output: Path) -> list[str]:
-    """The ``scripts/sft.py`` arguments of ``arm``: the study's ``sft_args`` for all, ``--formats hier`` for a hier
-    arm (the others train on ``flat``, the script's default)."""
+    """The SFT arguments (:data:`SFT_MODULE`) of ``arm``: the study's ``sft_args`` for all, ``--formats hier`` for a
+    hier arm (the others train on ``flat``, the script's default)."""
     formats = ["--formats", "hier"] if ARMS[arm].format == "hier" else []
     return [
         "--model_name_or_path", model, "--dataset_path", str(dataset), "--output_dir", str(output),
@@ -155,15 +158,15 @@ def train_sft(study: Study, arm: str) -> dict[str, Any]:
     data = sft_dataset(study)
     if arm == "tiny-sft":
         output = study.model_dir(arm)
-        study.launch(arm, "sft.py", config.sft_tiny_config, _sft_args(study, arm, "tiny", data, output))
+        study.launch(arm, SFT_MODULE, config.sft_tiny_config, _sft_args(study, arm, "tiny", data, output))
         return {"checkpoint": str(output)}
     smollm2 = str(config.path(config.smollm2_dir))
     if arm == "sft-full":
         output = study.model_dir(arm)
-        study.launch(arm, "sft.py", config.sft_full_config, _sft_args(study, arm, smollm2, data, output))
+        study.launch(arm, SFT_MODULE, config.sft_full_config, _sft_args(study, arm, smollm2, data, output))
         return {"checkpoint": str(output)}
     adapter = study.arm_dir(arm) / "adapter"
-    study.launch(arm, "sft.py", config.sft_lora_config, _sft_args(study, arm, smollm2, data, adapter))
+    study.launch(arm, SFT_MODULE, config.sft_lora_config, _sft_args(study, arm, smollm2, data, adapter))
     merge_lora(adapter, study.model_dir(arm))
     return {"checkpoint": str(study.model_dir(arm)), "adapter": str(adapter)}
 

@@ -174,7 +174,7 @@ def test_first_turns_suite_cuts_tasks_and_their_faults(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)  # ~130 s on the idle machine (the study ~100 s, then its resume ~25 s)
 def test_miniature_study(tmp_path: Path) -> None:
     """training/study/configs/smollm2-mini.yaml end to end; the numbers are real (small), the report lists every
-arm."""
+    arm."""
     pytest.importorskip("gguf", reason="the SmolLM2 conversion needs the train extra (gguf)")
     from training.smollm2 import build_smollm2, cached_smollm2_dir
 

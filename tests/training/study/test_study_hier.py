@@ -31,7 +31,7 @@ def _launches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, arm: str) -> tupl
 def test_hier_trains_like_sft_lora_on_the_hier_rows(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     lora_result, [(arm, script, config, lora_args)] = _launches(monkeypatch, tmp_path, "sft-lora")
     hier_result, [(hier_arm, hier_script, hier_config, hier_args)] = _launches(monkeypatch, tmp_path, "hier")
-    assert (hier_arm, hier_script, hier_config) == ("hier", script, config) == ("hier", "sft.py", config)
+    assert (hier_arm, hier_script, hier_config) == ("hier", script, config) == ("hier", "training.study.sft", config)
     assert config == StudyConfig().sft_lora_config and "--formats" not in lora_args  # flat arms: the default
     assert hier_args == [a.replace("sft-lora", "hier") for a in lora_args] + ["--formats", "hier"]
     assert all(a in hier_args for a in SFT_ARGS)  # the same budget
