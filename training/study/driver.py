@@ -508,11 +508,12 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
             )
             if calibration.get(arm, {}).get("bias"):
                 from harness.run import model_backend
+                from training.study.branch_bias import serve_with_bias
                 from training.study.margin import repair_bias
 
                 backend = model_backend(policies[arm])
                 bias = calibration[arm]["bias"]
-                backend.set_branch_bias(repair_bias(backend.tokenizer, bias, pairwise=config.decision_bias == "pair"))
+                serve_with_bias(backend, repair_bias(backend.tokenizer, bias, pairwise=config.decision_bias == "pair"))
         return policies[arm]
 
     exact: dict[str, list[dict[str, Any]]] = {}

@@ -21,7 +21,7 @@ so its report shows what each recipe does to the decision on the split it was ch
 A recipe can rank the rows well (AUC near 1) and still put its threshold on one side of them. :func:`calibrate`
 chooses, on those same training rows, the constant added to every margin that best separates them (balanced
 accuracy; the smallest shift among the best), and :func:`repair_bias` turns it into the
-:class:`harness.llm.BranchBias` that adds it to the REPAIR branching token's logit when the model serves: the
+:class:`.BranchBias` that adds it to the REPAIR branching token's logit when the model serves: the
 decision threshold, chosen on training data as a classifier's would be.
 """
 
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from training.prompt_view import view
+from training.study.branch_bias import BranchBias
 from training.study.decisions import DECISION_CONTROLS as DECISIONS  # a repair (the positive) and the confirmation
 
 
@@ -176,15 +177,13 @@ def calibrate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"bias": round(bias, 4), "balanced_accuracy": balanced_accuracy(rows, round(bias, 4)), **out}
 
 
-def repair_bias(tokenizer: Any, bias: float, pairwise: bool = True) -> Any:
-    """The :class:`harness.llm.BranchBias` that moves REPAIR's branching token (:func:`branch_ids`) by ``bias`` right
+def repair_bias(tokenizer: Any, bias: float, pairwise: bool = True) -> BranchBias:
+    """The :class:`.BranchBias` that moves REPAIR's branching token (:func:`branch_ids`) by ``bias`` right
     after the reply start the decisions share: every margin at serving time moves by ``bias``. ``pairwise`` (the
     default) moves it against the confirmation's token only (``versus``), so the bias chooses between the two
     decisions and never whether to decide: at that same point the model also chooses between deciding and another
     probe, which the training rows the bias is chosen on do not measure. Without it the bias is added to REPAIR's
     logit outright and raises REPAIR against every other action too."""
-    from harness.llm import BranchBias
-
     shared, branch = branch_ids(tokenizer)
     return BranchBias(
         prefix=tokenizer.decode(shared, skip_special_tokens=False),

@@ -154,13 +154,14 @@ def test_calibrate_moves_the_threshold_into_the_gap_nearest_zero() -> None:
 
 
 def test_the_served_bias_moves_exactly_the_branching_logit(tiny_model_dir: Path) -> None:
-    """HFChatBackend with the BranchBias of repair_bias: at the step where the reply is the decisions' shared start
-    the REPAIR token's logit rises by the bias and nothing else moves; a reply that is not there is untouched; a
-    large bias on the other decision's token flips the greedy, grammar-constrained decision."""
+    """HFChatBackend serving the BranchBias of repair_bias (as its logits_processors): at the step where the reply is
+    the decisions' shared start the REPAIR token's logit rises by the bias and nothing else moves; a reply that is not
+    there is untouched; a large bias on the other decision's token flips the greedy, grammar-constrained decision."""
     import torch
 
-    from harness.llm import BranchBias, HFChatBackend, _BranchBiasProcessor
+    from harness.llm import HFChatBackend
     from harness.manager.wire import call_grammar
+    from training.study.branch_bias import BranchBias, BranchBiasProcessor, serve_with_bias
     from training.study.margin import DECISIONS, branch_ids, repair_bias
 
     backend = HFChatBackend(
@@ -172,7 +173,7 @@ def test_the_served_bias_moves_exactly_the_branching_logit(tiny_model_dir: Path)
     assert branch_bias.prefix == tokenizer.decode(shared) and branch_bias.bias == {branch["REPAIR"]: 2.5}
     assert branch_bias.versus is None
     prompt = [3, 4, 5]
-    processor = _BranchBiasProcessor(tokenizer, branch_bias, len(prompt))
+    processor = BranchBiasProcessor(tokenizer, branch_bias, len(prompt))
     scores = torch.randn(1, 64 + max(branch.values()))
     moved = processor(torch.tensor([prompt + shared]), scores)
     assert torch.equal(
@@ -186,12 +187,12 @@ def test_the_served_bias_moves_exactly_the_branching_logit(tiny_model_dir: Path)
     unbiased = backend.chat(messages).text
     name = next(n for n in DECISIONS if f'"name": "{n}"' in unbiased)
     other = next(n for n in DECISIONS if n != name)
-    backend.set_branch_bias(BranchBias(prefix=branch_bias.prefix, bias={branch[other]: 100.0}))
+    serve_with_bias(backend, BranchBias(prefix=branch_bias.prefix, bias={branch[other]: 100.0}))
     assert f'"name": "{other}"' in backend.chat(messages).text
-    backend.set_branch_bias(None)
+    serve_with_bias(backend, None)
     assert backend.chat(messages).text == unbiased
     with pytest.raises(ValueError, match=r"outside the model's \d+ logits"):
-        backend.set_branch_bias(BranchBias(prefix="x", bias={10**9: 1.0}))
+        serve_with_bias(backend, BranchBias(prefix="x", bias={10**9: 1.0}))
     with pytest.raises(ValueError, match="prefix is empty"):
         BranchBias(prefix="", bias={1: 1.0})
 
@@ -204,7 +205,7 @@ def test_a_pairwise_bias_reorders_the_two_decisions_and_nothing_else(tiny_model_
     import torch
     from transformers import AutoTokenizer
 
-    from harness.llm import BranchBias, _BranchBiasProcessor
+    from training.study.branch_bias import BranchBias, BranchBiasProcessor
     from training.study.margin import branch_ids, repair_bias
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
@@ -213,7 +214,7 @@ def test_a_pairwise_bias_reorders_the_two_decisions_and_nothing_else(tiny_model_
     pair = repair_bias(tokenizer, 1.5)
     assert pair.bias == {repair: 1.5} and pair.versus == confirm
     third = next(i for i in range(10, 60) if i not in (repair, confirm))
-    processor = _BranchBiasProcessor(tokenizer, pair, 0)
+    processor = BranchBiasProcessor(tokenizer, pair, 0)
     for r, c, top in [(-1.0, 0.0, 5.0), (0.0, -1.0, 5.0), (-3.0, -1.0, -9.0), (2.0, 2.0, 1.0)]:
         scores = torch.full((1, 64 + max(branch.values())), -100.0)
         scores[0, [repair, confirm, third]] = torch.tensor([r, c, top])
