@@ -13,9 +13,12 @@
   cover is named in a warning at load.
 
 Both take an optional ``grammar`` (a Lark grammar in llguidance's dialect, e.g.
-:func:`harness.manager.wire.call_grammar`): the HF backend masks every token the grammar forbids
-(:mod:`harness.grammar`); the OpenAI backend sends it as ``structured_outputs.grammar``, which a vLLM server applies
-with its ``guidance`` backend (``--structured-outputs-config.backend guidance``; xgrammar reads no Lark).
+:func:`harness.manager.wire.call_grammar`), and ``set_grammar`` changes it between replies: the HF backend masks every
+token the grammar forbids (:mod:`harness.grammar`); the OpenAI backend sends it as ``structured_outputs.grammar``
+(vLLM's guided decoding), which a vLLM server applies with its ``guidance`` backend
+(``--structured-outputs-config.backend guidance``; xgrammar reads no Lark). A grammar may be a function of the
+tokenizer's added tokens (a tag that is one token is written as that token): the HF backend passes its tokenizer's,
+the OpenAI backend a :class:`ServedTokens` that asks the server (vLLM's ``POST /tokenize``).
 The HF backend also takes ``logits_processors``: factories of transformers-style logits processors, applied after the
 grammar's mask at every step of every reply (a caller's own decoding rule, e.g. a bias at one point of a reply).
 
@@ -35,7 +38,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -129,6 +132,13 @@ class OpenAIChatBackend:
         self._model = model
         self.api_key, self.temperature, self.max_tokens, self.timeout_s = api_key, temperature, max_tokens, timeout_s
         self.grammar = grammar
+        self.served_tokens = ServedTokens(self)
+
+    def set_grammar(self, grammar: str | Callable[[Container[str]], str] | None) -> None:
+        """Send ``grammar`` with every later request (``structured_outputs.grammar``); None stops sending one. A
+        function is called with :attr:`served_tokens` (the texts the server's tokenizer writes as one token), as
+        :meth:`HFChatBackend.set_grammar` calls it with its tokenizer's added tokens."""
+        self.grammar = grammar(self.served_tokens) if callable(grammar) else grammar
 
     @property
     def model(self) -> str:
@@ -205,6 +215,31 @@ class OpenAIChatBackend:
                 f"chat endpoint {url} returned a body that is not JSON ({str(error).split(';')[0][:120]}): "
                 f"{raw[:200]!r}"
             ) from None
+
+
+class ServedTokens:
+    """``text in tokens``: whether the server behind ``backend`` encodes ``text`` (no special tokens added) as exactly
+    one token, asked once per text with vLLM's ``POST {server root}/tokenize``. A server that does not answer it (not
+    vLLM) gets ``False`` for every text, with one warning: a grammar then spells the text out."""
+
+    def __init__(self, backend: OpenAIChatBackend):
+        self.backend = backend
+        self.known: dict[str, bool] = {}
+        self.root = backend.base_url.removesuffix("/v1")
+
+    def __contains__(self, text: object) -> bool:
+        if not isinstance(text, str):
+            return False
+        if text not in self.known:
+            try:
+                body = {"model": self.backend.model, "prompt": text, "add_special_tokens": False}
+                answer = self.backend._request(self.root + "/tokenize", body)
+                self.known[text] = isinstance(answer, dict) and len(answer.get("tokens") or []) == 1
+            except (ChatEndpointError, ConnectionError) as error:
+                if not self.known:
+                    logger.warning("%s/tokenize: %s; grammar tags are spelled out as text", self.root, error)
+                self.known[text] = False
+        return self.known[text]
 
 
 class HFChatBackend:

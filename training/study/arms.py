@@ -75,14 +75,19 @@ class Arm:
     ) -> Any:
         """The policy of this (model) arm over the checkpoint ``path``; ``constrained``: an arm that writes actions
         (flat, hier) decodes under the action grammar (:func:`harness.run.constrain_actions`), a flat one also under
-        ``legal_only`` / ``decide_after_probe`` there (the hier arm's tier 0 writes its checks and probes)."""
+        ``legal_only`` there and :func:`training.study.decoding.decide_after_probe` (the hier arm's tier 0 writes its
+        checks and probes)."""
         factory = {"hier": hier_model_policy, "windowed": windowed_model_policy}.get(self.format, model_policy)
         policy = factory(path, max_new_tokens, prompt_view)
         if constrained and self.format != "windowed":
             from harness.run import constrain_actions
 
             flat = self.format == "flat"
-            constrain_actions(policy, legal_only=flat and legal_only, decide_after_probe=flat and decide_after_probe)
+            constrain_actions(policy, legal_only=flat and legal_only)
+            if flat and decide_after_probe:
+                from training.study.decoding import decide_after_probe as probe_first
+
+                probe_first(policy)
         return policy
 
 

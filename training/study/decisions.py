@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any
 from harness.jsonl import append_jsonl, read_jsonl_resumable
 from harness.manager.hier import HARNESS, POLICY
 from harness.manager.lifecycle import CONTROL_ACTIONS
-from harness.manager.llm_policy import DECISIONS
 from training.rl.rollout import HarnessConfirm, StartPoint, action_stats, check_takeover, gold_decision, start_points
 from training.study.arms import model_usage
+from training.study.decoding import DECISIONS
 from training.study.metrics import harness_confirmed, own_control
 
 if TYPE_CHECKING:

@@ -266,8 +266,8 @@ class StudyConfig:
     decide_after_probe: bool = field(
         default=False,
         metadata={"help": "With constrained_decoding, a flat model arm may take neither decision (REPAIR, "
-                  "FINALIZE_RELATIONS) before a probe of the activation has run (harness.manager.llm_policy."
-                  "actions_now; implies legal_actions_only): its decisions follow evidence it wrote, as every "
+                  "FINALIZE_RELATIONS) before a probe of the activation has run (training.study.decoding; "
+                  "implies legal_actions_only): its decisions follow evidence it wrote, as every "
                   "decision of the gold manager does."},
     )  # fmt: skip
     runtime: dict[str, Any] = field(
