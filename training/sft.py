@@ -155,11 +155,9 @@ class DataArguments:
         default=False,
         metadata={
             "help": "Expand each sample into one per assistant turn: the conversation up to and including that turn, "
-            "with an `action` column naming the turn's action (its tool call's name) and a `transition` column "
-            "(`<previous action> > <action>`). With last_turn_only each one "
+            "with an `action` column naming the turn's action (its tool call's name). With last_turn_only each one "
             "trains its own last turn, so a check's tool calls (check_execution, run_probe) are trained as well as "
-            "its decision; stratify_by: action balances the actions, stratify_by: transition the ways one follows "
-            "another (the first probe after a check as much as a later one)."
+            "its decision; stratify_by: action balances the actions."
         },
     )
 
@@ -278,10 +276,9 @@ UNPARSED_ACTION = "unparsed"
 
 def to_turn_prefixes(dataset: Dataset) -> Dataset:
     """One row per assistant turn of each row of ``dataset``: its ``messages`` up to and including that turn, every
-    other column copied, an ``action`` column with the turn's action name (:data:`UNPARSED_ACTION` when the
-    turn is not one well-formed action) and a ``transition`` column, ``<previous action> > <action>`` (``start``
-    for a row's first turn): ``stratify_by: transition`` gives each way an action follows another an equal share
-    (a probe right after the check as much as one after another probe). A row's last prefix is the row itself.
+    other column copied, and an ``action`` column with the turn's action name (:data:`UNPARSED_ACTION` when the
+    turn is not one well-formed action; ``stratify_by: action`` balances the actions). A row's last prefix is the
+    row itself.
     ``n_tokens``, when present, keeps the whole row's count: an upper bound on each prefix's, so
     :func:`drop_overlong` never keeps a prefix too long, and drops a prefix only with its whole conversation.
     Samples none of which has an assistant turn are a data error; an empty split stays empty."""
@@ -291,25 +288,19 @@ def to_turn_prefixes(dataset: Dataset) -> Dataset:
 
     rows: list[dict[str, Any]] = []
     for row in dataset:
-        previous = "start"
         for index, message in enumerate(row["messages"]):
             if message["role"] != "assistant":
                 continue
             parsed = parse_response(message["content"])
             action = parsed.action.name if parsed.action is not None else UNPARSED_ACTION
-            transition = f"{previous} > {action}"
-            rows.append({**row, "messages": row["messages"][: index + 1], "action": action, "transition": transition})
-            previous = action
+            rows.append({**row, "messages": row["messages"][: index + 1], "action": action})
     if not rows and len(dataset):
         raise ValueError(
             f"turn_prefixes found no assistant turn in any of {len(dataset)} samples; re-run synthesis, or turn "
             "turn_prefixes off"
         )
     if not rows:  # an empty split stays empty, with the column a stratified subset reads
-        for column in ("action", "transition"):
-            if column not in dataset.column_names:
-                dataset = dataset.add_column(column, [])
-        return dataset
+        return dataset if "action" in dataset.column_names else dataset.add_column("action", [])
     return Dataset.from_list(rows)
 
 
