@@ -32,15 +32,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.llm import HFChatBackend, Message
 from training.pipeline import ROOT
 from training.prompt_view import view
 from training.study.data import sft_dataset
-
-if TYPE_CHECKING:
-    from training.study.driver import Study
+from training.study.layout import Study
 
 logger = logging.getLogger(__name__)
 
@@ -196,10 +194,10 @@ def dapo_available() -> str | None:
 
 def train_dapo(study: Study, arm: str) -> dict[str, Any]:
     """DAPO (``scripts/rl.py``) on the training split's decision points: its check activations where the gold repairs
-    or confirms (:data:`training.study.decisions.DECISION_CONTROLS`), the model taking over where the study's decision
+    or confirms (:data:`training.study.decoding.DECISIONS`), the model taking over where the study's decision
     points hand over (``decision_takeover``). ``sft-dapo`` starts from ``sft-lora``'s merged checkpoint, ``rl-only``
     from SmolLM2 as converted (no SFT)."""
-    from training.study.decisions import DECISION_CONTROLS
+    from training.study.decoding import DECISIONS as DECISION_CONTROLS
 
     reason = dapo_available()
     if reason is not None:

@@ -65,9 +65,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.tracking import check_report_to_choice, resolve_report_to, trainer_flags
+from harness.tracking import check_report_to_choice, resolve_report_to
 from harness.yaml_config import load_yaml_config, type_problems
-from training.pipeline import ROOT, launch_training
+from training.pipeline import ROOT
 from training.prompt_view import check_prompt_view, view
 from training.study.arms import (
     ARMS,
@@ -85,6 +85,7 @@ from training.study.arms import (
 )
 from training.study.data import first_turns_suite, sft_dataset, synthesize_split
 from training.study.exact_match import EXACT_FILE, exact_match_samples, score_exact_match
+from training.study.layout import Study
 
 __all__ = [  # the driver and config, and the stages' functions under their historical names
     "ARMS",
@@ -367,53 +368,6 @@ class StudyConfig:
     def path(self, value: str) -> Path:
         path = Path(value)
         return path if path.is_absolute() else ROOT / path
-
-
-# ---------------------------------------------------------------- the study
-@dataclass
-class Study:
-    """A study run: its config, output folder and where each piece lives."""
-
-    config: StudyConfig
-    out: Path
-
-    def data_dir(self, split: str) -> Path:
-        return self.out / "data" / split
-
-    def heldout_splits(self) -> list[str]:
-        """The held-out splits: ``heldout`` (the held-out fault types) and, when configured, ``heldout-seen`` (held-out
-        tasks with the training fault types)."""
-        return ["heldout", *(["heldout-seen"] if self.config.heldout_seen_synthesis else [])]
-
-    def eval_suite(self) -> Path:
-        """The suite the episodes are played on: the ``eval_split`` held-out split, or its tasks' first ``eval_turns``
-        turns (with ``eval_faulted_only``: the tasks with a harmful fault there)."""
-        split = self.config.eval_split
-        if self.config.eval_turns is None:
-            return self.data_dir(split)
-        faulted = "-faulted" if self.config.eval_faulted_only else ""
-        return self.out / "data" / f"{split}-first-{self.config.eval_turns}{faulted}"
-
-    def arm_dir(self, arm: str) -> Path:
-        return self.out / "arms" / arm
-
-    def model_dir(self, arm: str) -> Path:
-        """The checkpoint a model arm is evaluated with."""
-        if arm in ("prompt", "windowed"):  # SmolLM2 as converted
-            return self.config.path(self.config.smollm2_dir)
-        return self.arm_dir(arm) / ("merged" if arm in ("sft-lora", "hier") else "model")
-
-    def launch(self, arm: str, script: str, config: str, args: list[str]) -> None:
-        self.arm_dir(arm).mkdir(parents=True, exist_ok=True)
-        tracking = trainer_flags(resolve_report_to(self.config.report_to), f"{self.out.name}-{arm}")
-        launch_training(
-            script,
-            self.config.path(config),
-            [*tracking, *args],
-            accelerate_config=self.config.path(self.config.accelerate_config),
-            log=self.arm_dir(arm) / "log.txt",
-            what=f"arm {arm}",
-        )
 
 
 # ---------------------------------------------------------------- decision points

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.evaluation.report import fmt
 from training.rl.temperature import PROBE_FILE
+from training.study.layout import Study
 from training.study.metrics import (
     arm_metrics,
     comparisons,
@@ -26,9 +27,6 @@ from training.study.metrics import (
     teacher_forced_repair_f1,
 )
 from training.study.plots import PLOTS
-
-if TYPE_CHECKING:
-    from training.study.driver import Study
 
 __all__ = [  # the report's own names, and the metrics under their historical import path
     "LEGAL_TARGET",
@@ -94,7 +92,7 @@ def collect(
     from harness.evaluation.suite import resolve_suite
     from harness.tasks import load_task
     from synthesis.faults import BENIGN_TYPES
-    from training.study.driver import ARMS
+    from training.study.arms import ARMS
 
     config = study.config
     seed, n = config.seed, config.n_resamples
