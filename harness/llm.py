@@ -13,12 +13,14 @@
   cover is named in a warning at load.
 
 Both take an optional ``grammar`` (a Lark grammar in llguidance's dialect, e.g.
-:func:`harness.manager.wire.call_grammar`): the HF backend masks every token the grammar forbids
-(:mod:`harness.grammar`); the OpenAI backend sends it as ``structured_outputs.grammar``, which a vLLM server applies
-with its ``guidance`` backend (``--structured-outputs-config.backend guidance``; xgrammar reads no Lark).
-The HF backend also takes a :class:`BranchBias`: a logit bias applied at one point of a reply only (where the reply
-so far is a given text, e.g. the start of a tool call before its name), so a decision's prior can be moved without
-touching any other token (OpenAI's ``logit_bias`` applies at every position, so it cannot express this).
+:func:`harness.manager.wire.call_grammar`), and ``set_grammar`` changes it between replies: the HF backend masks every
+token the grammar forbids (:mod:`harness.grammar`); the OpenAI backend sends it as ``structured_outputs.grammar``
+(vLLM's guided decoding), which a vLLM server applies with its ``guidance`` backend
+(``--structured-outputs-config.backend guidance``; xgrammar reads no Lark). A grammar may be a function of the
+tokenizer's added tokens (a tag that is one token is written as that token): the HF backend passes its tokenizer's,
+the OpenAI backend a :class:`ServedTokens` that asks the server (vLLM's ``POST /tokenize``).
+The HF backend also takes ``logits_processors``: factories of transformers-style logits processors, applied after the
+grammar's mask at every step of every reply (a caller's own decoding rule, e.g. a bias at one point of a reply).
 
 Replies are bounded: in tokens by the backend (``max_tokens`` sent to an endpoint, ``max_new_tokens`` in process),
 and in characters by the caller with :func:`cut_reply` (default :data:`DEFAULT_MAX_REPLY_CHARS`), because an endpoint
@@ -36,7 +38,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,33 +64,6 @@ def cut_reply(text: str, max_chars: int) -> tuple[str, int | None]:
     if len(text) <= max_chars:
         return text, None
     return text[:max_chars], len(text)
-
-
-@dataclass(frozen=True)
-class BranchBias:
-    """A logit bias at one point of a reply: when the reply so far decodes to exactly ``prefix`` (special tokens
-    kept), ``bias[token_id]`` is added to that token's logit for the next token; every other position is untouched.
-    Adding ``b`` to one of two candidate tokens shifts their log-odds by exactly ``b`` (a decision threshold moved
-    by ``b``), and also moves that token against every other candidate.
-
-    With ``versus`` (a rival token id; ``bias`` then names one token) only the pair's order moves: the larger of the
-    two logits is kept, the winner of ``logit[token] - logit[versus] + bias`` gets it and the other sits that far
-    below. Under greedy decoding whether the reply takes one of the two is then unchanged (the pair's best logit is
-    the same); only which of the two it takes follows the shifted log-odds."""
-
-    prefix: str
-    bias: dict[int, float]
-    versus: int | None = None
-
-    def __post_init__(self) -> None:
-        if not self.prefix:
-            raise ValueError("BranchBias.prefix is empty: name the reply text after which the bias applies")
-        if not self.bias:
-            raise ValueError("BranchBias.bias is empty: give at least one {token_id: added logit}")
-        if self.versus is not None and (len(self.bias) != 1 or self.versus in self.bias):
-            raise ValueError(
-                f"BranchBias.versus={self.versus} needs bias to name exactly one other token (got {sorted(self.bias)})"
-            )
 
 
 @dataclass(frozen=True)
@@ -157,6 +132,13 @@ class OpenAIChatBackend:
         self._model = model
         self.api_key, self.temperature, self.max_tokens, self.timeout_s = api_key, temperature, max_tokens, timeout_s
         self.grammar = grammar
+        self.served_tokens = ServedTokens(self)
+
+    def set_grammar(self, grammar: str | Callable[[Container[str]], str] | None) -> None:
+        """Send ``grammar`` with every later request (``structured_outputs.grammar``); None stops sending one. A
+        function is called with :attr:`served_tokens` (the texts the server's tokenizer writes as one token), as
+        :meth:`HFChatBackend.set_grammar` calls it with its tokenizer's added tokens."""
+        self.grammar = grammar(self.served_tokens) if callable(grammar) else grammar
 
     @property
     def model(self) -> str:
@@ -235,13 +217,42 @@ class OpenAIChatBackend:
             ) from None
 
 
+class ServedTokens:
+    """``text in tokens``: whether the server behind ``backend`` encodes ``text`` (no special tokens added) as exactly
+    one token, asked once per text with vLLM's ``POST {server root}/tokenize``. A server that does not answer it (not
+    vLLM) gets ``False`` for every text, with one warning: a grammar then spells the text out."""
+
+    def __init__(self, backend: OpenAIChatBackend):
+        self.backend = backend
+        self.known: dict[str, bool] = {}
+        self.root = backend.base_url.removesuffix("/v1")
+
+    def __contains__(self, text: object) -> bool:
+        if not isinstance(text, str):
+            return False
+        if text not in self.known:
+            try:
+                body = {"model": self.backend.model, "prompt": text, "add_special_tokens": False}
+                answer = self.backend._request(self.root + "/tokenize", body)
+                self.known[text] = isinstance(answer, dict) and len(answer.get("tokens") or []) == 1
+            except (ChatEndpointError, ConnectionError) as error:
+                if not self.known:
+                    logger.warning("%s/tokenize: %s; grammar tags are spelled out as text", self.root, error)
+                self.known[text] = False
+        return self.known[text]
+
+
 class HFChatBackend:
     """An in-process transformers chat model (greedy by default). Needs ``pip install -e '.[train]'``.
 
     ``grammar`` constrains every reply (:class:`harness.grammar.TokenGrammar`): a Lark grammar, or a function of the
     tokenizer's added tokens that returns one (:func:`harness.manager.wire.call_grammar` is such a function: Qwen3's
-    ``<tool_call>`` is one token, SmolLM2 spells it out). ``branch_bias`` moves one decision's logits at one point
-    of every reply (:class:`BranchBias`), after the grammar masks (a forbidden token stays forbidden)."""
+    ``<tool_call>`` is one token, SmolLM2 spells it out).
+
+    ``logits_processors`` (also an attribute a caller may replace between replies): each is called with the prompt's
+    length in tokens before every reply and returns a processor ``(input_ids, scores) -> scores`` as transformers
+    calls a ``LogitsProcessor`` (``input_ids`` (1, prompt + reply so far), ``scores`` (1, vocab)); they run in list
+    order after the grammar's mask, so a token the grammar forbids stays at ``-inf`` unless a processor lifts it."""
 
     def __init__(
         self,
@@ -251,7 +262,7 @@ class HFChatBackend:
         do_sample: bool = False,
         prefix_cache: bool = True,
         grammar: str | Callable[[frozenset[str]], str] | None = None,
-        branch_bias: BranchBias | None = None,
+        logits_processors: Sequence[Callable[[int], Callable[[Any, Any], Any]]] = (),
     ):
         require("transformers")
         require("torch")
@@ -276,8 +287,7 @@ class HFChatBackend:
         self._grammars: dict[str, Any] = {}  # grammar text -> its compiled TokenGrammar
         if grammar is not None:
             self.set_grammar(grammar)
-        self.branch_bias: BranchBias | None = None
-        self.set_branch_bias(branch_bias)
+        self.logits_processors: list[Callable[[int], Callable[[Any, Any], Any]]] = list(logits_processors)
         self.prefix_cache = prefix_cache
         self._cached_ids: list[int] = []  # the tokens whose key/values self._cache holds
         self._cache: Any = None
@@ -295,17 +305,6 @@ class HFChatBackend:
         if text not in self._grammars:
             self._grammars[text] = TokenGrammar.for_model(self.tokenizer, self.model, text, self.stop_ids)
         self.grammar = self._grammars[text]
-
-    def set_branch_bias(self, branch_bias: BranchBias | None) -> None:
-        """Apply ``branch_bias`` to every later reply (None removes it); a token id outside the model's logits is a
-        ``ValueError``."""
-        if branch_bias is not None:
-            width = int(self.model.get_output_embeddings().weight.shape[0])
-            named = [*branch_bias.bias, *([] if branch_bias.versus is None else [branch_bias.versus])]
-            outside = sorted(i for i in named if not 0 <= i < width)
-            if outside:
-                raise ValueError(f"branch bias names token ids {outside} outside the model's {width} logits")
-        self.branch_bias = branch_bias
 
     def _stop_ids(self) -> set[int]:
         """End-of-turn, end-of-text and pad token ids: the only tokens stripped from a reply."""
@@ -350,8 +349,7 @@ class HFChatBackend:
         processors: list[Any] = []
         if self.grammar is not None:
             processors.append(self.grammar.logits_processor(int(input_ids.shape[1])))
-        if self.branch_bias is not None:  # after the mask: a token the grammar forbids stays at -inf
-            processors.append(_BranchBiasProcessor(self.tokenizer, self.branch_bias, int(input_ids.shape[1])))
+        processors += [make(int(input_ids.shape[1])) for make in self.logits_processors]
         if processors:
             kwargs["logits_processor"] = processors
         with torch.no_grad():
@@ -377,41 +375,3 @@ class HFChatBackend:
         elif common < self._cache.get_seq_length():
             self._cache.crop(common - self._cache.get_seq_length())  # a negative count: drop that many tokens
         return self._cache
-
-
-class _BranchBiasProcessor:
-    """Adds a :class:`BranchBias` to the logits of a batch-1 ``generate`` whose prompt has ``prompt_len`` ids, at the
-    step where the reply so far decodes to the bias's prefix (checked only while the reply is short enough to be it:
-    a token spells at least one byte)."""
-
-    def __init__(self, tokenizer: Any, branch: BranchBias, prompt_len: int):
-        import torch
-
-        self.tokenizer, self.prefix, self.prompt_len = tokenizer, branch.prefix, prompt_len
-        self.max_len = len(branch.prefix.encode("utf-8"))
-        self.ids = torch.tensor(list(branch.bias), dtype=torch.long)
-        self.values = torch.tensor(list(branch.bias.values()), dtype=torch.float32)
-        self.versus = branch.versus
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        if input_ids.shape[0] != 1:
-            raise ValueError(f"a branch bias handles one sequence at a time, got {input_ids.shape[0]}")
-        reply = input_ids[0, self.prompt_len :]
-        if not 0 < len(reply) <= self.max_len:
-            return scores
-        if self.tokenizer.decode(reply.tolist(), skip_special_tokens=False) != self.prefix:
-            return scores
-        scores = scores.clone()
-        if self.versus is None:
-            scores[0, self.ids] += self.values.to(scores.device, scores.dtype)
-            return scores
-        token, rival = int(self.ids[0]), self.versus
-        if not (torch.isfinite(scores[0, token]) and torch.isfinite(scores[0, rival])):
-            return scores  # one of the two is forbidden (a grammar's -inf): there is no pair to reorder
-        top = torch.maximum(scores[0, token], scores[0, rival])
-        shifted = scores[0, token] - scores[0, rival] + float(self.values[0])
-        scores[0, token] = top - torch.clamp(-shifted, min=0)
-        scores[0, rival] = top - torch.clamp(shifted, min=0)
-        return scores

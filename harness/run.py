@@ -88,7 +88,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--constrained-decoding",
         action="store_true",
-        help="decode an in-process action model's replies (llm-hf, hier:llm-hf) under the action grammar",
+        help="decode an action model's replies under the action grammar (llm-hf, hier:llm-hf in process; llm:URL, "
+        "hier:llm:URL as vLLM guided decoding: serve with --structured-outputs-config.backend guidance)",
+    )
+    parser.add_argument(
+        "--legal-actions-only",
+        action="store_true",
+        help="with --constrained-decoding, a flat llm manager's grammar allows only the actions legal now",
     )
     parser.set_defaults(func=main)
 
@@ -175,11 +181,13 @@ def run_from_args(args: argparse.Namespace) -> int:
         policy = get_policy(str(parse_manager_spec(args.manager)))
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    if args.legal_actions_only and not args.constrained_decoding:
+        raise RunError("--legal-actions-only narrows the action grammar; add --constrained-decoding.")
     try:
         if args.manager_max_tokens is not None:
             limit_reply_tokens(policy, args.manager_max_tokens)
         if args.constrained_decoding:
-            constrain_actions(policy)
+            constrain_actions(policy, legal_only=args.legal_actions_only)
     except ModelSettingError as exc:
         raise RunError(str(exc)) from exc
     overrides: dict[str, Any] = {}

@@ -1,7 +1,7 @@
 """Every file under configs/ loads into its dataclass, through the parser its command uses (no training, no model).
 
 :data:`LOADERS` maps each folder of configs/ to the function that loads one of its files: the command's own parser
-where there is one (``stateguard evaluate``, ``synthesize``, ``pipeline``, the study script, scripts/sft.py and
+where there is one (``stateguard evaluate``, ``synthesize``, ``pipeline``, scripts/sft.py and
 scripts/rl.py with ``TrlParser``), else the class's ``from_yaml``. A file in a folder with no loader fails the test
 ("no loader for configs/X"), so a new kind of config comes with its check.
 """
@@ -64,14 +64,6 @@ def load_pipeline(path: Path) -> list[Any]:
     return [config]
 
 
-def load_study(path: Path) -> list[Any]:
-    parser = _script("study_small_model").make_parser()
-    (config,) = parse_config(parser.parse_args(["--config", str(path)]))
-    for name in (config.sft_full_config, config.sft_lora_config, config.sft_tiny_config, config.rl_config):
-        assert config.path(name).is_file(), f"{path}: {name} does not exist"
-    return [config]
-
-
 def _trl(name: str, path: Path) -> list[Any]:
     import torch
 
@@ -127,7 +119,6 @@ LOADERS: dict[str, Callable[[Path], list[Any]]] = {
     "eval": load_eval,
     "synthesis": load_synthesis,
     "pipeline": load_pipeline,
-    "study": load_study,
     "sft": functools.partial(_trl, "sft"),
     "rl": functools.partial(_trl, "rl"),
     "rewards": load_rewards,
@@ -140,7 +131,6 @@ EXPECTED = {
     "eval": ["EvaluationConfig"],
     "synthesis": ["SynthesisConfig"],
     "pipeline": ["PipelineConfig"],
-    "study": ["StudyConfig"],
     "sft": ["ModelArguments", "DataArguments", "SFTConfig"],
     "rl": ["ModelArguments", "RLArguments", "GRPOConfig"],
     "rewards": ["RewardConfig"],

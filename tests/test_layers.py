@@ -5,6 +5,9 @@ function, not under ``TYPE_CHECKING``. :func:`layer_violations` parses every ``.
 ``ast`` and looks at every ``import`` and ``from ... import`` node anywhere in the tree (relative imports resolved
 against the file's package), and at ``importlib.import_module("...")`` / ``__import__("...")`` calls with a constant
 name. There are no exceptions: data a higher layer needs travels in the record, not through an upward import.
+
+The small-model study is a leaf (:func:`leaf_violations`): nothing in the five packages outside ``training/study/``
+imports ``training.study``; only ``scripts/`` and ``tests/`` may.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("harness", "rewards", "synthesis", "envs", "training")
 RULE = "layers: " + " < ".join(LAYERS)
+LEAVES = ("training.study",)
+"""Packages that are clients of the library: only their own modules, ``scripts/`` and ``tests/`` import them."""
 
 
 def _package_of(path: Path, root: Path) -> list[str]:
@@ -44,14 +49,18 @@ def _dynamic_name(node: ast.Call) -> str | None:
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
 
 
-def imports_of(path: Path, root: Path) -> Iterator[tuple[int, str | None]]:
-    """``(line, absolute module)`` of every import anywhere in the file (None: an unresolvable relative import)."""
+def imports_of(path: Path, root: Path, *, names: bool = False) -> Iterator[tuple[int, str | None]]:
+    """``(line, absolute module)`` of every import anywhere in the file (None: an unresolvable relative import).
+    With ``names``, ``from M import N`` also yields ``M.N`` (N may be a submodule: ``from training import study``)."""
     package = _package_of(path, root)
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
             yield from ((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            yield node.lineno, _resolve(node, package)
+            module = _resolve(node, package)
+            yield node.lineno, module
+            if names and module:
+                yield from ((node.lineno, f"{module}.{alias.name}") for alias in node.names)
         elif isinstance(node, ast.Call) and (name := _dynamic_name(node)) is not None:
             yield node.lineno, name
 
@@ -71,6 +80,28 @@ def layer_violations(root: Path, layers: Sequence[str] = LAYERS) -> list[str]:
                 top = module.split(".")[0]
                 if rank.get(top, -1) > rank[layer]:
                     found.append(f"{where}:{line}: {layer} may not import {module} ({rule})")
+    return found
+
+
+def leaf_violations(root: Path, leaves: Sequence[str] = LEAVES, layers: Sequence[str] = LAYERS) -> list[str]:
+    """``"FILE:LINE: MODULE is a leaf; only its own modules, scripts/ and tests/ import it"`` for every import of a
+    leaf package (or one of its modules) by a file of ``layers`` outside that package."""
+    found: list[str] = []
+    for layer in layers:
+        for path in sorted((root / layer).rglob("*.py")):
+            where = path.relative_to(root).as_posix()
+            for leaf in leaves:
+                if where.startswith(leaf.replace(".", "/") + "/"):
+                    continue
+                hits: dict[int, str] = {}
+                for line, module in imports_of(path, root, names=True):
+                    if module is not None and (module == leaf or module.startswith(leaf + ".")):
+                        hits.setdefault(line, module)
+                found += [
+                    f"{where}:{line}: {leaf} is a leaf; only its own modules, scripts/ and tests/ import it "
+                    f"(imports {hits[line]})"
+                    for line in sorted(hits)
+                ]
     return found
 
 
@@ -125,4 +156,33 @@ def test_relative_imports_resolve_against_the_files_package(tmp_path: Path) -> N
         (2, "synthesis"),
         (3, "synthesis.runs"),
         (4, "synthesis.faults.x.y"),
+    ]
+
+
+def test_the_study_is_a_leaf() -> None:
+    assert (ROOT / "training" / "study" / "__init__.py").is_file()
+    violations = leaf_violations(ROOT)
+    assert not violations, "imports of a leaf package:\n" + "\n".join(violations)
+
+
+def test_the_leaf_checker_catches_planted_imports(tmp_path: Path) -> None:
+    files = {
+        "harness/llm.py": "def bias():\n    from training.study.margin import repair_bias\n",  # line 2
+        "training/__init__.py": "",
+        "training/sft.py": "import os\nfrom training import study\n",  # line 2: the package as a name
+        "training/rl/trainer.py": "from ..study import driver\n",  # line 1: relative
+        "training/studyish.py": "import training.studyish_helpers\n",  # a name that only starts alike: fine
+        "training/study/__init__.py": "",
+        "training/study/driver.py": "from training.study import arms\nfrom . import report\n",  # its own: fine
+        "envs/lazy.py": "import importlib\nimportlib.import_module('training.study.cli')\n",  # line 2
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    rule = "training.study is a leaf; only its own modules, scripts/ and tests/ import it"
+    assert leaf_violations(tmp_path) == [
+        f"harness/llm.py:2: {rule} (imports training.study.margin)",
+        f"envs/lazy.py:2: {rule} (imports training.study.cli)",
+        f"training/rl/trainer.py:1: {rule} (imports training.study)",
+        f"training/sft.py:2: {rule} (imports training.study)",
     ]

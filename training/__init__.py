@@ -8,14 +8,14 @@ The tokenizer and chat template they train with live in the harness (``harness.t
 - ``training.cli``: ``stateguard model tiny|smollm2 --out DIR``, building the two models above.
 - ``training.sft``: ``run_sft``, TRL ``SFTTrainer`` on the synthesized dataset with assistant-only loss; over-length
   samples are dropped and counted, never truncated (``scripts/sft.py``, ``configs/sft/``, ``configs/accelerate/``).
-- ``training.action_weight``: the SFT trainer whose loss weighs the tokens that name each tool call's action.
 - ``training.lm_head``: a compact LM head for CPU training that scores only the labelled positions.
 - ``training.prompt_view``: the ``full`` or ``bare`` view of its conversation a manager model is trained and served on.
 - ``training.rl``: DAPO on TRL's ``GRPOTrainer`` in the manager env (``scripts/rl.py``, ``configs/rl/``).
 - ``training.pipeline``: ``stateguard pipeline --config configs/pipeline/<name>.yaml``, model to evaluation in one job.
 - ``training.pipeline_guard``: what the pipeline checks before its first stage (paths, stage markers, fingerprints).
 - ``training.estimate``: memory and time expectations of the full-scale runs, arithmetic shown.
-- ``training.study``: the small-model study (``scripts/study_small_model.py``); nothing else in the library uses it.
+- ``training.study``: the small-model study, a client of the library (``python -m training.study``); nothing else
+  imports it.
 
 Nothing here downloads anything (unless a config names a hub model id). Importing this package is cheap: torch and
 transformers load inside the functions that need them.

@@ -165,10 +165,12 @@ def launch_training(
     script: str, config: Path, args: list[str], *, accelerate_config: Path, log: Path, what: str
 ) -> None:
     """``accelerate launch scripts/<script> --config CONFIG ARGS`` offline, as a user would type it (the command is
-    printed); output to ``log``. A failure raises ``RuntimeError`` naming ``what`` with the log's tail."""
+    printed); output to ``log``. A ``script`` without ``.py`` is a module (``-m training.study.sft``). A failure
+    raises ``RuntimeError`` naming ``what`` with the log's tail."""
+    target = [str(ROOT / "scripts" / script)] if script.endswith(".py") else ["-m", script]
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config),
-        str(ROOT / "scripts" / script), "--config", str(config), *args,
+        *target, "--config", str(config), *args,
     ]  # fmt: skip
     print(f"  $ {shlex.join(command)}", flush=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}

@@ -13,10 +13,7 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
   (:func:`to_last_turn`), ``SFTTrainer`` masks the prompt (``completion_only_loss``) and the assistant mask still
   applies, so the loss covers exactly that turn's tokens. ``turn_prefixes`` first makes one sample of each
   assistant turn (the conversation up to it, :func:`to_turn_prefixes`), so that with ``last_turn_only`` the tool
-  calls of a check are trained too, each with its own ``action`` to stratify by. ``action_name_weight``
-  multiplies the training loss of the tokens naming each trained action (:mod:`training.action_weight`): the
-  decision inside a long repair turn; their mean loss is logged as ``action_name_nll`` at every step, whatever the
-  weight.
+  calls of a check are trained too, each with its own ``action`` to stratify by.
 - Loss on assistant tokens only (``assistant_only_loss=True``, forced): the project's chat template
   (``harness/chat_template.jinja``) wraps each assistant body, tool-call JSON and ``<|im_end|>`` included, in
   ``{% generation %}`` markers, and TRL turns everything outside them into label -100.
@@ -158,19 +155,9 @@ class DataArguments:
         default=False,
         metadata={
             "help": "Expand each sample into one per assistant turn: the conversation up to and including that turn, "
-            "with an `action` column naming the turn's action (its tool call's name) and a `transition` column "
-            "(`<previous action> > <action>`). With last_turn_only each one "
+            "with an `action` column naming the turn's action (its tool call's name). With last_turn_only each one "
             "trains its own last turn, so a check's tool calls (check_execution, run_probe) are trained as well as "
-            "its decision; stratify_by: action balances the actions, stratify_by: transition the ways one follows "
-            "another (the first probe after a check as much as a later one)."
-        },
-    )
-    action_name_weight: float = field(
-        default=1.0,
-        metadata={
-            "help": "Training-loss weight of the tokens that name each trained tool call's action (the decision, "
-            "e.g. REPAIR vs FINALIZE_RELATIONS), every other token weighing 1; 1 is TRL's plain per-token loss "
-            "(training.action_weight)."
+            "its decision; stratify_by: action balances the actions."
         },
     )
 
@@ -188,8 +175,6 @@ class DataArguments:
                 f"stratify_by={self.stratify_by!r} picks which rows a limited subset keeps, but neither "
                 "max_train_samples nor max_eval_samples is set; set one, or drop stratify_by"
             )
-        if not self.action_name_weight > 0:
-            raise ValueError(f"action_name_weight={self.action_name_weight} must be positive; 1 leaves the loss plain")
 
 
 def resolve_dataset_dir(dataset_path: str | Path) -> Path:
@@ -291,10 +276,9 @@ UNPARSED_ACTION = "unparsed"
 
 def to_turn_prefixes(dataset: Dataset) -> Dataset:
     """One row per assistant turn of each row of ``dataset``: its ``messages`` up to and including that turn, every
-    other column copied, an ``action`` column with the turn's action name (:data:`UNPARSED_ACTION` when the
-    turn is not one well-formed action) and a ``transition`` column, ``<previous action> > <action>`` (``start``
-    for a row's first turn): ``stratify_by: transition`` gives each way an action follows another an equal share
-    (a probe right after the check as much as one after another probe). A row's last prefix is the row itself.
+    other column copied, and an ``action`` column with the turn's action name (:data:`UNPARSED_ACTION` when the
+    turn is not one well-formed action; ``stratify_by: action`` balances the actions). A row's last prefix is the
+    row itself.
     ``n_tokens``, when present, keeps the whole row's count: an upper bound on each prefix's, so
     :func:`drop_overlong` never keeps a prefix too long, and drops a prefix only with its whole conversation.
     Samples none of which has an assistant turn are a data error; an empty split stays empty."""
@@ -304,25 +288,19 @@ def to_turn_prefixes(dataset: Dataset) -> Dataset:
 
     rows: list[dict[str, Any]] = []
     for row in dataset:
-        previous = "start"
         for index, message in enumerate(row["messages"]):
             if message["role"] != "assistant":
                 continue
             parsed = parse_response(message["content"])
             action = parsed.action.name if parsed.action is not None else UNPARSED_ACTION
-            transition = f"{previous} > {action}"
-            rows.append({**row, "messages": row["messages"][: index + 1], "action": action, "transition": transition})
-            previous = action
+            rows.append({**row, "messages": row["messages"][: index + 1], "action": action})
     if not rows and len(dataset):
         raise ValueError(
             f"turn_prefixes found no assistant turn in any of {len(dataset)} samples; re-run synthesis, or turn "
             "turn_prefixes off"
         )
     if not rows:  # an empty split stays empty, with the column a stratified subset reads
-        for column in ("action", "transition"):
-            if column not in dataset.column_names:
-                dataset = dataset.add_column(column, [])
-        return dataset
+        return dataset if "action" in dataset.column_names else dataset.add_column("action", [])
     return Dataset.from_list(rows)
 
 
@@ -399,16 +377,20 @@ def load_sft_splits(
 
 
 def build_trainer(
-    model_args: ModelArguments, data_args: DataArguments, sft_config: SFTConfig
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    sft_config: SFTConfig,
+    trainer_class: type[SFTTrainer] | None = None,
 ) -> tuple[SFTTrainer, dict[str, int]]:
-    """The ``SFTTrainer`` over the length-filtered splits, and their data metrics (see :func:`load_sft_splits`)."""
+    """The ``SFTTrainer`` over the length-filtered splits, and their data metrics (see :func:`load_sft_splits`).
+    ``trainer_class``: a subclass of TRL's ``SFTTrainer`` to build instead (same constructor), e.g. one with its own
+    ``compute_loss``."""
     require("trl")
     check_report_to(sft_config.report_to)
     if model_args.use_peft:
         require("peft")
     from trl import SFTTrainer
 
-    from training.action_weight import weighted_trainer_class
     from training.lm_head import use_compact_lm_head
 
     if not sft_config.assistant_only_loss:
@@ -428,7 +410,7 @@ def build_trainer(
     if model_args.attn_implementation is not None:
         model_init_kwargs["attn_implementation"] = model_args.attn_implementation
     sft_config.model_init_kwargs = {**model_init_kwargs, **(sft_config.model_init_kwargs or {})}
-    trainer = weighted_trainer_class(SFTTrainer)(
+    trainer = (trainer_class or SFTTrainer)(
         model=model_path,
         args=sft_config,
         train_dataset=splits["train"],
@@ -436,8 +418,6 @@ def build_trainer(
         processing_class=tokenizer,
         peft_config=_lora_config(model_args),
     )
-    trainer.action_name_weight = data_args.action_name_weight
-    trainer.check_weighting()  # before any step: the losses the weighting cannot apply to
     # On CPU, score only the labelled positions (TRL scores every position there; see training/lm_head.py)
     use_compact_lm_head(trainer.model.get_base_model() if model_args.use_peft else trainer.model)
     return trainer, data_stats
@@ -488,13 +468,19 @@ def resolve_resume(resume_from_checkpoint: str | None) -> str | bool | None:
     return resume_from_checkpoint
 
 
-def run_sft(model_args: ModelArguments, data_args: DataArguments, sft_config: SFTConfig) -> dict[str, Any]:
+def run_sft(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    sft_config: SFTConfig,
+    trainer_class: type[SFTTrainer] | None = None,
+) -> dict[str, Any]:
     """Train, evaluate on the validation split, save model + tokenizer + model card; return the metrics.
+    ``trainer_class``: as in :func:`build_trainer`.
 
     Metrics are namespaced: ``train/...`` (the final ``trainer.train`` output), ``eval/...`` (validation loss after
     training) and ``data/...`` (sample counts and over-length drops).
     """
-    trainer, data_stats = build_trainer(model_args, data_args, sft_config)
+    trainer, data_stats = build_trainer(model_args, data_args, sft_config, trainer_class)
     metrics: dict[str, Any] = {
         "data/train_samples": len(trainer.train_dataset),
         "data/eval_samples": len(trainer.eval_dataset) if trainer.eval_dataset is not None else 0,
@@ -530,8 +516,6 @@ def write_model_card(
     loss_on = "assistant tokens"
     if data_args.last_turn_only:
         loss_on = "each sample's last assistant turn (its control action)"
-    if data_args.action_name_weight != 1.0:
-        loss_on += f", the tokens naming each action weighted {data_args.action_name_weight:g}x in training"
     lines = [
         "# StateGuard manager (SFT)",
         "",

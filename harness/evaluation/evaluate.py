@@ -153,8 +153,16 @@ class EvaluationConfig:
     constrained_decoding: bool = field(
         default=False,
         metadata={
-            "help": "Decode the replies of in-process model managers that write actions (llm-hf, hier:llm-hf) under "
-            "the action grammar (harness.grammar): every reply is one well-formed action."
+            "help": "Decode the replies of model managers that write actions under the action grammar: every reply "
+            "is one well-formed action (llm-hf, hier:llm-hf in process, harness.grammar; llm:URL, hier:llm:URL as "
+            "vLLM guided decoding: serve with --structured-outputs-config.backend guidance)."
+        },
+    )
+    legal_actions_only: bool = field(
+        default=False,
+        metadata={
+            "help": "With constrained_decoding, a flat llm manager's grammar allows only the actions the runtime "
+            "lists as legal now (the prompt lists them too): a refused action then breaks a rule by its arguments."
         },
     )
     overwrite: bool = field(
@@ -186,15 +194,13 @@ class EvaluationConfig:
 
     def __post_init__(self) -> None:
         try:  # a -hf model folder is checked when its variant has episodes to run (a resumed one may have none)
-            specs = parse_manager_specs(self.managers, check_paths=False)
+            parse_manager_specs(self.managers, check_paths=False)
         except ValueError as exc:
             raise EvaluationError(str(exc)) from None
-        endpoints = [str(s) for s in specs if self.constrained_decoding and s.answers_in_actions and not s.in_process]
-        if endpoints:
+        if self.legal_actions_only and not self.constrained_decoding:
             raise EvaluationError(
-                f"constrained_decoding: {', '.join(endpoints)} answer from an endpoint; the grammar constrains "
-                "in-process models (llm-hf:PATH, hier:llm-hf:PATH). Drop constrained_decoding or serve the model "
-                "in process."
+                "legal_actions_only=true narrows the action grammar, but constrained_decoding is false; set "
+                "constrained_decoding: true (or drop legal_actions_only)"
             )
         if len(set(self.variant_names)) != len(self.managers):
             raise EvaluationError(f"--manager {','.join(self.managers)}: a variant is listed twice; list each once.")
@@ -374,6 +380,7 @@ def _close_episodes() -> None:
 def make_policy(spec: str, config: EvaluationConfig) -> Any:
     """The policy of one variant, made only when it has episodes to run (an in-process model loads once)."""
     from harness.manager import get_policy
+    from harness.manager.llm_policy import LLMPolicy
     from harness.manager.model_settings import constrain_actions, limit_reply_tokens
 
     try:
@@ -381,7 +388,8 @@ def make_policy(spec: str, config: EvaluationConfig) -> Any:
         if config.manager_max_tokens is not None and getattr(policy, "backend", None) is not None:
             limit_reply_tokens(policy, config.manager_max_tokens)  # model-backed variants only
         if config.constrained_decoding and parse_manager_spec(spec, check_paths=False).answers_in_actions:
-            constrain_actions(policy)
+            flat = isinstance(policy, LLMPolicy)
+            constrain_actions(policy, legal_only=config.legal_actions_only and flat)
     except ValueError as exc:
         raise EvaluationError(f"--manager {spec}: {exc}") from exc
     return policy

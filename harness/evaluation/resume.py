@@ -3,8 +3,8 @@
 ``OUT/fingerprint.json`` records what determines the episodes in ``OUT/episodes``:
 
 - ``code``: the package version and git commit (:func:`harness.run_guard.code_version`);
-- ``worker``: the worker spec; ``runtime``: the RuntimeConfig fields of every episode, the manager's reply cap and
-  constrained decoding;
+- ``worker``: the worker spec; ``runtime``: the RuntimeConfig fields of every episode, the manager's reply cap,
+  constrained decoding and (when on) legal actions only;
 - ``variants``: variant name -> manager spec;
 - ``tasks``: task id -> digest of its folder (config, public data, private reference); ``faults``: episode key ->
   digest of the fault it replays (so another faults file under the same keys is seen).
@@ -42,6 +42,7 @@ def evaluation_fingerprint(config: Any, episodes: list[Any]) -> dict[str, Any]:
         **config.runtime_fields(),
         "manager_max_tokens": config.manager_max_tokens,
         "constrained_decoding": config.constrained_decoding,
+        **({"legal_actions_only": True} if config.legal_actions_only else {}),  # absent when off: older folders match
     }
     folders = {spec.task_id: spec.task_dir for spec in episodes}
     tasks = {task_id: tree_digest(folder) for task_id, folder in folders.items()}  # each folder once

@@ -42,7 +42,7 @@ from harness.manager.actions import tool_schemas
 from harness.manager.policy_registry import register_policy
 from harness.manager.policy_types import PolicyInput
 from harness.manager.prompts import FREEFORM_SYSTEM, MANAGER_SYSTEM_POLICY, render_activation, render_tool_responses
-from harness.manager.wire import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_response
+from harness.manager.wire import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from harness.specs import ManagerSpec
 
 logger = logging.getLogger(__name__)
@@ -167,29 +167,10 @@ class LLMPolicy:
         return reply_to_text(reply)
 
 
-DECISIONS = ("REPAIR", "FINALIZE_RELATIONS")
-"""The two decisions that end a check activation: the repair and the confirmation."""
-
-
-def probed(inp: PolicyInput) -> bool:
-    """Whether a ``run_probe`` of this activation ran (was parsed and not refused) before this response."""
-    for raw, result in inp.previous:
-        parsed = parse_response(raw)
-        if parsed.ok and parsed.action is not None and parsed.action.name == "run_probe":
-            if not result.startswith(("illegal", "rejected")):
-                return True
-    return False
-
-
-def actions_now(inp: PolicyInput, decide_after_probe: bool = False) -> list[str]:
+def actions_now(inp: PolicyInput) -> list[str]:
     """The action names a response may take now: those the runtime lists as legal (``inp.legal_actions``, which the
-    prompt shows too); with ``decide_after_probe``, neither decision (:data:`DECISIONS`) until a probe of this
-    activation has run, so a decision always follows evidence the manager wrote. Both read nothing but the
-    manager's own input."""
-    names = list(inp.legal_actions)
-    if decide_after_probe and not probed(inp):
-        names = [n for n in names if n not in DECISIONS] or names
-    return names
+    prompt shows too); read from nothing but the manager's own input."""
+    return list(inp.legal_actions)
 
 
 def openai_policy(url: str, *, freeform: bool = False) -> LLMPolicy:

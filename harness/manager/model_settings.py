@@ -30,14 +30,16 @@ def model_backend(policy: Any) -> Any:
     return getattr(policy, "backend", None) or getattr(policy, "tier1", None)
 
 
-def constrain_actions(policy: Any, legal_only: bool = False, decide_after_probe: bool = False) -> None:
-    """Decode every reply of an in-process model manager (llm-hf, hier:llm-hf) under the action grammar
-    (:func:`harness.manager.wire.call_grammar`, :mod:`harness.grammar`): each reply is one well-formed action.
+def constrain_actions(policy: Any, legal_only: bool = False) -> None:
+    """Decode every reply of a model manager that answers in actions under the action grammar
+    (:func:`harness.manager.wire.call_grammar`): each reply is one well-formed action. In process (llm-hf,
+    hier:llm-hf) the backend masks every token the grammar forbids (:mod:`harness.grammar`); on an endpoint (llm:URL,
+    hier:llm:URL) each request carries the grammar as vLLM's guided decoding (``structured_outputs.grammar``; start
+    the server with ``--structured-outputs-config.backend guidance``).
 
-    For a flat ``llm-hf`` manager the grammar can also follow each input
-    (:func:`harness.manager.llm_policy.actions_now`): ``legal_only`` allows only the actions the runtime lists as
-    legal now (the prompt lists them too), ``decide_after_probe`` neither decision before a probe of the activation
-    ran. Each distinct grammar is compiled once."""
+    ``legal_only`` (a flat llm manager): each reply's grammar allows only the actions the runtime lists as legal now
+    (:func:`harness.manager.llm_policy.actions_now`; the prompt lists them too). In process each distinct grammar is
+    compiled once."""
     import functools
 
     from harness.manager.llm_policy import LLMPolicy, actions_now
@@ -46,21 +48,20 @@ def constrain_actions(policy: Any, legal_only: bool = False, decide_after_probe:
     backend = model_backend(policy)
     if backend is None or not hasattr(backend, "set_grammar"):
         raise ModelSettingError(
-            f"constrained decoding applies to in-process model managers (llm-hf:PATH, hier:llm-hf:PATH); not to "
-            f"{policy.name}. On a vLLM endpoint pass the grammar with the request instead "
-            "(OpenAIChatBackend(grammar=...), a server started with --structured-outputs-config.backend guidance)."
+            "constrained decoding applies to model managers that answer in actions (llm-hf:PATH, llm:URL, "
+            f"hier:llm-hf:PATH, hier:llm:URL); not to {policy.name}."
         )
     backend.set_grammar(call_grammar)
-    if not (legal_only or decide_after_probe):
+    if not legal_only:
         return
     if not isinstance(policy, LLMPolicy):
         raise ModelSettingError(
-            f"legal_only / decide_after_probe follow a flat llm manager's inputs; {policy.name} is not one (the hier "
-            "manager's tier 0 writes its checks and probes itself)"
+            f"legal actions only follows a flat llm manager's inputs; {policy.name} is not one (the hier manager's "
+            "tier 0 writes its checks and probes itself)"
         )
 
     def before_reply(inp: Any) -> None:
-        names = actions_now(inp, decide_after_probe)
+        names = actions_now(inp)
         backend.set_grammar(functools.partial(call_grammar, names=names or None))
 
     policy.before_reply = before_reply

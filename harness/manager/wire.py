@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Container
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -130,13 +130,9 @@ def _grammar_arguments(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
 class ReplyLimits:
     """How far a constrained reply's values may run: the action grammar's bounds on lengths, list sizes, integers
     and digit runs. Greedy decoding of a small model can loop inside a JSON string (a number that never ends, a
-    sentence repeated) until the token cap cuts the reply; under these bounds the string must close. Every bound is
-    far above what a concise record needs (the study's training data: prose values at most 290 characters, digit runs
-    in prose at most 17, lists at most 7 items: used variables; relations and constraints at most 2); the parser does
-    not apply them, only decoding does. With 16 list items a small model's OPEN_STATE could list relation after
-    relation (``S1``, ``S2``, ... ``S15``) past a 384-token reply cap; 8 bounds such a list to ~160 SmolLM2 tokens.
-    The issue (the training data's at most 225 characters) is bounded at 400 like prose: at 1000 a looping issue
-    ("Using the result of turn 2: Using the result of turn 2: ...") filled most of that cap.
+    sentence repeated, a list of relations ``S1``, ``S2``, ...) until the token cap cuts the reply; under these bounds
+    the string or list must close. Every bound is far above what a concise record needs (the synthesized training
+    data stays well inside them); the parser does not apply them, only decoding does.
 
     ``text_chars``: prose (conclusions, constraint text, evidence, reasoning, conflict evidence), which also holds
     no run of more than ``digit_run`` digits; ``issue_chars``: the issue (a restatement of the question);
@@ -227,7 +223,7 @@ def call_schema(names: Collection[str] | None = None, limits: ReplyLimits | None
 
 
 def call_grammar(
-    added_tokens: Collection[str] = (),
+    added_tokens: Container[str] = (),
     names: Collection[str] | None = None,
     limits: ReplyLimits | None = ReplyLimits(),
 ) -> str:

@@ -248,6 +248,36 @@ def test_the_openai_backend_sends_the_grammar_as_structured_outputs():
     assert "structured_outputs" not in without
 
 
+@pytest.mark.parametrize("one_token", [True, False])
+def test_an_endpoint_manager_constrained_to_the_legal_actions_sends_their_grammar(one_token):
+    """constrain_actions(legal_only) on a flat llm:URL policy: every request carries vLLM's guided decoding
+    (structured_outputs.grammar) for the actions legal for that input; the tags are tokens when the server's
+    /tokenize says each is one token (Qwen3), else text (a server without /tokenize answers 404)."""
+    from harness.manager.llm_policy import LLMPolicy
+    from harness.manager.model_settings import constrain_actions
+    from harness.manager.policy_types import PolicyInput
+    from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+
+    tokenize = (200, {"count": 1, "tokens": [7], "max_model_len": 64}) if one_token else (404, {"message": "no"})
+    reply = render_action(make_action("COMMIT_STATE"))
+    with FakeOpenAI([tokenize, tokenize, (200, completion(reply))]) as server:
+        policy = LLMPolicy(OpenAIChatBackend(server.url, "m"))
+        constrain_actions(policy, legal_only=True)
+        first = policy.respond(PolicyInput(observation="{}", legal_actions=("COMMIT_STATE",)))
+        policy.respond(PolicyInput(observation="{}", legal_actions=("REPAIR", "run_probe")))
+    tokenized = [p for p in server.posts() if p["path"] == "/tokenize"]
+    assert [p["body"]["prompt"] for p in tokenized] == [TOOL_CALL_OPEN, TOOL_CALL_CLOSE]  # asked once each
+    assert tokenized[0]["body"]["add_special_tokens"] is False and tokenized[0]["body"]["model"] == "m"
+    chats = [p["body"] for p in server.posts() if p["path"] == "/v1/chat/completions"]
+    tags = {TOOL_CALL_OPEN, TOOL_CALL_CLOSE} if one_token else set()
+    assert [c["structured_outputs"] for c in chats] == [
+        {"grammar": call_grammar(tags, names=["COMMIT_STATE"])},
+        {"grammar": call_grammar(tags, names=["REPAIR", "run_probe"])},
+    ]
+    assert ("<tool_call> " in chats[0]["structured_outputs"]["grammar"]) is one_token
+    assert parse_response(first).action == make_action("COMMIT_STATE")
+
+
 @needs_grammar
 def test_the_grammar_bench_reports_both_ways(tmp_path, capsys):
     """scripts/bench_grammar.py on a tiny random model: both backends' figures and their per-token cost ratio."""
@@ -269,31 +299,11 @@ def test_the_grammar_bench_reports_both_ways(tmp_path, capsys):
     )
 
 
-def test_actions_now_are_the_legal_ones_and_no_decision_before_a_probe():
-    from harness.manager.llm_policy import actions_now, probed
-    from harness.manager.policy_types import PolicyInput
-
-    legal = ("UPDATE_STATE", "REPAIR", "FINALIZE_RELATIONS", "run_probe", "check_execution")
-    check = render_action(make_action("check_execution", {"step_id": 0}))
-    probe = render_action(make_action("run_probe", {"code": "assert len(df) == 3"}))
-    fresh = PolicyInput(observation="o", legal_actions=legal)
-    checked = PolicyInput(observation="o", legal_actions=legal, previous=((check, '{"ok": true}'),))
-    refused = PolicyInput(observation="o", legal_actions=legal, previous=((probe, "illegal: run_probe is ..."),))
-    ran = PolicyInput(observation="o", legal_actions=legal, previous=((check, "{}"), (probe, '{"succeeded": false}')))
-    assert actions_now(fresh) == list(legal)
-    for inp in (fresh, checked, refused):
-        assert not probed(inp)
-        assert actions_now(inp, decide_after_probe=True) == ["UPDATE_STATE", "run_probe", "check_execution"]
-    assert probed(ran) and actions_now(ran, decide_after_probe=True) == list(legal)
-    only = PolicyInput(observation="o", legal_actions=("REPAIR",))  # nothing else legal: the decision stays
-    assert actions_now(only, decide_after_probe=True) == ["REPAIR"]
-
-
 @needs_grammar
 def test_a_policy_constrained_to_the_actions_now_writes_only_those(tmp_path):
-    """constrain_actions(legal_only, decide_after_probe) on a flat llm policy over a random tiny model: each reply
-    names an action allowed for its input (the name is checked; a random model's argument may run to the cap);
-    each distinct grammar is compiled once; a non-flat policy is refused."""
+    """constrain_actions(legal_only) on a flat llm policy over a random tiny model: each reply names an action legal
+    for its input (the name is checked; a random model's argument may run to the cap); each distinct grammar is
+    compiled once; a non-flat policy is refused."""
     from harness.manager.llm_policy import LLMPolicy
     from harness.manager.model_settings import ModelSettingError, constrain_actions
     from harness.manager.policy_types import PolicyInput
@@ -302,19 +312,14 @@ def test_a_policy_constrained_to_the_actions_now_writes_only_those(tmp_path):
     model = build_tiny_chat_model(tmp_path / "tiny", corpus)
     backend = HFChatBackend(str(model), max_new_tokens=48)
     policy = LLMPolicy(backend)
-    constrain_actions(policy, legal_only=True, decide_after_probe=True)
-    probe = render_action(make_action("run_probe", {"code": "x = 1"}))
+    constrain_actions(policy, legal_only=True)
     cases = [
-        (("COMMIT_STATE",), (), {"COMMIT_STATE"}),
-        (("REPAIR", "FINALIZE_RELATIONS", "run_probe"), (), {"run_probe"}),
-        (
-            ("REPAIR", "FINALIZE_RELATIONS", "run_probe"),
-            ((probe, "{}"),),
-            {"REPAIR", "FINALIZE_RELATIONS", "run_probe"},
-        ),  # noqa: E501
+        (("COMMIT_STATE",), {"COMMIT_STATE"}),
+        (("run_probe",), {"run_probe"}),
+        (("REPAIR", "FINALIZE_RELATIONS", "run_probe"), {"REPAIR", "FINALIZE_RELATIONS", "run_probe"}),
     ]
-    for legal, previous, allowed in cases:
-        reply = policy.respond(PolicyInput(observation="{}", legal_actions=legal, previous=previous))
+    for legal, allowed in cases:
+        reply = policy.respond(PolicyInput(observation="{}", legal_actions=legal))
         name = reply.removeprefix('<tool_call>\n{"name": "').split('"')[0]  # a long argument may hit the cap
         assert reply.startswith('<tool_call>\n{"name": "') and name in allowed, (legal, reply)
     compiled = dict(backend._grammars)

@@ -327,6 +327,41 @@ def test_hf_backend_keeps_tool_call_tags_and_strips_only_end_tokens(tiny_model):
     assert backend.decode([end[0], *ids]) == "<|im_end|>" + text
 
 
+@needs_transformers
+def test_hf_backend_logits_processors_are_made_per_reply_and_steer_it(tiny_model):
+    """Each factory gets the prompt's length before every reply; its processor sees prompt + reply so far and its
+    scores decide the tokens (here: only the first token of "hello" allowed for two steps, then the end of turn)."""
+    import torch
+
+    backend = HFChatBackend(str(tiny_model), max_new_tokens=6)
+    tokenizer = backend.tokenizer
+    word, end = (
+        tokenizer("hello", add_special_tokens=False)["input_ids"][0],
+        tokenizer.convert_tokens_to_ids("<|im_end|>"),
+    )
+    made, seen = [], []
+
+    def only_hello_twice(prompt_len: int):
+        made.append(prompt_len)
+
+        def processor(input_ids, scores):
+            seen.append(int(input_ids.shape[1]) - prompt_len)  # reply tokens so far
+            forced = torch.full_like(scores, float("-inf"))
+            forced[0, word if seen[-1] < 2 else end] = 0.0
+            return forced
+
+        return processor
+
+    messages = [{"role": "user", "content": "say it"}]
+    plain = backend.chat(messages)
+    backend.logits_processors = [only_hello_twice]
+    steered = backend.chat(messages)
+    assert made == [steered.prompt_tokens] and seen == [0, 1, 2]
+    assert (steered.text, steered.completion_tokens) == (tokenizer.decode([word, word]), 3) and steered.text
+    backend.logits_processors = []
+    assert backend.chat(messages) == plain
+
+
 @pytest.mark.skipif(is_available("transformers"), reason="transformers is installed")
 def test_hf_backend_without_transformers_names_the_extra():
     with pytest.raises(ImportError, match=r"\.\[train\]"):

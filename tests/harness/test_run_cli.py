@@ -96,7 +96,8 @@ def test_none_lets_the_fault_through_and_runs_append(capsys, tmp_path, faults_fi
         (["--task", "retail-sales", "--manager", "oracle"], ["--manager", "rule"]),
         (["--task", "retail-sales", "--worker", "gpt"], ["--worker", "openai:URL"]),
         (["--task", "retail-sales", "--worker", "hf:/nonexistent/ckpt"], ["/nonexistent/ckpt", "stateguard model"]),
-        (["--task", "retail-sales", "--manager", "rule", "--constrained-decoding"], ["llm-hf:PATH", "not to rule"]),
+        (["--task", "retail-sales", "--manager", "rule", "--constrained-decoding"], ["llm:URL", "not to rule"]),
+        (["--task", "retail-sales", "--legal-actions-only"], ["--legal-actions-only", "add --constrained-decoding"]),
     ],
 )
 def test_bad_input_is_one_clear_error(capsys, tmp_path, argv, names):

@@ -85,7 +85,7 @@ def test_pipeline_lists_and_study_sections_are_checked(tmp_path):
     path = write(tmp_path, "sft_args: [--max_steps, 2]\neval_limit: 2.0\n")
     with pytest.raises(ValueError, match=r"'sft_args\[1\]' must be str, got int 2 \(quote it: '2'\).*'eval_limit'"):
         PipelineConfig.from_yaml(path)
-    from training.study import StudyConfig
+    from training.study.driver import StudyConfig
 
     path = write(tmp_path, "train_synthesis: {seed: one}\nheldout_synthesis: {domains: commerce}\n")
     with pytest.raises(ValueError) as info:
@@ -165,14 +165,10 @@ def test_valid_values_of_each_kind_pass_and_nested_mappings_become_dataclasses(t
 
 
 def _config_classes() -> dict[str, type]:
-    from training.study import StudyConfig
-
-    return {"synthesis": SynthesisConfig, "rewards": RewardConfig, "pipeline": PipelineConfig, "study": StudyConfig}
+    return {"synthesis": SynthesisConfig, "rewards": RewardConfig, "pipeline": PipelineConfig}
 
 
-SHIPPED = sorted(
-    p for d in ("synthesis", "rewards", "pipeline", "study") for p in (ROOT / "configs" / d).glob("*.yaml")
-)
+SHIPPED = sorted(p for d in ("synthesis", "rewards", "pipeline") for p in (ROOT / "configs" / d).glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")

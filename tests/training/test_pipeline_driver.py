@@ -233,3 +233,16 @@ def test_the_summary_names_the_checkpoints_and_commands_that_parse(tmp_path):
     fields = ("suite", "out", "managers", "limit", "fault_limit", "fault_order", "cache", "isolation", "runtime",
               "manager_max_tokens")  # fmt: skip
     assert {f: getattr(parsed, f) for f in fields} == {f: getattr(stage, f) for f in fields}
+
+
+def test_launch_training_runs_a_script_by_path_and_a_module_with_accelerate_m(tmp_path, monkeypatch):
+    commands = []
+    monkeypatch.setattr(pipeline, "run_logged", lambda command, env, log, desc: commands.append(command) or 0)
+    kw = {"accelerate_config": tmp_path / "acc.yaml", "log": tmp_path / "log.txt", "what": "x"}
+    pipeline.launch_training("sft.py", tmp_path / "c.yaml", ["--max_steps", "2"], **kw)
+    pipeline.launch_training("pkg.train", tmp_path / "c.yaml", [], **kw)
+    script, module = commands
+    assert script[script.index("--config_file") + 2 :] == [
+        str(pipeline.ROOT / "scripts" / "sft.py"), "--config", str(tmp_path / "c.yaml"), "--max_steps", "2"
+    ]  # fmt: skip
+    assert module[module.index("--config_file") + 2 :] == ["-m", "pkg.train", "--config", str(tmp_path / "c.yaml")]

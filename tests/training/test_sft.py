@@ -150,15 +150,15 @@ def test_turn_prefixes_train_every_assistant_turn_once(sft_smoke_dir):
     assert [p["messages"] for p in prefixes] == [
         whole[: i + 1] for i, m in enumerate(whole) if m["role"] == "assistant"
     ]
-    actions = prefixes["action"]
-    assert prefixes["transition"] == [f"{a} > {b}" for a, b in zip(["start", *actions[:-1]], actions, strict=True)]
+    assert prefixes["action"] == [parse_response(p["messages"][-1]["content"]).action.name for p in prefixes]
+    assert "transition" not in prefixes.column_names
     assert to_turn_prefixes(Dataset.from_list([
         {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "prose"}]}
     ]))["action"] == [UNPARSED_ACTION]  # fmt: skip
     with pytest.raises(ValueError, match="no assistant turn in any of 1 samples"):
         to_turn_prefixes(Dataset.from_list([{"messages": [{"role": "user", "content": "q"}]}]))
     empty = to_turn_prefixes(source.select([]))  # an empty split stays empty, with the columns a subset reads
-    assert empty["action"] == [] == empty["transition"]
+    assert empty["action"] == []
 
     limited = DataArguments(dataset_path=str(sft_smoke_dir), last_turn_only=True, turn_prefixes=True,
                             max_train_samples=8, stratify_by="action")  # fmt: skip

@@ -322,23 +322,24 @@ def test_faults_need_the_scripted_worker(tmp_path):
         resolve_suite(str(Path(__file__).resolve().parents[3] / "harness" / "builtin_tasks"), limit=0)
 
 
-def test_constrained_decoding_is_for_in_process_action_models(tmp_path):
-    with pytest.raises(EvaluationError, match=r"constrained_decoding: llm:http://x/v1, hier:llm:http://y/v1 answer"):
-        EvaluationConfig(
-            suite="smoke",
-            out=str(tmp_path),
-            managers=["llm:http://x/v1", "hier:llm:http://y/v1"],
-            constrained_decoding=True,
-        )
-    # prose managers (windowed, freeform) and model-free ones are left as they are; in-process action models qualify
+def test_constrained_decoding_is_for_action_models_in_process_and_on_endpoints(tmp_path):
+    """Endpoint action managers decode under the grammar too (vLLM guided decoding); legal_actions_only needs
+    constrained_decoding; prose managers (windowed, freeform) and model-free ones are left as they are."""
+    from harness.evaluation.evaluate import make_policy
+    from harness.evaluation.resume import evaluation_fingerprint
+
+    managers = ["rule", "windowed:3:http://x/v1", "freeform:http://x/v1", "llm:http://x/v1", "hier:llm:http://y/v1"]
     config = EvaluationConfig(
-        suite="smoke",
-        out=str(tmp_path),
-        managers=["rule", "windowed:3:http://x/v1", "freeform:http://x/v1", f"llm-hf:{tmp_path}"],
-        constrained_decoding=True,
+        suite="smoke", out=str(tmp_path), managers=managers, constrained_decoding=True, legal_actions_only=True
     )
-    assert config.constrained_decoding
-    EvaluationConfig(suite="smoke", out=str(tmp_path), managers=["llm:http://x/v1"])  # off: endpoints are fine
+    flat, hier = make_policy("llm:http://x/v1", config), make_policy("hier:llm:http://y/v1", config)
+    assert flat.backend.grammar is not None and flat.before_reply is not None  # the grammar follows the legal actions
+    assert hier.tier1.grammar is not None and make_policy("freeform:http://x/v1", config).backend.grammar is None
+    assert evaluation_fingerprint(config, [])["runtime"]["legal_actions_only"] is True
+    plain = EvaluationConfig(suite="smoke", out=str(tmp_path), managers=["llm:http://x/v1"])
+    assert "legal_actions_only" not in evaluation_fingerprint(plain, [])["runtime"]  # off: older folders still match
+    with pytest.raises(EvaluationError, match=r"^legal_actions_only=true narrows the action grammar"):
+        EvaluationConfig(suite="smoke", out=str(tmp_path), managers=["llm:http://x/v1"], legal_actions_only=True)
 
 
 def test_quantile_scores_for_tasks_with_a_leaderboard():

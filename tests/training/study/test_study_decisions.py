@@ -1,4 +1,4 @@
-"""Decision points of the small-model study (training/study_decisions.py): which activations are chosen, how one is
+"""Decision points of the small-model study (training/study/decisions.py): which activations are chosen, how one is
 played closed loop in the real manager env, the resumable per-arm file, and the metrics on hand-made rows."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from training.study_decisions import DECISION_CONTROLS, decision_points, play_decision, point_key, score_decisions
-from training.study_metrics import harness_confirmed, own_control
-from training.study_report import decision_metrics, render_report
+from training.study.decisions import DECISION_CONTROLS, decision_points, play_decision, point_key, score_decisions
+from training.study.metrics import harness_confirmed, own_control
+from training.study.render import render_report
+from training.study.report import decision_metrics
 
 
 class Silent:
@@ -174,7 +175,7 @@ def test_the_report_has_the_decision_table() -> None:
 
 
 def test_a_study_refuses_data_synthesized_with_another_config(tmp_path: Path) -> None:
-    from training.study import Study, StudyConfig, synthesize_split
+    from training.study.driver import Study, StudyConfig, synthesize_split
 
     study = Study(StudyConfig(arms=["none"], heldout_synthesis={"tasks_per_domain": 6, "seed": 2000}), tmp_path)
     held = study.data_dir("heldout")
@@ -188,7 +189,7 @@ def test_a_study_refuses_data_synthesized_with_another_config(tmp_path: Path) ->
 
 
 def test_comparisons_pair_decision_points_by_key() -> None:
-    from training.study_report import comparisons
+    from training.study.report import comparisons
 
     a = [
         _row("p@1", "t1", "REPAIR", None, [False], 0.0),

@@ -1,6 +1,6 @@
 """The small-model study: what manager SFT and DAPO do to a real pretrained model, measured on CPU.
 
-``scripts/study_small_model.py --config configs/study/smollm2.yaml`` runs :func:`run_study` (:class:`StudyConfig`):
+``training/study/cli.py --config training/study/configs/smollm2.yaml`` runs :func:`run_study` (:class:`StudyConfig`):
 
 1. **data** (``OUT/data``): two synthesis runs. ``train``: the six training domains with every fault type except the
    :attr:`~StudyConfig.heldout_fault_types`, the SFT (and DAPO pool) data. ``heldout``: the held-out domain
@@ -11,20 +11,20 @@
    into a plain checkpoint for evaluation.
 3. **evaluate**: per flat model arm, *teacher-forced exact match* on held-out atomic samples (the gold context of one
    activation, then the model's next response: does its control action name equal the gold one?); per manager arm,
-   *decision points* (:mod:`training.study_decisions`, ``decision_points``): the held-out activations where the gold
+   *decision points* (:mod:`training.study.decisions`, ``decision_points``): the held-out activations where the gold
    manager repairs or commits, played closed loop in the real manager env, the gold manager playing the rest of the
    episode (repair precision / recall / F1 where whole faulted episodes are too long for a CPU); then every arm on
    the held-out episodes with the scripted (simulated) worker through :func:`harness.evaluation.run_evaluation`. Every
    model arm plays as its served policy (:meth:`Arm.serve`) in both: ``hier`` as the hierarchical manager. Before
    them each flat model arm's decision margins are scored on the training data's ``margin_split`` rows
-   (:mod:`training.decision_margin`); with ``calibrate_decisions`` the arm is served with the decision bias chosen
-   on those rows (:func:`training.decision_margin.calibrate`; ``decision_bias`` says how it is served), at the
+   (:mod:`training.study.margin`); with ``calibrate_decisions`` the arm is served with the decision bias chosen
+   on those rows (:func:`training.study.margin.calibrate`; ``decision_bias`` says how it is served), at the
    decision points and in the episodes alike.
-4. **report**: :mod:`training.study_report` writes ``results.json``, ``report.md`` and the plots.
+4. **report**: :mod:`training.study.report` writes ``results.json``, ``report.md`` and the plots.
 
-Modules: this one holds the config, the :class:`Study` paths and the driver; :mod:`training.study_data` (stage 1 and
-the cut evaluation suite), :mod:`training.study_arms` (stage 2, and serving a model arm),
-:mod:`training.study_exact_match` and :mod:`training.study_decisions` (stage 3), :mod:`training.study_report`
+Modules: this one holds the config, the :class:`Study` paths and the driver; :mod:`training.study.data` (stage 1 and
+the cut evaluation suite), :mod:`training.study.arms` (stage 2, and serving a model arm),
+:mod:`training.study.exact_match` and :mod:`training.study.decisions` (stage 3), :mod:`training.study.report`
 (stage 4). Their public names are importable from here too.
 
 Arms (:data:`ARMS`): ``none``, ``rule``, ``prompt`` (SmolLM2-135M-Instruct as converted, prompt only), ``sft-lora``,
@@ -38,7 +38,7 @@ Prompt view (:attr:`StudyConfig.prompt_view`): ``full`` gives the model arms exa
 calls alike (CPU cost grows with sequence length), and DAPO's rollouts see the same view (``scripts/rl.py
 --prompt_view``, :class:`training.rl.rollout.EpisodeTokens`). The hier arm follows the same rule: under ``bare``
 its SFT rows and its tier-1 calls have no system prompt (:data:`~harness.manager.hier_prompts.HIER_SYSTEM`) and no
-tools block (:mod:`training.study_arms`).
+tools block (:mod:`training.study.arms`).
 
 Resume: every stage leaves a marker (``OUT/data/<split>/stats.json``, ``OUT/arms/<arm>/train.json``); exact-match
 scores are appended per sample (``OUT/arms/<arm>/exact_match.jsonl``), decision points per point
@@ -65,11 +65,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.tracking import check_report_to_choice, resolve_report_to, trainer_flags
+from harness.tracking import check_report_to_choice, resolve_report_to
 from harness.yaml_config import load_yaml_config, type_problems
-from training.pipeline import ROOT, launch_training
+from training.pipeline import ROOT
 from training.prompt_view import check_prompt_view, view
-from training.study_arms import (
+from training.study.arms import (
     ARMS,
     MARKER,
     WINDOW_STEPS,
@@ -83,8 +83,9 @@ from training.study_arms import (
     train_dapo,
     train_sft,
 )
-from training.study_data import first_turns_suite, sft_dataset, synthesize_split
-from training.study_exact_match import EXACT_FILE, exact_match_samples, score_exact_match
+from training.study.data import first_turns_suite, sft_dataset, synthesize_split
+from training.study.exact_match import EXACT_FILE, exact_match_samples, score_exact_match
+from training.study.layout import Study
 
 __all__ = [  # the driver and config, and the stages' functions under their historical names
     "ARMS",
@@ -217,7 +218,7 @@ class StudyConfig:
         default=0,
         metadata={"help": "Held-out decision points played closed loop by every manager arm (0: none): turn-end "
                   "activations where the gold manager repairs or commits, half of each kind as far as there are; "
-                  "the gold manager plays the rest of the episode (training/study_decisions.py)."},
+                  "the gold manager plays the rest of the episode (training/study/decisions.py)."},
     )  # fmt: skip
     decision_max_responses: int = field(
         default=2, metadata={"help": "Responses an arm may give in a decision point's activation (check, then act)."}
@@ -230,7 +231,7 @@ class StudyConfig:
     margin_split: str | None = field(
         default="validation",
         metadata={"help": "The training data's split whose flat REPAIR / FINALIZE_RELATIONS rows score each flat "
-                  "model arm's decision margins after training (training.decision_margin: the recipe's check on the "
+                  "model arm's decision margins after training (training.study.margin: the recipe's check on the "
                   "split it is chosen on, never a held-out one); null: not scored."},
     )  # fmt: skip
     margin_limit: int | None = field(
@@ -239,13 +240,13 @@ class StudyConfig:
     calibrate_decisions: bool = field(
         default=False,
         metadata={"help": "Serve each flat model arm with the decision bias chosen on its margin_split rows "
-                  "(training.decision_margin.calibrate: the constant added to the REPAIR-vs-confirm log-odds that "
+                  "(training.study.margin.calibrate: the constant added to the REPAIR-vs-confirm log-odds that "
                   "best separates those training rows), added to REPAIR's branching token at the decision points "
                   "and in the episodes alike; the hier arm is not biased. Needs margin_split."},
     )  # fmt: skip
     decision_bias: Literal["pair", "token"] = field(
         default="pair",
-        metadata={"help": "How calibrate_decisions serves the bias (training.decision_margin.repair_bias): pair moves "
+        metadata={"help": "How calibrate_decisions serves the bias (training.study.margin.repair_bias): pair moves "
                   "REPAIR's branching token against the confirmation's only (the bias chooses between the two "
                   "decisions, never whether to decide rather than probe again); token adds it to REPAIR's logit "
                   "outright (REPAIR rises against every other action at that point too)."},
@@ -266,8 +267,8 @@ class StudyConfig:
     decide_after_probe: bool = field(
         default=False,
         metadata={"help": "With constrained_decoding, a flat model arm may take neither decision (REPAIR, "
-                  "FINALIZE_RELATIONS) before a probe of the activation has run (harness.manager.llm_policy."
-                  "actions_now; implies legal_actions_only): its decisions follow evidence it wrote, as every "
+                  "FINALIZE_RELATIONS) before a probe of the activation has run (training.study.decoding; "
+                  "implies legal_actions_only): its decisions follow evidence it wrote, as every "
                   "decision of the gold manager does."},
     )  # fmt: skip
     runtime: dict[str, Any] = field(
@@ -362,69 +363,22 @@ class StudyConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> StudyConfig:
-        return load_yaml_config(cls, path, "study", "configs/study/smollm2-mini.yaml", **overrides)
+        return load_yaml_config(cls, path, "study", "training/study/configs/smollm2-mini.yaml", **overrides)
 
     def path(self, value: str) -> Path:
         path = Path(value)
         return path if path.is_absolute() else ROOT / path
 
 
-# ---------------------------------------------------------------- the study
-@dataclass
-class Study:
-    """A study run: its config, output folder and where each piece lives."""
-
-    config: StudyConfig
-    out: Path
-
-    def data_dir(self, split: str) -> Path:
-        return self.out / "data" / split
-
-    def heldout_splits(self) -> list[str]:
-        """The held-out splits: ``heldout`` (the held-out fault types) and, when configured, ``heldout-seen`` (held-out
-        tasks with the training fault types)."""
-        return ["heldout", *(["heldout-seen"] if self.config.heldout_seen_synthesis else [])]
-
-    def eval_suite(self) -> Path:
-        """The suite the episodes are played on: the ``eval_split`` held-out split, or its tasks' first ``eval_turns``
-        turns (with ``eval_faulted_only``: the tasks with a harmful fault there)."""
-        split = self.config.eval_split
-        if self.config.eval_turns is None:
-            return self.data_dir(split)
-        faulted = "-faulted" if self.config.eval_faulted_only else ""
-        return self.out / "data" / f"{split}-first-{self.config.eval_turns}{faulted}"
-
-    def arm_dir(self, arm: str) -> Path:
-        return self.out / "arms" / arm
-
-    def model_dir(self, arm: str) -> Path:
-        """The checkpoint a model arm is evaluated with."""
-        if arm in ("prompt", "windowed"):  # SmolLM2 as converted
-            return self.config.path(self.config.smollm2_dir)
-        return self.arm_dir(arm) / ("merged" if arm in ("sft-lora", "hier") else "model")
-
-    def launch(self, arm: str, script: str, config: str, args: list[str]) -> None:
-        self.arm_dir(arm).mkdir(parents=True, exist_ok=True)
-        tracking = trainer_flags(resolve_report_to(self.config.report_to), f"{self.out.name}-{arm}")
-        launch_training(
-            script,
-            self.config.path(config),
-            [*tracking, *args],
-            accelerate_config=self.config.path(self.config.accelerate_config),
-            log=self.arm_dir(arm) / "log.txt",
-            what=f"arm {arm}",
-        )
-
-
 # ---------------------------------------------------------------- decision points
 def play_decision_points(
     study: Study, arms: list[str], policy: Callable[[str], Any], timed: Callable[[str, Callable[[], Any]], Any]
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every deciding arm on the same decision points (:mod:`training.study_decisions`): ``decision_points`` of each
+    """Every deciding arm on the same decision points (:mod:`training.study.decisions`): ``decision_points`` of each
     held-out split (its rows' ``group``), one env per split."""
     from envs import ManagerEnv, ReplayPool
     from harness.manager.policies import RulePolicy
-    from training.study_decisions import DECISIONS_FILE, decision_points, score_decisions
+    from training.study.decisions import DECISIONS_FILE, decision_points, score_decisions
 
     config = study.config
     rows: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
@@ -462,10 +416,11 @@ def _manager_spec(study: Study, arm: str) -> str:
 
 
 def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, Any]:
-    """Run (or resume) the whole study; writes and returns the results (see :mod:`training.study_report`)."""
+    """Run (or resume) the whole study; writes and returns the results (see :mod:`training.study.report`)."""
     from harness.evaluation.evaluate import EvaluationConfig, run_evaluation
     from training.smollm2 import build_smollm2
-    from training.study_report import collect, track_study, write_outputs
+    from training.study.render import write_outputs
+    from training.study.report import collect, track_study
 
     study = Study(config, Path(out) if out is not None else config.path(config.out))
     study.out.mkdir(parents=True, exist_ok=True)
@@ -507,11 +462,12 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
             )
             if calibration.get(arm, {}).get("bias"):
                 from harness.manager.model_settings import model_backend
-                from training.decision_margin import repair_bias
+                from training.study.branch_bias import serve_with_bias
+                from training.study.margin import repair_bias
 
                 backend = model_backend(policies[arm])
                 bias = calibration[arm]["bias"]
-                backend.set_branch_bias(repair_bias(backend.tokenizer, bias, pairwise=config.decision_bias == "pair"))
+                serve_with_bias(backend, repair_bias(backend.tokenizer, bias, pairwise=config.decision_bias == "pair"))
         return policies[arm]
 
     exact: dict[str, list[dict[str, Any]]] = {}
@@ -519,12 +475,12 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
     exact_arms = [a for a in model_arms if ARMS[a].format == "flat"]  # the samples are flat conversations
     margins: dict[str, dict[str, Any]] = {}
     if config.margin_split is not None:  # the same flat arms, on the training data's decision rows
-        from training.decision_margin import arm_margins
+        from training.study.margin import arm_margins
 
         for arm in exact_arms:
             margins[arm] = timed(f"margins/{arm}", lambda a=arm: arm_margins(study, a))
     if config.calibrate_decisions:
-        from training.decision_margin import calibrate
+        from training.study.margin import calibrate
 
         calibration.update({arm: calibrate(margins[arm]["rows"]) for arm in margins})
         for arm, chosen in calibration.items():

@@ -7,14 +7,12 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from training.prompt_view import view
-
-if TYPE_CHECKING:
-    from training.study import Study
+from training.study.layout import Study
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,9 @@ The name tokens are found from the labels alone (:func:`action_name_mask`): each
 decoded token by token, each call's ``<tool_call>{"name": "..."`` is matched in that text, and every token
 overlapping the name's characters is marked. Nothing outside the model's own targets is read.
 
-:func:`weighted_trainer_class` subclasses TRL's ``SFTTrainer``: in training its ``compute_loss`` runs TRL's own
+:func:`weighted_trainer_class` subclasses TRL's ``SFTTrainer`` (the study's SFT launches build it through
+:mod:`training.study.sft`, passing it to :func:`training.sft.run_sft` as ``trainer_class``): in training its
+``compute_loss`` runs TRL's own
 (which logs entropy and token accuracy from the fused LM head's outputs), captures those outputs with a forward
 hook, and returns the weighted loss over the same per-token log-probabilities, normalized by the same token count
 as TRL's (a weight of 1 returns TRL's loss itself). Every training step also logs ``action_name_nll``, the mean
@@ -62,14 +64,20 @@ def action_name_mask(targets: torch.Tensor, piece: Callable[[int], str]) -> torc
     return mask
 
 
-def weighted_trainer_class(base: type) -> type:
-    """``base`` (TRL's ``SFTTrainer``) whose training :meth:`compute_loss` weighs the action-name tokens by the
-    instance's ``action_name_weight`` (set it after construction, then call ``check_weighting``; 1.0 returns TRL's
-    loss untouched) and logs their mean negative log-likelihood as ``action_name_nll`` (the decision's loss, whatever
-    the weight)."""
+def weighted_trainer_class(base: type, weight: float = 1.0) -> type:
+    """``base`` (TRL's ``SFTTrainer``) whose training :meth:`compute_loss` weighs the action-name tokens by
+    ``weight`` (1.0 returns TRL's loss untouched) and logs their mean negative log-likelihood as ``action_name_nll``
+    (the decision's loss, whatever the weight). Its constructor refuses, before any step, a loss the weighting cannot
+    apply to (``check_weighting``)."""
+    if not weight > 0:
+        raise ValueError(f"action_name_weight={weight} must be positive; 1 leaves the loss plain")
 
     class ActionWeightedSFTTrainer(base):
-        action_name_weight: float = 1.0
+        action_name_weight: float = weight
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.check_weighting()
 
         def check_weighting(self) -> None:
             """Refuse, before training, the losses this weighting cannot apply to (built from full logits, or with

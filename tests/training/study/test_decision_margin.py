@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_auc_by_hand() -> None:
-    from training.decision_margin import auc, summary
+    from training.study.margin import auc, summary
 
     rows = [
         {"gold": "REPAIR", "margin": 1.0},
@@ -40,7 +40,7 @@ def test_auc_by_hand() -> None:
 def test_samples_alternate_decisions_in_the_view(sft_smoke_dir: Path) -> None:
     from datasets import load_from_disk
 
-    from training.decision_margin import DECISIONS, decision_samples
+    from training.study.margin import DECISIONS, decision_samples
 
     train = load_from_disk(str(sft_smoke_dir / "dataset"))["train"]
     counts = {name: sum(r["format"] == "flat" and r["control"] == name for r in train) for name in DECISIONS}
@@ -66,7 +66,7 @@ def test_margins_are_the_log_odds_of_the_branching_token(sft_smoke_dir: Path, ti
 
     from harness.manager.actions import make_action
     from harness.manager.wire import render_action
-    from training.decision_margin import branch_ids, decision_samples, margins
+    from training.study.margin import branch_ids, decision_samples, margins
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32).eval()
@@ -105,24 +105,28 @@ def test_margins_are_the_log_odds_of_the_branching_token(sft_smoke_dir: Path, ti
 def test_the_script_writes_rows_and_summary_and_refuses_bad_input(
     sft_smoke_dir: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    script = [sys.executable, str(REPO / "scripts" / "decision_margin.py")]
+    script = [sys.executable, "-m", "training.study.margin_cli"]
     out = tmp_path / "margins.json"
     args = ["--model", str(tiny_model_dir), "--data", str(sft_smoke_dir), "--split", "train", "--prompt_view", "bare"]
-    done = subprocess.run([*script, *args, "--limit", "2", "--out", str(out)], capture_output=True, text=True)
+    done = subprocess.run(
+        [*script, *args, "--limit", "2", "--out", str(out)], cwd=REPO, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     written = json.loads(out.read_text())
     assert json.loads(done.stdout.strip().splitlines()[-1]) == written["summary"]
     assert written["summary"]["samples"] == len(written["rows"]) == 2
     assert {row["gold"] for row in written["rows"]} == {"REPAIR", "FINALIZE_RELATIONS"}
 
-    bad_model = subprocess.run([*script, "--model", str(tmp_path), "--data", str(sft_smoke_dir)], capture_output=True)
+    bad_model = subprocess.run(
+        [*script, "--model", str(tmp_path), "--data", str(sft_smoke_dir)], cwd=REPO, capture_output=True
+    )
     assert bad_model.returncode == 2 and b"no config.json there" in bad_model.stderr
-    bad_split = subprocess.run([*script, *args, "--split", "test"], capture_output=True, text=True)
+    bad_split = subprocess.run([*script, *args, "--split", "test"], cwd=REPO, capture_output=True, text=True)
     assert bad_split.returncode == 2 and "has no split 'test'" in bad_split.stderr
 
 
 def test_calibrate_moves_the_threshold_into_the_gap_nearest_zero() -> None:
-    from training.decision_margin import balanced_accuracy, calibrate
+    from training.study.margin import balanced_accuracy, calibrate
 
     def rows(repair: list[float], confirm: list[float]) -> list[dict]:
         return [{"gold": "REPAIR", "margin": m} for m in repair] + [
@@ -150,14 +154,15 @@ def test_calibrate_moves_the_threshold_into_the_gap_nearest_zero() -> None:
 
 
 def test_the_served_bias_moves_exactly_the_branching_logit(tiny_model_dir: Path) -> None:
-    """HFChatBackend with the BranchBias of repair_bias: at the step where the reply is the decisions' shared start
-    the REPAIR token's logit rises by the bias and nothing else moves; a reply that is not there is untouched; a
-    large bias on the other decision's token flips the greedy, grammar-constrained decision."""
+    """HFChatBackend serving the BranchBias of repair_bias (as its logits_processors): at the step where the reply is
+    the decisions' shared start the REPAIR token's logit rises by the bias and nothing else moves; a reply that is not
+    there is untouched; a large bias on the other decision's token flips the greedy, grammar-constrained decision."""
     import torch
 
-    from harness.llm import BranchBias, HFChatBackend, _BranchBiasProcessor
+    from harness.llm import HFChatBackend
     from harness.manager.wire import call_grammar
-    from training.decision_margin import DECISIONS, branch_ids, repair_bias
+    from training.study.branch_bias import BranchBias, BranchBiasProcessor, serve_with_bias
+    from training.study.margin import DECISIONS, branch_ids, repair_bias
 
     backend = HFChatBackend(
         str(tiny_model_dir), max_new_tokens=24, grammar=lambda added: call_grammar(added, names=DECISIONS)
@@ -168,7 +173,7 @@ def test_the_served_bias_moves_exactly_the_branching_logit(tiny_model_dir: Path)
     assert branch_bias.prefix == tokenizer.decode(shared) and branch_bias.bias == {branch["REPAIR"]: 2.5}
     assert branch_bias.versus is None
     prompt = [3, 4, 5]
-    processor = _BranchBiasProcessor(tokenizer, branch_bias, len(prompt))
+    processor = BranchBiasProcessor(tokenizer, branch_bias, len(prompt))
     scores = torch.randn(1, 64 + max(branch.values()))
     moved = processor(torch.tensor([prompt + shared]), scores)
     assert torch.equal(
@@ -182,12 +187,12 @@ def test_the_served_bias_moves_exactly_the_branching_logit(tiny_model_dir: Path)
     unbiased = backend.chat(messages).text
     name = next(n for n in DECISIONS if f'"name": "{n}"' in unbiased)
     other = next(n for n in DECISIONS if n != name)
-    backend.set_branch_bias(BranchBias(prefix=branch_bias.prefix, bias={branch[other]: 100.0}))
+    serve_with_bias(backend, BranchBias(prefix=branch_bias.prefix, bias={branch[other]: 100.0}))
     assert f'"name": "{other}"' in backend.chat(messages).text
-    backend.set_branch_bias(None)
+    serve_with_bias(backend, None)
     assert backend.chat(messages).text == unbiased
     with pytest.raises(ValueError, match=r"outside the model's \d+ logits"):
-        backend.set_branch_bias(BranchBias(prefix="x", bias={10**9: 1.0}))
+        serve_with_bias(backend, BranchBias(prefix="x", bias={10**9: 1.0}))
     with pytest.raises(ValueError, match="prefix is empty"):
         BranchBias(prefix="", bias={1: 1.0})
 
@@ -200,8 +205,8 @@ def test_a_pairwise_bias_reorders_the_two_decisions_and_nothing_else(tiny_model_
     import torch
     from transformers import AutoTokenizer
 
-    from harness.llm import BranchBias, _BranchBiasProcessor
-    from training.decision_margin import branch_ids, repair_bias
+    from training.study.branch_bias import BranchBias, BranchBiasProcessor
+    from training.study.margin import branch_ids, repair_bias
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     shared, branch = branch_ids(tokenizer)
@@ -209,7 +214,7 @@ def test_a_pairwise_bias_reorders_the_two_decisions_and_nothing_else(tiny_model_
     pair = repair_bias(tokenizer, 1.5)
     assert pair.bias == {repair: 1.5} and pair.versus == confirm
     third = next(i for i in range(10, 60) if i not in (repair, confirm))
-    processor = _BranchBiasProcessor(tokenizer, pair, 0)
+    processor = BranchBiasProcessor(tokenizer, pair, 0)
     for r, c, top in [(-1.0, 0.0, 5.0), (0.0, -1.0, 5.0), (-3.0, -1.0, -9.0), (2.0, 2.0, 1.0)]:
         scores = torch.full((1, 64 + max(branch.values())), -100.0)
         scores[0, [repair, confirm, third]] = torch.tensor([r, c, top])

@@ -12,17 +12,24 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training.study import ARMS, StudyConfig, first_turns_suite
-from training.study_report import arm_metrics, paired
+from training.study.driver import ARMS, StudyConfig, first_turns_suite
+from training.study.report import arm_metrics, paired
 
-REPO = Path(__file__).resolve().parents[2]
-STUDY_CONFIGS = sorted((REPO / "configs" / "study").glob("*.yaml"))
+REPO = Path(__file__).resolve().parents[3]
+STUDY_CONFIGS = sorted((REPO / "training" / "study" / "configs").glob("*.yaml"))
 
 
 def test_study_configs_load() -> None:
+    """Each study config loads through the study's command line, and the configs it names exist."""
+    from harness.config_cli import parse_config
+    from training.study.cli import make_parser
+
     assert [p.name for p in STUDY_CONFIGS] == ["smollm2-mini.yaml", "smollm2.yaml"]
     for path in STUDY_CONFIGS:
-        config = StudyConfig.from_yaml(path)
+        (config,) = parse_config(make_parser().parse_args(["--config", str(path)]))
+        assert config == StudyConfig.from_yaml(path)
+        for name in (config.sft_full_config, config.sft_lora_config, config.sft_tiny_config, config.rl_config):
+            assert config.path(name).is_file(), f"{path}: {name} does not exist"
         mini = path.name == "smollm2-mini.yaml"  # without DAPO (minutes a step) and the extra SFT launches (time)
         # rl-only: left out of both for its measured reason (the full config says it)
         left_out = ("sft-full", "tiny-sft", "rl-only") + (("sft-dapo", "windowed", "hier") if mini else ())
@@ -61,7 +68,7 @@ def test_bad_study_configs_name_the_fix(overrides: dict, message: str) -> None:
 @pytest.mark.parametrize("prompt_view", ["bare", "full"])
 def test_the_dapo_arm_launches_rl_with_the_study_view(tmp_path: Path, monkeypatch, prompt_view: str) -> None:
     """The rollouts see what the SFT taught and the arms serve: scripts/rl.py gets --prompt_view."""
-    from training.study import Study, train_dapo
+    from training.study.driver import Study, train_dapo
 
     launched = []
     monkeypatch.setattr(Study, "launch", lambda self, arm, script, config, args: launched.append((script, args)))
@@ -166,17 +173,18 @@ def test_first_turns_suite_cuts_tasks_and_their_faults(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # ~130 s on the idle machine (the study ~100 s, then its resume ~25 s)
 def test_miniature_study(tmp_path: Path) -> None:
-    """configs/study/smollm2-mini.yaml end to end; the numbers are real (small), the report lists every arm."""
+    """training/study/configs/smollm2-mini.yaml end to end; the numbers are real (small), the report lists every
+    arm."""
     pytest.importorskip("gguf", reason="the SmolLM2 conversion needs the train extra (gguf)")
     from training.smollm2 import build_smollm2, cached_smollm2_dir
 
     model = build_smollm2(cached_smollm2_dir())
-    config = yaml.safe_load((REPO / "configs" / "study" / "smollm2-mini.yaml").read_text())
+    config = yaml.safe_load((REPO / "training" / "study" / "configs" / "smollm2-mini.yaml").read_text())
     config.update(smollm2_dir=str(model), isolation="bwrap" if shutil.which("bwrap") else "none")
     config_path = tmp_path / "mini.yaml"
     config_path.write_text(yaml.safe_dump(config))
     out = tmp_path / "study"
-    command = [sys.executable, "scripts/study_small_model.py", "--config", str(config_path), "--out", str(out)]
+    command = [sys.executable, "-m", "training.study", "--config", str(config_path), "--out", str(out)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
@@ -220,7 +228,7 @@ def test_miniature_study(tmp_path: Path) -> None:
             and margins["n_REPAIR"] + margins["n_FINALIZE_RELATIONS"] == margins["samples"] <= config["margin_limit"]
         )
     # each is served with the decision bias chosen on its own margin rows (calibrate_decisions)
-    from training.decision_margin import calibrate
+    from training.study.margin import calibrate
 
     for arm in scored:
         rows = json.loads((out / "arms" / arm / "margins.json").read_text())["rows"]
@@ -261,7 +269,7 @@ def test_miniature_study(tmp_path: Path) -> None:
 
 def test_the_study_logs_every_arm_metric_to_the_tracker_and_reads_back(tmp_path):
     from tests.training.test_sft import read_tensorboard_scalars
-    from training.study_report import study_metrics, track_study
+    from training.study.report import study_metrics, track_study
 
     interval = {"value": 0.5, "ci95": [0.0, 1.0], "n": 2}
     metrics = {

@@ -1,7 +1,8 @@
 """The study's arms: how each manager is built (trained, for the model arms) and served.
 
 :data:`ARMS` maps an arm name to its :class:`Arm`. Training arms launch the real launchers as subprocesses
-(``scripts/sft.py``, ``scripts/rl.py``, through :meth:`training.study.Study.launch`); :func:`train_arm` trains one
+(``scripts/sft.py`` through :mod:`training.study.sft`, ``scripts/rl.py``, with
+:meth:`training.study.driver.Study.launch`); :func:`train_arm` trains one
 once and leaves its marker ``OUT/arms/<arm>/train.json``. A model arm is served by its :attr:`Arm.serve` over its
 checkpoint: the flat ``llm`` manager policy (:func:`model_policy`), or, for ``hier``, the hierarchical manager whose
 tier 1 is the checkpoint (:func:`hier_model_policy`).
@@ -11,7 +12,7 @@ stratification) and merge, on the training split's ``hier`` rows (``--formats hi
 conversations) instead of the ``flat`` ones (``scripts/sft.py``'s default, which every other arm keeps).
 
 Prompt view and ``hier``: one rule for both formats. :func:`training.prompt_view.view` is applied to every row of
-the SFT data (:func:`training.study_data.sft_dataset`) and to every served call, flat or hier, so under ``bare`` the
+the SFT data (:func:`training.study.data.sft_dataset`) and to every served call, flat or hier, so under ``bare`` the
 hier model is trained and asked without :data:`~harness.manager.hier_prompts.HIER_SYSTEM` and without the tier-1
 tools block: only the decision prompt (the public turn, the draft state, tier 0's check results, the legal decisions
 and budget) and its own calls. Under ``full`` it sees exactly what :class:`~harness.manager.hier.HierPolicy` sends.
@@ -31,19 +32,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.llm import HFChatBackend, Message
 from training.pipeline import ROOT
 from training.prompt_view import view
-from training.study_data import sft_dataset
-
-if TYPE_CHECKING:
-    from training.study import Study
+from training.study.data import sft_dataset
+from training.study.layout import Study
 
 logger = logging.getLogger(__name__)
 
 MARKER = "train.json"
+SFT_MODULE = "training.study.sft"
+"""What the SFT arms launch: ``scripts/sft.py``'s arguments plus the study's ``--action_name_weight``."""
 
 
 @dataclass(frozen=True)
@@ -72,15 +73,19 @@ class Arm:
     ) -> Any:
         """The policy of this (model) arm over the checkpoint ``path``; ``constrained``: an arm that writes actions
         (flat, hier) decodes under the action grammar (:func:`harness.manager.model_settings.constrain_actions`), a
-        flat one also under ``legal_only`` / ``decide_after_probe`` there (the hier arm's tier 0 writes its checks and
-        probes)."""
+        flat one also under ``legal_only`` there and :func:`training.study.decoding.decide_after_probe` (the hier
+        arm's tier 0 writes its checks and probes)."""
         factory = {"hier": hier_model_policy, "windowed": windowed_model_policy}.get(self.format, model_policy)
         policy = factory(path, max_new_tokens, prompt_view)
         if constrained and self.format != "windowed":
             from harness.manager.model_settings import constrain_actions
 
             flat = self.format == "flat"
-            constrain_actions(policy, legal_only=flat and legal_only, decide_after_probe=flat and decide_after_probe)
+            constrain_actions(policy, legal_only=flat and legal_only)
+            if flat and decide_after_probe:
+                from training.study.decoding import decide_after_probe as probe_first
+
+                probe_first(policy)
         return policy
 
 
@@ -140,8 +145,8 @@ def model_usage(policy: Any) -> dict[str, int] | None:
 
 
 def _sft_args(study: Study, arm: str, model: str, dataset: Path, output: Path) -> list[str]:
-    """The ``scripts/sft.py`` arguments of ``arm``: the study's ``sft_args`` for all, ``--formats hier`` for a hier
-    arm (the others train on ``flat``, the script's default)."""
+    """The SFT arguments (:data:`SFT_MODULE`) of ``arm``: the study's ``sft_args`` for all, ``--formats hier`` for a
+    hier arm (the others train on ``flat``, the script's default)."""
     formats = ["--formats", "hier"] if ARMS[arm].format == "hier" else []
     return [
         "--model_name_or_path", model, "--dataset_path", str(dataset), "--output_dir", str(output),
@@ -156,15 +161,15 @@ def train_sft(study: Study, arm: str) -> dict[str, Any]:
     data = sft_dataset(study)
     if arm == "tiny-sft":
         output = study.model_dir(arm)
-        study.launch(arm, "sft.py", config.sft_tiny_config, _sft_args(study, arm, "tiny", data, output))
+        study.launch(arm, SFT_MODULE, config.sft_tiny_config, _sft_args(study, arm, "tiny", data, output))
         return {"checkpoint": str(output)}
     smollm2 = str(config.path(config.smollm2_dir))
     if arm == "sft-full":
         output = study.model_dir(arm)
-        study.launch(arm, "sft.py", config.sft_full_config, _sft_args(study, arm, smollm2, data, output))
+        study.launch(arm, SFT_MODULE, config.sft_full_config, _sft_args(study, arm, smollm2, data, output))
         return {"checkpoint": str(output)}
     adapter = study.arm_dir(arm) / "adapter"
-    study.launch(arm, "sft.py", config.sft_lora_config, _sft_args(study, arm, smollm2, data, adapter))
+    study.launch(arm, SFT_MODULE, config.sft_lora_config, _sft_args(study, arm, smollm2, data, adapter))
     merge_lora(adapter, study.model_dir(arm))
     return {"checkpoint": str(study.model_dir(arm)), "adapter": str(adapter)}
 
@@ -189,10 +194,10 @@ def dapo_available() -> str | None:
 
 def train_dapo(study: Study, arm: str) -> dict[str, Any]:
     """DAPO (``scripts/rl.py``) on the training split's decision points: its check activations where the gold repairs
-    or confirms (:data:`training.study_decisions.DECISION_CONTROLS`), the model taking over where the study's decision
+    or confirms (:data:`training.study.decoding.DECISIONS`), the model taking over where the study's decision
     points hand over (``decision_takeover``). ``sft-dapo`` starts from ``sft-lora``'s merged checkpoint, ``rl-only``
     from SmolLM2 as converted (no SFT)."""
-    from training.study_decisions import DECISION_CONTROLS
+    from training.study.decoding import DECISIONS as DECISION_CONTROLS
 
     reason = dapo_available()
     if reason is not None:

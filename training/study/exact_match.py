@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.jsonl import append_jsonl, read_jsonl_resumable
 from training.prompt_view import view
-
-if TYPE_CHECKING:
-    from training.study import Study
+from training.study.layout import Study
 
 EXACT_FILE = "exact_match.jsonl"
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from training.study import ARMS, Study, StudyConfig
-from training.study_decisions import decision_points, play_decision, point_key
-from training.study_metrics import comparisons, decision_metrics, paired_f1
+from training.study.decisions import decision_points, play_decision, point_key
+from training.study.driver import ARMS, Study, StudyConfig
+from training.study.metrics import comparisons, decision_metrics, paired_f1
 
 SFT_ARGS = ["--max_steps", "56", "--max_train_samples", "56", "--stratify_by", "control"]
 
 
 def _launches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, arm: str) -> tuple[dict, list[tuple]]:
-    import training.study_arms as study_arms
+    import training.study.arms as study_arms
 
     study = Study(StudyConfig(arms=["sft-lora", "hier"], sft_args=SFT_ARGS, prompt_view="bare"), tmp_path)
     launched: list[tuple] = []
@@ -31,7 +31,7 @@ def _launches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, arm: str) -> tupl
 def test_hier_trains_like_sft_lora_on_the_hier_rows(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     lora_result, [(arm, script, config, lora_args)] = _launches(monkeypatch, tmp_path, "sft-lora")
     hier_result, [(hier_arm, hier_script, hier_config, hier_args)] = _launches(monkeypatch, tmp_path, "hier")
-    assert (hier_arm, hier_script, hier_config) == ("hier", script, config) == ("hier", "sft.py", config)
+    assert (hier_arm, hier_script, hier_config) == ("hier", script, config) == ("hier", "training.study.sft", config)
     assert config == StudyConfig().sft_lora_config and "--formats" not in lora_args  # flat arms: the default
     assert hier_args == [a.replace("sft-lora", "hier") for a in lora_args] + ["--formats", "hier"]
     assert all(a in hier_args for a in SFT_ARGS)  # the same budget
@@ -70,7 +70,7 @@ def test_constrained_arms_decode_under_the_action_grammar(tiny_model_dir: Path) 
 
 
 def test_decision_points_with_the_hier_policy(pool, env, tiny_model_dir: Path) -> None:
-    from training.study_arms import model_policy
+    from training.study.arms import model_policy
 
     points = decision_points(pool, 4, seed=0)
     hier = ARMS["hier"].serve(tiny_model_dir, 8, "bare")
@@ -129,7 +129,8 @@ def test_paired_f1_by_hand() -> None:
 
 
 def test_the_report_shows_calls_tokens_and_the_hier_pair() -> None:
-    from training.study_report import DECISION_COLUMNS, targets
+    from training.study.render import DECISION_COLUMNS
+    from training.study.report import targets
 
     rows = [_row("1", "t1", "REPAIR", True, calls=2), _row("2", "t1", "COMMIT_STATE", False, calls=0)]
     m = decision_metrics(rows, seed=0, n=20)

@@ -1,6 +1,9 @@
-"""The action-name loss weight (training.action_weight): which tokens it weighs, and the loss TRL's trainer returns."""
+"""The action-name loss weight (training.study.action_weight): which tokens it weighs, and the loss TRL's trainer
+returns."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +14,7 @@ CALL = (
 
 
 def test_the_mask_covers_exactly_each_labelled_action_name(qwen3_tokenizer):
-    from training.action_weight import action_name_mask
+    from training.study.action_weight import action_name_mask
 
     tokenizer = qwen3_tokenizer
     first = tokenizer(CALL, add_special_tokens=False)["input_ids"]
@@ -40,19 +43,23 @@ def test_the_mask_covers_exactly_each_labelled_action_name(qwen3_tokenizer):
 
 
 def _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, weight):
+    from trl import SFTTrainer
+
     from tests.training.test_sft import _cpu_config
     from training.sft import DataArguments, ModelArguments, build_trainer
+    from training.study.action_weight import weighted_trainer_class
 
     trainer, _ = build_trainer(
         ModelArguments(model_name_or_path=str(tiny_model_dir)),
-        DataArguments(dataset_path=str(sft_short_dataset_dir), max_train_samples=2, action_name_weight=weight),
+        DataArguments(dataset_path=str(sft_short_dataset_dir), max_train_samples=2),
         _cpu_config(tmp_path / f"out-{weight}"),
+        trainer_class=weighted_trainer_class(SFTTrainer, weight),
     )
     return trainer
 
 
 def test_trainer_loss_weights_the_action_names_and_eval_stays_plain(sft_short_dataset_dir, tiny_model_dir, tmp_path):
-    from training.action_weight import action_name_mask
+    from training.study.action_weight import action_name_mask
 
     plain = _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, 1.0)
     heavy = _weighted_trainer(sft_short_dataset_dir, tiny_model_dir, tmp_path, 5.0)
@@ -90,14 +97,33 @@ def test_trainer_loss_weights_the_action_names_and_eval_stays_plain(sft_short_da
 
 
 def test_action_name_weight_bad_values_are_refused(sft_short_dataset_dir, tiny_model_dir, tmp_path):
+    from trl import SFTTrainer
+
     from tests.training.test_sft import _cpu_config
     from training.sft import DataArguments, ModelArguments, build_trainer
+    from training.study.action_weight import weighted_trainer_class
+    from training.study.sft import StudySFTArguments
 
     with pytest.raises(ValueError, match=r"^action_name_weight=0 must be positive"):
-        DataArguments(action_name_weight=0)
+        StudySFTArguments(action_name_weight=0)
+    with pytest.raises(ValueError, match=r"^action_name_weight=0 must be positive"):
+        weighted_trainer_class(SFTTrainer, 0)
     with pytest.raises(ValueError, match=r"^action_name_weight=3.0 reweights TRL's fused per-token loss"):
         build_trainer(
             ModelArguments(model_name_or_path=str(tiny_model_dir)),
-            DataArguments(dataset_path=str(sft_short_dataset_dir), action_name_weight=3.0),
+            DataArguments(dataset_path=str(sft_short_dataset_dir)),
             _cpu_config(tmp_path / "out", label_smoothing_factor=0.1),
+            trainer_class=weighted_trainer_class(SFTTrainer, 3.0),
         )
+
+
+def test_the_study_sft_parser_takes_the_weight_beside_the_sft_arguments():
+    """``python -m training.study.sft`` reads scripts/sft.py's config and flags plus ``--action_name_weight``."""
+    from training.study.sft import make_parser
+
+    config = Path(__file__).resolve().parents[3] / "configs" / "sft" / "tiny-cpu.yaml"
+    model_args, data_args, study_args, sft_config = make_parser().parse_args_and_config(
+        ["--config", str(config), "--max_steps", "3", "--action_name_weight", "2"]
+    )
+    assert (model_args.model_name_or_path, sft_config.max_steps, study_args.action_name_weight) == ("tiny", 3, 2.0)
+    assert not hasattr(data_args, "action_name_weight")

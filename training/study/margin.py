@@ -12,7 +12,7 @@ check or probe) has higher margins at repair samples than at confirm samples wha
 a recipe that moves the preference before it flips the greedy decision. Run it on a training split's validation rows
 to compare SFT recipes without held-out data:
 
-    python scripts/decision_margin.py --model runs/study-smollm2/arms/sft-lora/merged \\
+    python -m training.study.margin_cli --model runs/study-smollm2/arms/sft-lora/merged \\
         --data runs/study-smollm2/data/train-bare --split validation --out margins.json
 
 The study scores every flat model arm this way after training (:func:`arm_margins`, ``margin_split`` in its config),
@@ -21,7 +21,7 @@ so its report shows what each recipe does to the decision on the split it was ch
 A recipe can rank the rows well (AUC near 1) and still put its threshold on one side of them. :func:`calibrate`
 chooses, on those same training rows, the constant added to every margin that best separates them (balanced
 accuracy; the smallest shift among the best), and :func:`repair_bias` turns it into the
-:class:`harness.llm.BranchBias` that adds it to the REPAIR branching token's logit when the model serves: the
+:class:`.BranchBias` that adds it to the REPAIR branching token's logit when the model serves: the
 decision threshold, chosen on training data as a classifier's would be.
 """
 
@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from training.prompt_view import view
-from training.study_decisions import DECISION_CONTROLS as DECISIONS  # a repair (the positive) and the confirmation
+from training.study.branch_bias import BranchBias
+from training.study.decisions import DECISION_CONTROLS as DECISIONS  # a repair (the positive) and the confirmation
 
 
 def decision_text(name: str) -> str:
@@ -176,15 +177,13 @@ def calibrate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"bias": round(bias, 4), "balanced_accuracy": balanced_accuracy(rows, round(bias, 4)), **out}
 
 
-def repair_bias(tokenizer: Any, bias: float, pairwise: bool = True) -> Any:
-    """The :class:`harness.llm.BranchBias` that moves REPAIR's branching token (:func:`branch_ids`) by ``bias`` right
+def repair_bias(tokenizer: Any, bias: float, pairwise: bool = True) -> BranchBias:
+    """The :class:`.BranchBias` that moves REPAIR's branching token (:func:`branch_ids`) by ``bias`` right
     after the reply start the decisions share: every margin at serving time moves by ``bias``. ``pairwise`` (the
     default) moves it against the confirmation's token only (``versus``), so the bias chooses between the two
     decisions and never whether to decide: at that same point the model also chooses between deciding and another
     probe, which the training rows the bias is chosen on do not measure. Without it the bias is added to REPAIR's
     logit outright and raises REPAIR against every other action too."""
-    from harness.llm import BranchBias
-
     shared, branch = branch_ids(tokenizer)
     return BranchBias(
         prefix=tokenizer.decode(shared, skip_special_tokens=False),
@@ -211,7 +210,7 @@ def arm_margins(study: Any, arm: str) -> dict[str, Any]:
     """The decision margins of a study arm's model on the ``margin_split`` rows of the training data it was trained
     on (as the arms see it: the study's prompt view), at most ``margin_limit`` of them: ``{model, data, split,
     summary, rows}``, kept in the arm's :data:`MARGINS_FILE` (a resumed study reuses it)."""
-    from training.study_data import sft_dataset
+    from training.study.data import sft_dataset
 
     config = study.config
     path = study.arm_dir(arm) / MARGINS_FILE

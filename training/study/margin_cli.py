@@ -1,7 +1,7 @@
-"""Teacher-forced decision margins of a model on a synthesis split (training.decision_margin): per sample, log
+"""Teacher-forced decision margins of a model on a synthesis split (training.study.margin): per sample, log
 P(REPAIR) minus log P(FINALIZE_RELATIONS) after the gold context, and the AUC separating repair from confirm samples.
 
-    python scripts/decision_margin.py --model runs/study-smollm2/arms/sft-lora/merged \\
+    python -m training.study.margin_cli --model runs/study-smollm2/arms/sft-lora/merged \\
         --data runs/study-smollm2/data/train-bare --split validation --prompt_view full --out margins.json
 
 ``--data`` is a synthesis output folder or its ``dataset/`` folder (a ``train-bare`` copy is already in the bare view:
@@ -15,8 +15,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -40,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None and args.limit <= 0:
         print(f"--limit {args.limit}: must be positive; leave it out for every sample", file=sys.stderr)
         return 2
-    from training.decision_margin import decision_samples, score_model, summary
+    from training.study.margin import decision_samples, score_model, summary
 
     try:
         samples = decision_samples(args.data, args.split, args.prompt_view, args.limit)

@@ -34,8 +34,8 @@ This is how the RL rollouts are played (:mod:`training.rl.rollout`), with a mana
 session. One row per point and arm goes to ``OUT/arms/<arm>/decisions.jsonl`` (resumable): its ``group`` (the
 held-out split it came from), its actions (each with its ``actor``, ``policy`` or ``harness``), the control, the
 reward and the point's model usage (``model_calls``, ``prompt_tokens``, ``completion_tokens``: the differences of the
-manager's counters over the activation, :func:`training.study_arms.model_usage`; None for a manager without a model).
-The metrics are in :func:`training.study_report.decision_metrics`.
+manager's counters over the activation, :func:`training.study.arms.model_usage`; None for a manager without a model).
+The metrics are in :func:`training.study.report.decision_metrics`.
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ from typing import TYPE_CHECKING, Any
 from harness.jsonl import append_jsonl, read_jsonl_resumable
 from harness.manager.hier import HARNESS, POLICY
 from harness.manager.lifecycle import CONTROL_ACTIONS
-from harness.manager.llm_policy import DECISIONS
 from training.rl.rollout import HarnessConfirm, StartPoint, action_stats, check_takeover, gold_decision, start_points
-from training.study_arms import model_usage
-from training.study_metrics import harness_confirmed, own_control
+from training.study.arms import model_usage
+from training.study.decoding import DECISIONS
+from training.study.metrics import harness_confirmed, own_control
 
 if TYPE_CHECKING:
     from envs.manager import ManagerEnv

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from training.study_metrics import metric_entry
+from training.study.metrics import metric_entry
 
 PLOTS = ("metrics.png", "rewards.png", "training_sft.png", "training_rl.png")
 

@@ -163,7 +163,7 @@ def harness_confirmed(row: dict[str, Any]) -> bool:
 
 
 def decision_metrics(rows: Sequence[dict[str, Any]], seed: int, n: int) -> dict[str, Any]:
-    """The metrics of one arm's decision points (:mod:`training.study_decisions`): legal-action rate over the arm's
+    """The metrics of one arm's decision points (:mod:`training.study.decisions`): legal-action rate over the arm's
     actions in the point activations, control match (the control action that ended the activation equals the gold
     one), the decided rate (the arm's model ended the point with a legal control action, :func:`own_control`; an
     undecided point is confirmed by the harness, :func:`harness_confirmed` counts them), repair precision / recall / F1

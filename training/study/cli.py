@@ -1,38 +1,37 @@
 """The small-model study: SmolLM2-135M-Instruct as the manager, before and after SFT (and DAPO).
 
-    python scripts/study_small_model.py --config configs/study/smollm2.yaml        # the full study, <= 3 h
-    python scripts/study_small_model.py --config configs/study/smollm2-mini.yaml   # the ~2-minute miniature
-    python scripts/study_small_model.py --config configs/study/smollm2.yaml --out runs/study-b   # another folder
-    python scripts/study_small_model.py --config configs/study/smollm2-mini.yaml --eval_limit 1 --seed 3
+    python -m training.study --config training/study/configs/smollm2.yaml        # the full study, <= 3 h
+    python -m training.study --config training/study/configs/smollm2-mini.yaml   # the ~2-minute miniature
+    python -m training.study --config training/study/configs/smollm2.yaml --out runs/study-b   # another folder
+    python -m training.study --config training/study/configs/smollm2-mini.yaml --eval_limit 1 --seed 3
 
-The flags are the fields of ``training.study.StudyConfig`` (``harness.config_cli``: its defaults, then the
+The flags are the fields of ``training.study.driver.StudyConfig`` (``harness.config_cli``: its defaults, then the
 ``--config`` YAML file, then the flags; ``--field_name`` or ``--field-name``; mappings and lists of lists as one YAML
 value, e.g. ``--train_synthesis '{tasks_per_domain: 1}'``); every value's type is checked. ``--out`` is relative to
 the current folder, the file's ``out`` to the repository root. Re-running with the same output folder resumes
 (finished stages, samples and episodes are kept). Writes ``OUT/report.md``, ``OUT/results.json`` and the plots; the
-last line printed is a JSON summary. What each stage does and how every number is defined: ``training/study.py`` and
-``training/study_report.py``.
+last line printed is a JSON summary. What each stage does and how every number is defined:
+``training/study/driver.py`` and ``training/study/report.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 
-PROG = "study_small_model"
+PROG = "python -m training.study"
 
 
 def make_parser() -> argparse.ArgumentParser:
     from harness.config_cli import add_config_arguments
-    from training.study import StudyConfig
+    from training.study.driver import StudyConfig
 
     parser = argparse.ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_config_arguments(
-        parser, StudyConfig, what="study", example="configs/study/smollm2-mini.yaml", require_config=True
+        parser, StudyConfig, what="study", example="training/study/configs/smollm2-mini.yaml", require_config=True
     )
     return parser
 
@@ -52,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.config_cli import given_flag, parse_config
 
     args = make_parser().parse_args(argv)
-    from training.study import run_study
+    from training.study.driver import run_study
 
     try:
         (config,) = parse_config(args)
@@ -72,8 +71,3 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps({"total_s": results["timing"]["total"], "unavailable": list(results["unavailable"]), **summary}))
     return 0
-
-
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    sys.exit(main())
