@@ -186,3 +186,25 @@ def test_the_leaf_checker_catches_planted_imports(tmp_path: Path) -> None:
         f"training/rl/trainer.py:1: {rule} (imports training.study)",
         f"training/sft.py:2: {rule} (imports training.study)",
     ]
+
+
+MAX_MODULE_LINES = 600
+
+
+def long_modules(root: Path, layers: Sequence[str] = LAYERS, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """``"FILE: N lines"`` for every module of the packages longer than ``limit`` lines."""
+    found = []
+    for layer in layers:
+        for path in sorted((root / layer).rglob("*.py")):
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            if lines > limit:
+                found.append(f"{path.relative_to(root).as_posix()}: {lines} lines (split it by responsibility)")
+    return found
+
+
+def test_no_module_is_over_600_lines(tmp_path: Path) -> None:
+    assert long_modules(ROOT) == []
+    (tmp_path / "harness").mkdir()
+    (tmp_path / "harness" / "big.py").write_text("x = 1\n" * 601, encoding="utf-8")
+    (tmp_path / "harness" / "ok.py").write_text("x = 1\n" * 600, encoding="utf-8")
+    assert long_modules(tmp_path, ("harness",)) == ["harness/big.py: 601 lines (split it by responsibility)"]
