@@ -21,13 +21,16 @@ naming the install command (trackio and tensorboard: the ``tracking`` extra).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import logging
 import os
 import re
+import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -138,13 +141,47 @@ class TensorBoardTracker(Tracker):
         self.writer.close()
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class _PlainText(io.TextIOBase):
+    """A text stream that writes to ``target`` without ANSI escape sequences (colours, cursor moves)."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.target.write(_ANSI.sub("", text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+
+@contextlib.contextmanager
+def plain_stdout_when_piped() -> Iterator[None]:
+    """Strip the ANSI colour codes a tracker prints (trackio's dashboard hint) when stdout is not a terminal, so a
+    log file holds plain text; a terminal keeps them."""
+    isatty = getattr(sys.stdout, "isatty", None)
+    if isatty is not None and isatty():
+        yield
+        return
+    with contextlib.redirect_stdout(_PlainText(sys.stdout)):
+        yield
+
+
 class WandbApiTracker(Tracker):
     """trackio or wandb: both offer wandb's module-level API (``init``, ``log``, ``Image``, ``finish``); ``init_args``
-    are the tracker's own ``init`` options."""
+    are the tracker's own ``init`` options. What ``init`` and ``finish`` print reaches a non-terminal stdout as plain
+    text (:func:`plain_stdout_when_piped`)."""
 
     def __init__(self, module: str, project: str, name: str, config: Mapping[str, Any], **init_args: Any) -> None:
         self.module = importlib.import_module(module)
-        self.module.init(project=project, name=name, config=dict(config), **init_args)
+        with plain_stdout_when_piped():
+            self.module.init(project=project, name=name, config=dict(config), **init_args)
 
     def log(self, metrics: Mapping[str, float], step: int = 0) -> None:
         self.module.log(dict(metrics), step=step)
@@ -153,7 +190,8 @@ class WandbApiTracker(Tracker):
         self.module.log({name: self.module.Image(str(path)) for name, path in images.items()}, step=step)
 
     def finish(self) -> None:
-        self.module.finish()
+        with plain_stdout_when_piped():
+            self.module.finish()
 
 
 def open_tracker(

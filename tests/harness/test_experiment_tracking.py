@@ -40,3 +40,16 @@ def test_bad_names_are_refused_naming_the_field():
 def test_trainer_flags_name_the_tracker_and_the_run():
     assert trainer_flags("trackio", "demo-sft") == ["--report_to", "trackio", "--run_name", "demo-sft"]
     assert trainer_flags("none", "demo-sft") == []
+
+
+def test_a_trackers_colour_codes_reach_a_piped_stdout_as_plain_text(tmp_path, monkeypatch, capsys):
+    """trackio prints its dashboard hint in ANSI colour; a log file (stdout not a terminal) gets the plain text."""
+    monkeypatch.setenv("TRACKIO_DIR", str(tmp_path / "trackio"))
+    tracker = tracking.open_tracker("trackio", project="p", name="r", out=tmp_path)
+    tracker.log({"x": 1.0})
+    tracker.finish()
+    printed = capsys.readouterr().out
+    assert "trackio show" in printed and "\x1b" not in printed
+    with tracking.plain_stdout_when_piped():
+        print("\x1b[1m\x1b[38;5;208mbold\x1b[0m plain")
+    assert capsys.readouterr().out == "bold plain\n"
