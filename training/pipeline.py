@@ -420,20 +420,10 @@ def summary_table(summary: dict[str, Any]) -> str:
     table.add_column("stage")
     table.add_column("seconds", justify="right")
     table.add_column("result")
-    synth, sft, rl, ev = (stages.get(s, {}) for s in ("synthesize", "sft", "rl", "evaluate"))
-    fmt = summary_number
-    rows = {
-        "model": f"tiny Qwen3 at {stages.get('model', {}).get('checkpoint')}",
-        "synthesize": f"{synth.get('trajectories')} trajectories, {synth.get('samples')} samples",
-        "sft": f"train loss {fmt(sft.get('train_loss_first'))} -> {fmt(sft.get('train_loss_last'))}, "
-        f"eval loss {fmt(sft.get('eval_loss'))}",
-        "rl": f"reward {fmt(rl.get('reward_first_step'))} (step 1) -> {fmt(rl.get('reward_last_step'))} "
-        f"(step {rl.get('steps')})",
-        "evaluate": evaluate_row(ev, fmt),
-    }
+    rows = stage_rows(stages)
     for stage in STAGES:
         s = stages.get(stage, {})
-        seconds = "skipped" if s.get("skipped") else fmt(s.get("seconds"))
+        seconds = "skipped" if s.get("skipped") else summary_number(s.get("seconds"))
         table.add_row(stage, seconds, rows[stage])
     console = Console(width=160, record=True)
     with console.capture() as capture:
@@ -444,6 +434,21 @@ def summary_table(summary: dict[str, Any]) -> str:
 def summary_number(value: Any) -> str:
     """A figure as the summary prints it: floats to 3 decimals, None as n/a."""
     return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def stage_rows(stages: dict[str, dict[str, Any]], fmt: Callable[[Any], str] = summary_number) -> dict[str, str]:
+    """The ``result`` cell of each stage in the summary table, from the stages' figures (a missing stage's figures
+    read as n/a)."""
+    synth, sft, rl, ev = (stages.get(s, {}) for s in ("synthesize", "sft", "rl", "evaluate"))
+    return {
+        "model": f"tiny Qwen3 at {stages.get('model', {}).get('checkpoint')}",
+        "synthesize": f"{synth.get('trajectories')} trajectories, {synth.get('samples')} samples",
+        "sft": f"train loss {fmt(sft.get('train_loss_first'))} -> {fmt(sft.get('train_loss_last'))}, "
+        f"eval loss {fmt(sft.get('eval_loss'))}",
+        "rl": f"reward {fmt(rl.get('reward_first_step'))} (step 1) -> {fmt(rl.get('reward_last_step'))} "
+        f"(step {rl.get('steps')})",
+        "evaluate": evaluate_row(ev, fmt),
+    }
 
 
 def evaluate_row(ev: dict[str, Any], fmt: Callable[[Any], str] = summary_number) -> str:

@@ -1,6 +1,7 @@
 """The evaluation of ``make demo`` (configs/pipeline/demo.yaml), without a model: the same suite, task and fault
 selection, played by the scripted worker under the ``none`` and ``rule`` managers. The faults it keeps are held out
-and spread to scored turns, so the DCR is defined; the ``none`` numbers are counted by hand below."""
+and spread to scored turns, so the DCR is defined; the ``none`` numbers are counted by hand below. One slow test runs
+the demo's training stages for real. Both check the summary rows against tests/training/expected/demo_summary.txt."""
 
 from __future__ import annotations
 
@@ -12,11 +13,30 @@ import pytest
 from harness.evaluation.evaluate import run_evaluation
 from harness.evaluation.suite import resolve_suite, task_dependents
 from harness.manager.episode import read_episodes
-from training.pipeline import PipelineConfig, evaluate_row, evaluation_config, evaluation_figures, write_eval_suite
+from training import pipeline
+from training.pipeline import (
+    PipelineConfig,
+    evaluate_row,
+    evaluation_config,
+    evaluation_figures,
+    run_pipeline,
+    stage_rows,
+    summary_table,
+    write_eval_suite,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 EXPECTED = Path(__file__).parent / "expected" / "demo_summary.txt"
+TRAINING = ("synthesize", "sft", "rl")
+
+
+def expected_rows() -> tuple[dict[str, str], list[str]]:
+    """The committed summary: the training stages' rows (``STAGE: ROW`` lines) as ``{stage: row}``, and the lines of
+    the evaluate rows (the other lines), comments and blank lines left out."""
+    lines = [line for line in EXPECTED.read_text().splitlines() if line and not line.startswith("#")]
+    training = [line.split(": ", 1) for line in lines if line.split(": ", 1)[0] in TRAINING]
+    return dict(training), [line for line in lines if line.split(": ", 1)[0] not in TRAINING]
 
 
 @pytest.fixture(scope="module")
@@ -110,13 +130,33 @@ def test_dcr_is_defined_and_matches_the_hand_count(demo):
 
 
 def test_the_summary_rows_match_the_expected_file(demo):
-    """The lines of tests/training/expected/demo_summary.txt are the summary's evaluate rows of none and rule, as
-    `make demo` prints them (the same episodes, the same per-comparison bootstrap seed as with its four managers)."""
+    """The evaluate lines of tests/training/expected/demo_summary.txt are the summary's evaluate rows of none and
+    rule, as `make demo` prints them (the same episodes, the same per-comparison bootstrap seed as with its four
+    managers)."""
     _, _, results = demo
-    expected = [line for line in EXPECTED.read_text().splitlines() if line and not line.startswith("#")]
+    _, expected = expected_rows()
+    assert len(expected) == 3
     row = evaluate_row({**evaluation_figures(results), "report": "R"}).splitlines()
     assert row[-1].endswith(" report R")
     assert [*row[:-1], row[-1].removesuffix(" report R")] == expected
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # ~2.5 min on an idle 2-core machine: the tiny model, the smoke synthesis, SFT, DAPO
+def test_the_training_stages_print_the_expected_summary_rows(tmp_path, monkeypatch):
+    """The stages model, synthesize, sft and rl of configs/pipeline/demo.yaml run for real through the pipeline driver
+    (the evaluate stage, which serves the checkpoints, is replaced by nothing); their rows of the summary table, made
+    by the table's own code, are the ``STAGE: ROW`` lines of the expected file."""
+    config = PipelineConfig.from_yaml(ROOT / "configs" / "pipeline" / "demo.yaml", report_to="none")
+    monkeypatch.setattr(pipeline, "STAGE_FUNCTIONS", {**pipeline.STAGE_FUNCTIONS, "evaluate": lambda ctx: {}})
+    summary = run_pipeline(config, tmp_path / "demo")
+    rows = stage_rows(summary["stages"])
+    expected, _ = expected_rows()
+    assert list(expected) == list(TRAINING)
+    assert {stage: rows[stage] for stage in TRAINING} == expected
+    assert rows["model"] == f"tiny Qwen3 at {tmp_path / 'demo' / 'model' / 'tiny-qwen3'}"
+    table = summary_table(summary)
+    assert all(row in table for row in expected.values())
 
 
 def test_a_bad_fault_order_is_refused_when_the_config_loads(tmp_path):
