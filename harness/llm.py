@@ -42,6 +42,7 @@ from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.checkpoints import refuse_adapter_only
 from harness.import_utils import require
 from harness.jsonl import loads_untrusted
 from harness.untrusted import uncovered_tokens
@@ -264,6 +265,7 @@ class HFChatBackend:
         grammar: str | Callable[[frozenset[str]], str] | None = None,
         logits_processors: Sequence[Callable[[int], Callable[[Any, Any], Any]]] = (),
     ):
+        refuse_adapter_only(path)
         require("transformers")
         require("torch")
         from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -79,6 +79,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.checkpoints import refuse_adapter_only
 from harness.import_utils import is_available, require
 from harness.progress import is_terminal
 
@@ -123,6 +124,7 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         path = Path(self.checkpoint)
+        refuse_adapter_only(path, "--checkpoint")
         if not (path / "config.json").is_file():
             raise ValueError(
                 f"--checkpoint {self.checkpoint}: no config.json there; pass a saved checkpoint folder "

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.checkpoints import adapter_only_problem
 from harness.evaluation.suite_names import SUITES
 from harness.worker.spec import WORKER_GRAMMAR, WorkerSpec, parse_worker_spec
 
@@ -166,6 +167,8 @@ def _manager_problem(spec: str, check_paths: bool) -> tuple[ManagerSpec | None, 
         return None, "PATH (a local transformers model folder) is missing"
     if check_paths and not Path(rest).is_dir():
         return None, f"model folder {rest} does not exist; give a local folder with config.json and tokenizer files"
+    if check_paths and (problem := adapter_only_problem(rest)) is not None:
+        return None, f"model folder {problem}"
     return ManagerSpec(name, k, rest, tier1), None
 
 

@@ -24,9 +24,12 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
   ``n_tokens`` is 0 (not counted) is tokenized here.
 - Model: a path or hub id, or ``tiny`` for the embedded tiny Qwen3 (:mod:`training.models`), built once into the
   cache folder. ``use_peft`` trains LoRA adapters instead of all weights.
-- Output (``output_dir``): the model (or adapter), the tokenizer with its chat template, ``README.md`` (a short
+- Output (``output_dir``): the model, the tokenizer with its chat template, ``README.md`` (a short
   model card: data, drops, settings, metrics), ``all_results.json`` (the metrics of the final training and
-  evaluation) and ``trainer_state.json`` (the logged history: per-step loss, evaluations).
+  evaluation) and ``trainer_state.json`` (the logged history: per-step loss, evaluations). With ``use_peft`` the
+  model there is the merged one (``merge_lora: true``, the default: the base with the adapter folded in by
+  :func:`training.merge.merge_adapter`, servable as is) and the adapter is in ``output_dir/adapter``;
+  ``merge_lora: false`` saves the adapter alone to ``output_dir`` (``stateguard merge`` folds it in later).
 - Small subsets: ``max_train_samples`` / ``max_eval_samples`` take the first rows, or with ``stratify_by: label`` an
   equal share of each label (:func:`stratified_subset`; the counts are logged as ``data/train_label/<value>``).
 - Metrics are namespaced: ``data/...`` (samples used, over-length drops per split), ``train/...`` (TRL's final
@@ -55,9 +58,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.checkpoints import refuse_adapter_only
 from harness.import_utils import require
 from harness.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR, load_tokenizer
 from harness.tracking import check_report_to
+from training.merge import merge_adapter
 from training.models import TOKENIZER_SIZE
 
 if TYPE_CHECKING:
@@ -68,6 +73,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TINY_MODEL = "tiny"
+ADAPTER_SUBDIR = "adapter"
+"""With ``use_peft`` and ``merge_lora``: the subfolder of ``output_dir`` that holds the trained LoRA adapter."""
 
 
 @dataclass
@@ -97,6 +104,25 @@ class ModelArguments:
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         metadata={"help": "Module names that get LoRA adapters (Qwen3: attention and MLP projections)."},
     )
+    merge_lora: bool = field(
+        default=True,
+        metadata={
+            "help": "With use_peft: after training, save the adapter to output_dir/adapter and the merged model (base "
+            "+ adapter folded in; what vLLM and `stateguard serve` load) to output_dir. false: output_dir holds the "
+            "adapter only (merge it later with `stateguard merge --adapter DIR --out DIR`)."
+        },
+    )
+
+    def refuse_lora(self, trainer: str) -> None:
+        """Raise ``ValueError`` (one line, with the fix) when ``trainer``, which trains every weight of a full model,
+        is given ``use_peft`` or a LoRA adapter-only ``model_name_or_path``."""
+        if self.use_peft:
+            raise ValueError(
+                f"use_peft=true: {trainer} trains all weights here (no LoRA in its trainer or vLLM weight sync); set "
+                "use_peft: false and start from a merged SFT model (scripts/sft.py merges by default; an adapter "
+                "folder: stateguard merge --adapter DIR --out DIR)"
+            )
+        refuse_adapter_only(self.model_name_or_path, "model_name_or_path")
 
     def __post_init__(self) -> None:
         valid_dtypes = ("auto", "bfloat16", "float16", "float32")
@@ -494,7 +520,13 @@ def run_sft(
     if trainer.eval_dataset is not None:
         metrics.update({f"eval/{k.removeprefix('eval_')}": v for k, v in trainer.evaluate().items()})
     trainer.log_metrics("all", metrics)
-    trainer.save_model(sft_config.output_dir)  # the tokenizer (with chat_template.jinja) is saved alongside
+    merge = model_args.use_peft and model_args.merge_lora
+    adapter_dir = Path(sft_config.output_dir) / ADAPTER_SUBDIR if merge else Path(sft_config.output_dir)
+    trainer.save_model(str(adapter_dir))  # the tokenizer (with chat_template.jinja) is saved alongside
+    if merge:
+        if trainer.accelerator.is_main_process:
+            merge_adapter(adapter_dir, sft_config.output_dir, model_args.dtype)
+        trainer.accelerator.wait_for_everyone()
     if trainer.accelerator.is_main_process:
         trainer.save_metrics("all", metrics, combined=False)
         trainer.state.save_to_json(str(Path(sft_config.output_dir) / "trainer_state.json"))  # the loss curve

@@ -31,7 +31,8 @@
   context is the same, are sampled as one batch), vLLM with ``use_vllm: true``
   (``vllm_mode`` server or colocate, :class:`~training.rl.engines.VLLMEngine`).
 - Model: ``model_name_or_path`` is an SFT output folder, a hub id, or ``tiny`` (the embedded tiny Qwen3, random
-  init, built once into the cache: the default, so the config runs with no SFT checkpoint at hand).
+  init, built once into the cache: the default, so the config runs with no SFT checkpoint at hand); all weights are
+  trained (``use_peft`` and a LoRA adapter-only folder are refused: merge first).
 - Resume: ``--resume_from_checkpoint DIR|true`` restores model, optimizer, scheduler and RNG (the Trainer's
   checkpoints) and, from ``rl_state-<process>.json`` in the checkpoint folder, the start-point sampler's position and
   the dynamic-sampling buffer.
@@ -534,6 +535,7 @@ def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPO
 
     from rewards import RewardConfig
 
+    model_args.refuse_lora("DAPO")  # RL trains every weight of a full model
     check_config(rl_args, config)
     check_executor(rl_args.executor_options())  # executor ray: Ray installed and `address` answering, before any work
     if rl_args.torch_threads:

@@ -169,20 +169,19 @@ def train_sft(study: Study, arm: str) -> dict[str, Any]:
         study.launch(arm, SFT_MODULE, config.sft_full_config, _sft_args(study, arm, smollm2, data, output))
         return {"checkpoint": str(output)}
     adapter = study.arm_dir(arm) / "adapter"
-    study.launch(arm, SFT_MODULE, config.sft_lora_config, _sft_args(study, arm, smollm2, data, adapter))
+    # the adapter alone in arms/<arm>/adapter (merge_lora false), merged into the arm's model folder here
+    args = ["--merge_lora", "false", *_sft_args(study, arm, smollm2, data, adapter)]
+    study.launch(arm, SFT_MODULE, config.sft_lora_config, args)
     merge_lora(adapter, study.model_dir(arm))
     return {"checkpoint": str(study.model_dir(arm)), "adapter": str(adapter)}
 
 
 def merge_lora(adapter: Path, out: Path) -> Path:
-    """Fold a trained LoRA adapter into its base model and save a plain checkpoint (weights, tokenizer, template)."""
-    from peft import AutoPeftModelForCausalLM
-    from transformers import AutoTokenizer
+    """Fold a trained LoRA adapter into its base model and save a plain checkpoint (weights, tokenizer, template):
+    :func:`training.merge.merge_adapter`, the weights as saved."""
+    from training.merge import merge_adapter
 
-    model = AutoPeftModelForCausalLM.from_pretrained(str(adapter)).merge_and_unload()
-    model.save_pretrained(out, safe_serialization=True)
-    AutoTokenizer.from_pretrained(str(adapter)).save_pretrained(out)
-    return out
+    return merge_adapter(adapter, out)
 
 
 def dapo_available() -> str | None:
