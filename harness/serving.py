@@ -35,6 +35,9 @@ not a terminal, the progress bars and colours (a log file gets plain lines).
 :func:`serve_in_background` starts either server as a child process, waits until ``GET /v1/models`` answers and
 yields the API root (``http://HOST:PORT/v1``); tests and the checkpoint evaluation use it.
 
+A LoRA adapter-only folder (``adapter_config.json``, no weights: neither server loads it) is refused in one line that
+names the fix, ``stateguard merge --adapter DIR --out DIR`` (:mod:`harness.checkpoints`).
+
 ``stateguard serve`` forwards SIGTERM, SIGINT and SIGHUP to the server, gives it ``--grace`` seconds to exit, and
 exits 0 after a clean shutdown. How the server's processes are owned and stopped: the module docstring of
 harness/serving.py.

@@ -14,9 +14,11 @@ Qwen3-8B on 8x A100 80 GB, vLLM colocated, DeepSpeed ZeRO-3::
 
     accelerate launch --config_file configs/accelerate/zero3.yaml scripts/rl.py --config configs/rl/qwen3-8b.yaml
 
-vLLM as a separate server (``trl vllm-serve`` on GPU 7, training on the other seven)::
+vLLM as a separate server on GPU 7, training on the other seven (``vllm serve`` in dev mode with the flags TRL's
+weight sync needs, ``training.rl.engines.vllm_serve_command``; ``trl vllm-serve`` is deprecated and runs the same)::
 
-    CUDA_VISIBLE_DEVICES=7 trl vllm-serve --model runs/sft-qwen3-8b --port 8000
+    CUDA_VISIBLE_DEVICES=7 VLLM_SERVER_DEV_MODE=1 vllm serve runs/sft-qwen3-8b --port 8000 --tensor-parallel-size 1 \
+        --weight-transfer-config '{"backend": "nccl"}' --logprobs-mode processed_logprobs --max-logprobs -1
     CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6 accelerate launch --config_file configs/accelerate/zero3.yaml \
         --num_processes 7 scripts/rl.py --config configs/rl/qwen3-8b.yaml --vllm_mode server
 

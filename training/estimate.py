@@ -10,8 +10,8 @@ access is needed), the model-state memory from DeepSpeed's own estimators
   ``S * (q + k + v + o widths) * 2``, MLP ``4 * S * i * 2``, norms/residual ``2 * S * h * 2``; doubled for its
   gradients); flash attention keeps no ``S x S`` matrix;
 - **logits**: ``S * V * (2 + 4)`` bytes (bf16 logits and their fp32 upcast in the loss) — 35 GiB at 40,960 tokens for
-  Qwen3's 151,936-token vocabulary, which is why the 8B configs turn on Liger's fused linear cross-entropy
-  (``use_liger_kernel``, chunked: the full logits never exist);
+  Qwen3's 151,936-token vocabulary if materialized; TRL's trainers never do: they score through TRL's fused LM head
+  (labelled positions only, in tiles), so the fused-loss peak leaves them out;
 - **time**: ``8 * N`` FLOPs per trained token (forward 2N, backward 4N, recompute 2N) plus attention
   ``4 * L * S_mean * h`` per token per pass (x4: forward, backward x2, recompute), divided by the GPUs' peak bf16
   throughput times an assumed model-FLOPs utilization.

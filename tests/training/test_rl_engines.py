@@ -204,12 +204,19 @@ def test_vllm_settings_are_built_without_vllm():
     assert ("vllm" in sys.modules) is imported
 
 
-def test_trl_vllm_serve_command():
+def test_vllm_serve_command_is_what_trl_vllm_serve_runs():
+    """``vllm serve`` in dev mode with the flags TRL 1.16's deprecated ``trl vllm-serve`` adds (its build_command)."""
+    from trl.scripts.vllm_serve import ScriptArguments, build_command
+
     config = _grpo(use_vllm=True, vllm_mode="server", vllm_server_port=8001)
-    assert vllm_serve_command("runs/sft", config, gpus="7") == [
-        "CUDA_VISIBLE_DEVICES=7", "trl", "vllm-serve", "--model", "runs/sft", "--port", "8001",
-        "--tensor_parallel_size", "1",
+    command = vllm_serve_command("runs/sft", config, gpus="7")
+    assert command == [
+        "CUDA_VISIBLE_DEVICES=7", "VLLM_SERVER_DEV_MODE=1", "vllm", "serve", "runs/sft", "--port", "8001",
+        "--tensor-parallel-size", "1", "--weight-transfer-config", '{"backend": "nccl"}',
+        "--logprobs-mode", "processed_logprobs", "--max-logprobs", "-1",
     ]  # fmt: skip
+    trl = build_command(ScriptArguments(model="runs/sft", port=8001))
+    assert trl[trl.index("serve") + 1] == "runs/sft" and trl[-6:] == command[-6:]
     with pytest.raises(ValueError, match="vllm_mode: server"):
         vllm_serve_command("runs/sft", _grpo(use_vllm=True, vllm_mode="colocate"))
 

@@ -11,7 +11,7 @@
   from a copy of that context's KV cache.
 - :class:`VLLMEngine`: the rollout's context goes to TRL's vLLM backend as token ids, one request per response, with
   no collective call (so processes may play different numbers of responses): ``vllm_mode: server`` uses TRL's
-  ``VLLMClient`` (a ``trl vllm-serve`` process, :func:`vllm_serve_command`), ``colocate`` the in-process ``vllm.LLM``
+  ``VLLMClient`` (a ``vllm serve`` process, :func:`vllm_serve_command`), ``colocate`` the in-process ``vllm.LLM``
   TRL built. Nothing imports vLLM unless this engine is used; :func:`vllm_settings` checks the configuration
   without it.
 - :func:`check_weight_sync`: the log-probabilities of a fixed probe completion under the trainer's model and under
@@ -356,14 +356,25 @@ def vllm_settings(config: Any) -> dict[str, Any]:
     return settings
 
 
+VLLM_SERVER_FLAGS = (
+    "--weight-transfer-config", '{"backend": "nccl"}', "--logprobs-mode", "processed_logprobs", "--max-logprobs", "-1",
+)  # fmt: skip
+"""What TRL's ``VLLMClient`` needs of a ``vllm serve`` process besides the model: the NCCL weight-transfer engine it
+pushes the trained weights through, log-probabilities after temperature (processed), no cap on their number."""
+
+
 def vllm_serve_command(model: str, config: Any, *, gpus: str = "0") -> list[str]:
-    """The ``trl vllm-serve`` command for ``vllm_mode: server`` (run it on GPUs the trainer does not use)."""
+    """The ``vllm serve`` command for ``vllm_mode: server`` (run it on GPUs the trainer does not use): vLLM's own
+    server in dev mode (``VLLM_SERVER_DEV_MODE=1`` exposes the weight-transfer endpoints) with
+    :data:`VLLM_SERVER_FLAGS`, the command TRL 1.16's deprecated ``trl vllm-serve`` itself runs."""
     settings = vllm_settings(config)
     if settings.get("vllm_mode") != "server":
         raise ValueError("vllm_serve_command is for use_vllm: true with vllm_mode: server")
-    port = str(config.vllm_server_port)
-    return [f"CUDA_VISIBLE_DEVICES={gpus}", "trl", "vllm-serve", "--model", model, "--port", port,
-            "--tensor_parallel_size", str(config.vllm_tensor_parallel_size)]  # fmt: skip
+    return [
+        f"CUDA_VISIBLE_DEVICES={gpus}", "VLLM_SERVER_DEV_MODE=1", "vllm", "serve", model,
+        "--port", str(config.vllm_server_port), "--tensor-parallel-size", str(config.vllm_tensor_parallel_size),
+        *VLLM_SERVER_FLAGS,
+    ]  # fmt: skip
 
 
 class VLLMEngine:
