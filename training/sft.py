@@ -545,13 +545,15 @@ def write_model_card(
             "gradient_accumulation_steps", "max_length", "bf16", "gradient_checkpointing", "seed",
         )
     }  # fmt: skip
+    merged = model_args.use_peft and model_args.merge_lora
     loss_on = "assistant tokens"
     if data_args.last_turn_only:
         loss_on = "each sample's last assistant turn (its control action)"
     lines = [
         "# StateGuard manager (SFT)",
         "",
-        f"- base model: `{model_args.model_name_or_path}`" + (" with LoRA adapters" if model_args.use_peft else ""),
+        f"- base model: `{model_args.model_name_or_path}`" + (" with LoRA adapters" if model_args.use_peft else "")
+        + (f" (merged into this model; the adapter in `{ADAPTER_SUBDIR}/`)" if merged else ""),
         f"- data: `{resolve_dataset_dir(data_args.dataset_path)}` (train / validation splits of a synthesis run)",
         f"- loss: {loss_on} (tool-call JSON and `<|im_end|>` included); over-length samples dropped, never truncated",
         "- trained with TRL `SFTTrainer` via `scripts/sft.py`",

@@ -55,7 +55,9 @@ def test_lora_sft_saves_the_merged_model_and_the_adapter(lora_out: Path, tiny_mo
 
     assert (lora_out / "model.safetensors").is_file() and (lora_out / "chat_template.jinja").is_file()
     assert not (lora_out / "adapter_config.json").exists() and not is_adapter_only(lora_out)
-    assert is_adapter_only(lora_out / "adapter") and (lora_out / "README.md").is_file()
+    assert is_adapter_only(lora_out / "adapter")
+    card = (lora_out / "README.md").read_text()
+    assert "with LoRA adapters (merged into this model; the adapter in `adapter/`)" in card
     ServeConfig(str(lora_out))  # servable: config.json, weights, template
     merged = AutoModelForCausalLM.from_pretrained(lora_out, dtype="float32")
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype="float32")
