@@ -9,7 +9,8 @@ Qwen3-8B, full fine-tune on 8x A100 80 GB with DeepSpeed ZeRO-3::
 
     accelerate launch --config_file configs/accelerate/zero3.yaml scripts/sft.py --config configs/sft/qwen3-8b.yaml
 
-Qwen3-8B with LoRA adapters (ZeRO-2)::
+Qwen3-8B with LoRA adapters (ZeRO-2); ``output_dir`` then holds the merged model (``merge_lora: true``, the default)
+and the adapter in ``output_dir/adapter``::
 
     accelerate launch --config_file configs/accelerate/zero2.yaml \
         scripts/sft.py --config configs/sft/qwen3-8b-lora.yaml
