@@ -9,6 +9,10 @@ every executor; only the transport differs:
 - ``local`` with one worker: ``setup``, the units one after another, ``teardown``, all in this process;
 - ``local`` with N workers: a ``fork`` pool of N processes, each running ``setup`` once (a setup that raises is kept
   and raised by the process's first unit, so the parent sees it instead of a pool that restarts the worker forever);
+- ``local`` with N threads (:class:`ThreadExecutor`, for units that mostly wait on an HTTP endpoint): N threads of
+  this process, each running ``setup`` once before its first unit and ``teardown`` after its last; the setup keeps
+  its state per thread (a ``threading.local``), so units on different threads share nothing they did not share
+  before. A setup that raises is raised by each of that thread's units;
 - ``ray``: one Ray task per item (``num_cpus`` 1 each, ``max_retries``: a unit whose worker process dies — killed,
   out of memory, its node lost — is run again, on any node; an exception raised by the unit itself is not retried and
   is re-raised in the parent as its own type). A Ray worker process runs ``setup`` before its first unit of a run and
@@ -36,6 +40,7 @@ import logging
 import multiprocessing
 import os
 import socket
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections import deque
@@ -299,6 +304,70 @@ class PoolExecutor(Executor):
             yield from pool.imap(_unit, items)
 
 
+class ThreadExecutor(Executor):
+    """``local`` with N threads in this process (see the module docstring); results in submission order. When the
+    caller stops early (an error, an interrupt, ``close()``), no new unit starts and the running ones are waited
+    for, so that every thread's teardown runs."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+
+    def imap(self, work: Work, items: Iterable[Any]) -> Iterator[Any]:
+        source = enumerate(items)
+        done: dict[int, tuple[bool, Any]] = {}  # index -> (ok, result or exception)
+        ready = threading.Condition()
+        stop = threading.Event()
+        ended = [0]  # threads that have run out of items (and torn down)
+
+        def take() -> tuple[int, Any] | None:
+            with ready:
+                return None if stop.is_set() else next(source, None)
+
+        def loop() -> None:
+            failure: BaseException | None = None
+            try:
+                if work.setup is not None:
+                    work.setup(*work.args)
+            except Exception as error:  # noqa: BLE001 - raised by this thread's units, in the caller
+                failure = error
+            try:
+                while (entry := take()) is not None:
+                    index, item = entry
+                    try:
+                        outcome = (False, failure) if failure is not None else (True, work.run(item))
+                    except BaseException as error:  # noqa: BLE001 - re-raised in the caller, in order
+                        outcome = (False, error)
+                    with ready:
+                        done[index] = outcome
+                        ready.notify_all()
+            finally:
+                if failure is None and work.teardown is not None:
+                    work.teardown()
+                with ready:
+                    ended[0] += 1
+                    ready.notify_all()
+
+        threads = [threading.Thread(target=loop, name=f"unit-{n}", daemon=True) for n in range(self.threads)]
+        for thread in threads:
+            thread.start()
+        try:
+            index = 0
+            while True:
+                with ready:
+                    ready.wait_for(lambda: index in done or ended[0] == len(threads))
+                    if index not in done:
+                        return
+                    ok, value = done.pop(index)
+                if not ok:
+                    raise value
+                yield value
+                index += 1
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+
+
 class RayExecutor(Executor):
     """``ray``: one Ray task per item, retried when its worker process dies."""
 
@@ -345,14 +414,19 @@ def _ray_result(ref: Any, options: ExecutorOptions) -> Any:
 
 @contextlib.contextmanager
 def open_executor(
-    options: ExecutorOptions, *, workers: int = 1, ray_num_cpus: int | None = None
+    options: ExecutorOptions, *, workers: int = 1, threads: int = 1, ray_num_cpus: int | None = None
 ) -> Iterator[Executor]:
-    """The executor of ``options``: ``local`` (``workers`` processes; 1: this process) or ``ray`` (connected, or a
-    local Ray started with ``options.ray_num_cpus`` or else ``ray_num_cpus`` CPUs, stopped on exit). Runs
-    :func:`check_executor` first."""
+    """The executor of ``options``: ``local`` (``workers`` processes, or ``threads`` threads of this process; both 1:
+    this process alone) or ``ray`` (connected, or a local Ray started with ``options.ray_num_cpus`` or else
+    ``ray_num_cpus`` CPUs, stopped on exit). Runs :func:`check_executor` first."""
     check_executor(options)
+    if workers > 1 and threads > 1:
+        raise ExecutorError(f"workers={workers} processes and threads={threads}: choose one of the two.")
     if options.executor == "local":
-        yield InProcessExecutor() if workers <= 1 else PoolExecutor(workers)
+        if threads > 1:
+            yield ThreadExecutor(threads)
+        else:
+            yield InProcessExecutor() if workers <= 1 else PoolExecutor(workers)
         return
     import ray
 

@@ -16,10 +16,9 @@ from harness.evaluation.evaluate import (
     EvaluationConfig,
     EvaluationError,
     run_evaluation,
-    track_results,
-    tracked_metrics,
     variant_file,
 )
+from harness.evaluation.tracked import track_results, tracked_metrics
 from harness.evaluation.suite import (
     SuiteError,
     SuiteSpec,
