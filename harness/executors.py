@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import logging
 import multiprocessing
 import os
@@ -351,17 +352,15 @@ class ThreadExecutor(Executor):
         for thread in threads:
             thread.start()
         try:
-            index = 0
-            while True:
+            for index in itertools.count():
                 with ready:
-                    ready.wait_for(lambda: index in done or ended[0] == len(threads))
+                    ready.wait_for(lambda i=index: i in done or ended[0] == len(threads))
                     if index not in done:
                         return
                     ok, value = done.pop(index)
                 if not ok:
                     raise value
                 yield value
-                index += 1
         finally:
             stop.set()
             for thread in threads:

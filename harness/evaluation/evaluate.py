@@ -63,6 +63,7 @@ from harness.evaluation.resume import check_and_record, clear_outputs, evaluatio
 from harness.evaluation.stats import N_RESAMPLES
 from harness.evaluation.suite import DEFAULT_CACHE, SUITES, EpisodeSpec, Suite, resolve_suite
 from harness.evaluation.summary import TaskInfo, compare_variants, episode_id, summarize_variant
+from harness.evaluation.tracked import track_results
 from harness.executors import (
     EXECUTION_FIELDS,
     ExecutorOptions,
@@ -87,7 +88,6 @@ from harness.specs import (
     parse_suite_spec,
     parse_worker_spec,
 )
-from harness.evaluation.tracked import track_results
 from harness.tracking import TRACKERS, check_tracker
 from harness.yaml_config import build_config
 
@@ -310,8 +310,9 @@ def run_evaluation(
 
     ``policy_factories``: variant name -> a function making its policy, instead of ``get_policy(spec)`` (e.g. a
     chat model behind a custom backend); called only when the variant has episodes to run, once per process (or
-    thread, with ``workers``) that plays them (with ``executor: ray`` the functions travel to the workers: pass module-level functions or
-    ``functools.partial`` objects). The executor and the tracker are checked first, before any work."""
+    thread, with ``workers``) that plays them (with ``executor: ray`` the functions travel to the workers: pass
+    module-level functions or ``functools.partial`` objects). The executor and the tracker are checked first, before
+    any work."""
 
     options = ExecutorOptions.of(config)
     check_executor(options)

@@ -18,7 +18,6 @@ from harness.evaluation.evaluate import (
     run_evaluation,
     variant_file,
 )
-from harness.evaluation.tracked import track_results, tracked_metrics
 from harness.evaluation.suite import (
     SuiteError,
     SuiteSpec,
@@ -28,6 +27,7 @@ from harness.evaluation.suite import (
 )
 from harness.evaluation.suite_names import ROOT, SUITES
 from harness.evaluation.summary import TaskInfo, compare_variants, summarize_variant
+from harness.evaluation.tracked import track_results, tracked_metrics
 from harness.manager.episode import EpisodeRecord, read_episodes
 from harness.worker.faults import write_faults
 
