@@ -225,6 +225,33 @@ class Work:
     teardown: Callable[[], Any] | None = None
 
 
+class SetupState:
+    """What a :class:`Work`'s ``setup`` keeps for its units: :meth:`new` (called by ``setup``) makes this thread's
+    dict, which is also this process's; :meth:`get` gives this thread's, else this process's (a runtime that runs a
+    unit on another thread than the setup's, as Ray may, still finds it). Under :class:`ThreadExecutor` every thread
+    sets up, so each has its own."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._process: dict[str, Any] = {}
+
+    def new(self) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        self._local.state = self._process = state
+        return state
+
+    def get(self) -> dict[str, Any]:
+        return getattr(self._local, "state", None) or self._process
+
+    def drop(self) -> dict[str, Any]:
+        """This thread's (else this process's) state, forgotten here; the caller tears it down."""
+        state = self.get()
+        self._local.__dict__.pop("state", None)
+        if self._process is state:
+            self._process = {}
+        return state
+
+
 _PROCESS: dict[str, Any] = {}
 """This process's current setup: ``key`` (the run it belongs to), ``work``, ``error`` (a setup that raised)."""
 

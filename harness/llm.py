@@ -244,6 +244,13 @@ class Connections:
         self.lock = threading.Lock()
         self.pid = os.getpid()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickled or copied backend starts with no connection of its own (sockets and locks do not travel)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("idle", "lock")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, idle=[], opened=0, lock=threading.Lock(), pid=os.getpid())
+
     def send(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
         """``(status, body)`` of one request (the body read up to :data:`MAX_RESPONSE_BYTES` + 1 bytes)."""
         if self.proxied:

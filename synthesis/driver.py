@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.executors import ExecutorOptions, Work, check_executor, open_executor
+from harness.executors import ExecutorOptions, SetupState, Work, check_executor, open_executor
 from harness.jsonl import dumps
 from harness.run_guard import value_digest
 from harness.tasks import load_task
@@ -136,14 +136,8 @@ def plan_jobs(config: SynthesisConfig) -> tuple[list[Job], list[str]]:
 
 
 # ---------------------------------------------------------------- worker side
-_LOCAL = threading.local()
-
-
-def _worker() -> dict[str, Any]:
-    """This worker's state (:func:`_init_worker`): per process, or per thread with ``teacher_workers``."""
-    if not hasattr(_LOCAL, "state"):
-        _LOCAL.state = {}
-    return _LOCAL.state
+_WORKER = SetupState()
+"""This worker's state (:func:`_init_worker`): per process, or per thread with ``teacher_workers``."""
 
 
 WORKER_GC_THRESHOLD = (50_000, 20, 20)
@@ -160,7 +154,7 @@ def _init_worker(config: SynthesisConfig, scratch_root: str | None = None) -> No
     :func:`_close_worker` puts both back and removes the scratch folder)."""
     from synthesis.gold import Teacher
 
-    state = _worker()
+    state = _WORKER.new()
     state["config"] = config
     root = scratch_root if scratch_root is not None and Path(scratch_root).is_dir() else None
     state["scratch"] = Path(tempfile.mkdtemp(prefix=f"worker-{os.getpid()}-", dir=root))
@@ -202,7 +196,7 @@ def open_sandbox(isolation: str | None) -> Any:
 
 
 def _close_worker() -> None:
-    state = _worker()
+    state = _WORKER.drop()
     sandbox = state.pop("sandbox", None)
     if sandbox is not None:
         sandbox.close()
@@ -263,8 +257,8 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
 
     shard: dict[str, Any] = {"index": job.index, "task_id": job.task_id, "source": job.source, "error": None}
     try:
-        spec, task, faults = prepare_job(job, config, out, _worker()["sandbox"])
-        runs = run_task(task, faults, _worker()["sandbox"], teacher=_worker()["teacher"])
+        spec, task, faults = prepare_job(job, config, out, _WORKER.get()["sandbox"])
+        runs = run_task(task, faults, _WORKER.get()["sandbox"], teacher=_WORKER.get()["teacher"])
     except Exception as exc:  # a task that cannot be synthesized is reported; the run goes on
         shard["error"] = f"task {job.task_id} ({job.source} {job.params}): {type(exc).__name__}: {exc}"
         logger.warning("%s", shard["error"])
@@ -312,7 +306,7 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
             atomic_labels=config.faulted_atomic_labels,
             **formats,
         )
-    kept, dropped = filter_samples(samples, _worker()["count"], config.max_tokens)
+    kept, dropped = filter_samples(samples, _WORKER.get()["count"], config.max_tokens)
     dropped.update(hier_drops)
     lines = "".join(f"{record.to_json()}\n" for branch in EPISODE_BRANCHES for record in records[branch])
     episode_ids = {branch: [record.episode_id for record in group] for branch, group in records.items()}
@@ -341,8 +335,8 @@ def _write_atomic(path: Path, data: bytes, *, compress: bool = True) -> None:
 def _job_in_worker(job: Job) -> dict[str, Any]:
     """The work unit: synthesize ``job`` into this process's scratch folder and hand back its summary and every file
     it wrote (``files``: (path relative to OUT, bytes), the shard last), which leave the scratch folder."""
-    scratch = _worker()["scratch"]
-    shard = run_job(job, _worker()["config"], scratch)
+    scratch = _WORKER.get()["scratch"]
+    shard = run_job(job, _WORKER.get()["config"], scratch)
     return {
         "task_id": shard["task_id"],
         "trajectories": shard.get("trajectories", 0),

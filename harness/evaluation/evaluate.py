@@ -48,7 +48,6 @@ import json
 import logging
 import platform
 import re
-import threading
 from collections.abc import Callable, Mapping
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
@@ -67,6 +66,7 @@ from harness.evaluation.tracked import track_results
 from harness.executors import (
     EXECUTION_FIELDS,
     ExecutorOptions,
+    SetupState,
     Work,
     address_field,
     check_executor,
@@ -380,15 +380,9 @@ def finished(records: list[EpisodeRecord]) -> set[tuple[str, int]]:
     return {episode_id(r) for r in records if r.error is None}
 
 
-_LOCAL = threading.local()
-"""Per thread (``workers`` > 1) or per process: ``state``, the episode player's config, tasks, policies and sandbox
-(:func:`_open_episodes`)."""
-
-
-def _episodes() -> dict[str, Any]:
-    if not hasattr(_LOCAL, "state"):
-        _LOCAL.state = {}
-    return _LOCAL.state
+_EPISODES = SetupState()
+"""The episode player of this process (this thread, with ``workers``): the config, the tasks, the policies and the
+sandbox (:func:`_open_episodes`)."""
 
 
 def _open_episodes(
@@ -400,7 +394,7 @@ def _open_episodes(
 
     specs = dict(zip(config.variant_names, config.managers, strict=True))
     policies = {name: factories[name]() if name in factories else make_policy(specs[name], config) for name in names}
-    state = _episodes()
+    state = _EPISODES.new()
     state.update(config=config, tasks=tasks, policies=policies)
     state["sandbox"] = Sandbox(SandboxConfig(isolation=config.isolation))
 
@@ -409,7 +403,7 @@ def _play_episode(item: tuple[str, EpisodeSpec, int]) -> EpisodeRecord:
     """The work unit: one episode ``(variant, spec, run)`` (:func:`run_episode`); an exception while playing or
     grading it becomes the episode's ``error`` (:func:`errored_record`) and the evaluation goes on."""
     name, spec, run = item
-    state = _episodes()
+    state = _EPISODES.get()
     task = state["tasks"][spec.task_id]
     try:
         return run_episode(state["sandbox"], task, spec, run, state["config"], state["policies"][name], name)
@@ -419,7 +413,7 @@ def _play_episode(item: tuple[str, EpisodeSpec, int]) -> EpisodeRecord:
 
 
 def _close_episodes() -> None:
-    state = _episodes()
+    state = _EPISODES.drop()
     sandbox = state.pop("sandbox", None)
     state.clear()
     if sandbox is not None:

@@ -8,6 +8,7 @@ The server and the tiny-model builder are reused by tests/harness/manager/test_l
 from __future__ import annotations
 
 import json
+import pickle
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -192,6 +193,8 @@ def test_one_backend_reuses_connections_across_calls_and_threads():
             texts = list(pool.map(lambda i: backend.chat([{"role": "user", "content": str(i)}]).text, range(40)))
         assert texts == ["ok"] * 40 and len(server.posts()) == 45
         assert server.connections == backend.connections.opened <= 4  # at most one per thread at a time
+        copied = pickle.loads(pickle.dumps(backend))  # e.g. sent to a Ray actor: no socket travels
+        assert copied.chat([{"role": "user", "content": "x"}]).text == "ok" and copied.connections.opened == 1
 
 
 def test_a_connection_the_server_dropped_is_replaced_once():
