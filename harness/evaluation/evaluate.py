@@ -364,7 +364,8 @@ def _run_locked(
     if todo:
         setup = (config, tasks, names, factories)
         work = Work(_play_episode, setup=_open_episodes, args=setup, teardown=_close_episodes)
-        with open_executor(options, threads=config.workers) as executor, closing(executor.imap(work, todo)) as records:
+        threads = min(config.workers, len(todo))  # a thread sets up its own sandbox and policies: none idle
+        with open_executor(options, threads=threads) as executor, closing(executor.imap(work, todo)) as records:
             bar = progress(records, total=len(todo), desc="evaluate", unit="episode")
             for (name, _, _), record in zip(todo, bar, strict=True):
                 append_episode(variant_file(out, name), record)
