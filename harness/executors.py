@@ -62,8 +62,8 @@ EXECUTION_FIELDS = ("executor", "address", "ray_num_cpus", "ray_max_retries", "r
 of the configs written beside results, so that ``local`` and ``ray`` outputs are byte-identical)."""
 
 EXECUTOR_HELP = {
-    "executor": "Where the work units run: local (this machine: in process or a process pool) | ray (Ray tasks on a "
-    "local Ray started for the run, or on the cluster at `address`); outputs are identical.",
+    "executor": "Where the work units run: local (this machine: in process, a process pool or threads) | ray (Ray "
+    "tasks on a local Ray started for the run, or on the cluster at `address`); outputs are identical.",
     "address": "executor ray: the cluster to run on (HOST:PORT of a head started with `ray start --head`, "
     "ray://HOST:10001 for Ray Client, or auto); null: start a local Ray for the run.",
     "ray_num_cpus": "executor ray, address null: CPUs of the local Ray started for the run (null: {default}).",

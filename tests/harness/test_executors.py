@@ -1,6 +1,7 @@
-"""The executors (harness.executors) without a Ray cluster: results in submission order, one setup per process, a
-setup error reaching the parent, and bad input (options, Ray missing, an address where nothing answers) refused
-before any work starts, in code and on the command line. The Ray runs are in tests/synthesis/test_ray_executor.py."""
+"""The executors (harness.executors) without a Ray cluster: results in submission order, one setup per process (per
+thread for the thread executor), a setup error reaching the parent, and bad input (options, Ray missing, an address
+where nothing answers) refused before any work starts, in code and on the command line. The Ray runs are in
+tests/synthesis/test_ray_executor.py."""
 
 from __future__ import annotations
 
