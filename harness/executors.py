@@ -9,6 +9,10 @@ every executor; only the transport differs:
 - ``local`` with one worker: ``setup``, the units one after another, ``teardown``, all in this process;
 - ``local`` with N workers: a ``fork`` pool of N processes, each running ``setup`` once (a setup that raises is kept
   and raised by the process's first unit, so the parent sees it instead of a pool that restarts the worker forever);
+- ``local`` with N threads (:class:`ThreadExecutor`, for units that mostly wait on an HTTP endpoint): N threads of
+  this process, each running ``setup`` once before its first unit and ``teardown`` after its last; the setup keeps
+  its state per thread (a ``threading.local``), so units on different threads share nothing they did not share
+  before. A setup that raises is raised by each of that thread's units;
 - ``ray``: one Ray task per item (``num_cpus`` 1 each, ``max_retries``: a unit whose worker process dies — killed,
   out of memory, its node lost — is run again, on any node; an exception raised by the unit itself is not retried and
   is re-raised in the parent as its own type). A Ray worker process runs ``setup`` before its first unit of a run and
@@ -32,10 +36,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import logging
 import multiprocessing
 import os
 import socket
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections import deque
@@ -56,8 +62,8 @@ EXECUTION_FIELDS = ("executor", "address", "ray_num_cpus", "ray_max_retries", "r
 of the configs written beside results, so that ``local`` and ``ray`` outputs are byte-identical)."""
 
 EXECUTOR_HELP = {
-    "executor": "Where the work units run: local (this machine: in process or a process pool) | ray (Ray tasks on a "
-    "local Ray started for the run, or on the cluster at `address`); outputs are identical.",
+    "executor": "Where the work units run: local (this machine: in process, a process pool or threads) | ray (Ray "
+    "tasks on a local Ray started for the run, or on the cluster at `address`); outputs are identical.",
     "address": "executor ray: the cluster to run on (HOST:PORT of a head started with `ray start --head`, "
     "ray://HOST:10001 for Ray Client, or auto); null: start a local Ray for the run.",
     "ray_num_cpus": "executor ray, address null: CPUs of the local Ray started for the run (null: {default}).",
@@ -219,6 +225,33 @@ class Work:
     teardown: Callable[[], Any] | None = None
 
 
+class SetupState:
+    """What a :class:`Work`'s ``setup`` keeps for its units: :meth:`new` (called by ``setup``) makes this thread's
+    dict, which is also this process's; :meth:`get` gives this thread's, else this process's (a runtime that runs a
+    unit on another thread than the setup's, as Ray may, still finds it). Under :class:`ThreadExecutor` every thread
+    sets up, so each has its own."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._process: dict[str, Any] = {}
+
+    def new(self) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        self._local.state = self._process = state
+        return state
+
+    def get(self) -> dict[str, Any]:
+        return getattr(self._local, "state", None) or self._process
+
+    def drop(self) -> dict[str, Any]:
+        """This thread's (else this process's) state, forgotten here; the caller tears it down."""
+        state = self.get()
+        self._local.__dict__.pop("state", None)
+        if self._process is state:
+            self._process = {}
+        return state
+
+
 _PROCESS: dict[str, Any] = {}
 """This process's current setup: ``key`` (the run it belongs to), ``work``, ``error`` (a setup that raised)."""
 
@@ -299,6 +332,68 @@ class PoolExecutor(Executor):
             yield from pool.imap(_unit, items)
 
 
+class ThreadExecutor(Executor):
+    """``local`` with N threads in this process (see the module docstring); results in submission order. When the
+    caller stops early (an error, an interrupt, ``close()``), no new unit starts and the running ones are waited
+    for, so that every thread's teardown runs."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+
+    def imap(self, work: Work, items: Iterable[Any]) -> Iterator[Any]:
+        source = enumerate(items)
+        done: dict[int, tuple[bool, Any]] = {}  # index -> (ok, result or exception)
+        ready = threading.Condition()
+        stop = threading.Event()
+        ended = [0]  # threads that have run out of items (and torn down)
+
+        def take() -> tuple[int, Any] | None:
+            with ready:
+                return None if stop.is_set() else next(source, None)
+
+        def loop() -> None:
+            failure: BaseException | None = None
+            try:
+                if work.setup is not None:
+                    work.setup(*work.args)
+            except Exception as error:  # noqa: BLE001 - raised by this thread's units, in the caller
+                failure = error
+            try:
+                while (entry := take()) is not None:
+                    index, item = entry
+                    try:
+                        outcome = (False, failure) if failure is not None else (True, work.run(item))
+                    except BaseException as error:  # noqa: BLE001 - re-raised in the caller, in order
+                        outcome = (False, error)
+                    with ready:
+                        done[index] = outcome
+                        ready.notify_all()
+            finally:
+                if failure is None and work.teardown is not None:
+                    work.teardown()
+                with ready:
+                    ended[0] += 1
+                    ready.notify_all()
+
+        threads = [threading.Thread(target=loop, name=f"unit-{n}", daemon=True) for n in range(self.threads)]
+        for thread in threads:
+            thread.start()
+        try:
+            for index in itertools.count():
+                with ready:
+                    ready.wait_for(lambda i=index: i in done or ended[0] == len(threads))
+                    if index not in done:
+                        return
+                    ok, value = done.pop(index)
+                if not ok:
+                    raise value
+                yield value
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+
+
 class RayExecutor(Executor):
     """``ray``: one Ray task per item, retried when its worker process dies."""
 
@@ -345,14 +440,19 @@ def _ray_result(ref: Any, options: ExecutorOptions) -> Any:
 
 @contextlib.contextmanager
 def open_executor(
-    options: ExecutorOptions, *, workers: int = 1, ray_num_cpus: int | None = None
+    options: ExecutorOptions, *, workers: int = 1, threads: int = 1, ray_num_cpus: int | None = None
 ) -> Iterator[Executor]:
-    """The executor of ``options``: ``local`` (``workers`` processes; 1: this process) or ``ray`` (connected, or a
-    local Ray started with ``options.ray_num_cpus`` or else ``ray_num_cpus`` CPUs, stopped on exit). Runs
-    :func:`check_executor` first."""
+    """The executor of ``options``: ``local`` (``workers`` processes, or ``threads`` threads of this process; both 1:
+    this process alone) or ``ray`` (connected, or a local Ray started with ``options.ray_num_cpus`` or else
+    ``ray_num_cpus`` CPUs, stopped on exit). Runs :func:`check_executor` first."""
     check_executor(options)
+    if workers > 1 and threads > 1:
+        raise ExecutorError(f"workers={workers} processes and threads={threads}: choose one of the two.")
     if options.executor == "local":
-        yield InProcessExecutor() if workers <= 1 else PoolExecutor(workers)
+        if threads > 1:
+            yield ThreadExecutor(threads)
+        else:
+            yield InProcessExecutor() if workers <= 1 else PoolExecutor(workers)
         return
     import ray
 

@@ -34,9 +34,13 @@ the fix; an HTTP error status raises :class:`ChatEndpointError` with the status 
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
+import os
+import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
@@ -111,7 +115,8 @@ def _error_message(body: bytes) -> str:
 
 
 class OpenAIChatBackend:
-    """``POST {base_url}/chat/completions`` of an OpenAI-compatible server; ``base_url`` ends with ``/v1``."""
+    """``POST {base_url}/chat/completions`` of an OpenAI-compatible server; ``base_url`` ends with ``/v1``. One
+    backend may serve several threads at once: its requests share keep-alive connections (:class:`Connections`)."""
 
     def __init__(
         self,
@@ -134,6 +139,7 @@ class OpenAIChatBackend:
         self.api_key, self.temperature, self.max_tokens, self.timeout_s = api_key, temperature, max_tokens, timeout_s
         self.grammar = grammar
         self.served_tokens = ServedTokens(self)
+        self.connections = Connections(self.base_url, timeout_s)
 
     def set_grammar(self, grammar: str | Callable[[Container[str]], str] | None) -> None:
         """Send ``grammar`` with every later request (``structured_outputs.grammar``); None stops sending one. A
@@ -192,21 +198,18 @@ class OpenAIChatBackend:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(url, data=data, headers=headers, method="GET" if body is None else "POST")
+        method = "GET" if body is None else "POST"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                raw = response.read(MAX_RESPONSE_BYTES + 1)
-        except urllib.error.HTTPError as error:
-            message = _error_message(error.read())
-            raise ChatEndpointError(
-                f"chat endpoint {url} answered HTTP {error.code}: {message}", status=error.code
-            ) from None
-        except OSError as error:  # URLError (refused, DNS), timeout, reset
+            status, raw = self.connections.send(method, url, data, headers)
+        except OSError as error:  # refused, DNS, timeout, reset; a proxy's URLError
             reason = getattr(error, "reason", error)
             raise ConnectionError(
                 f"chat endpoint {url} failed: {reason}. Check that the server is running and reachable and that "
                 "base_url is its API root (e.g. http://localhost:8000/v1)."
             ) from error
+        if status >= 400:
+            message = _error_message(raw[:MAX_RESPONSE_BYTES])
+            raise ChatEndpointError(f"chat endpoint {url} answered HTTP {status}: {message}", status=status)
         if len(raw) > MAX_RESPONSE_BYTES:
             raise ChatEndpointError(f"chat endpoint {url} answered more than {MAX_RESPONSE_BYTES} bytes; refused.")
         try:
@@ -216,6 +219,99 @@ class OpenAIChatBackend:
                 f"chat endpoint {url} returned a body that is not JSON ({str(error).split(';')[0][:120]}): "
                 f"{raw[:200]!r}"
             ) from None
+
+
+MAX_IDLE_CONNECTIONS = 64
+"""Idle keep-alive connections a backend keeps to its server (more concurrent requests open more, closed after)."""
+
+
+class Connections:
+    """Keep-alive HTTP connections to one server, shared by the threads of one process: each request takes an idle
+    connection (or opens one), and gives it back once its answer is read in full, so consecutive and concurrent
+    requests reuse TCP (and TLS) connections instead of opening one each. A connection that the server closed while
+    idle is replaced and the request sent again, once. A forked process starts with none of its parent's. Through an
+    HTTP(S) proxy (``http_proxy`` and co.) or after a redirect, a request goes through :mod:`urllib` as one request
+    on its own connection."""
+
+    def __init__(self, base_url: str, timeout_s: float):
+        parts = urllib.parse.urlsplit(base_url)
+        self.https, self.host, self.port = parts.scheme == "https", parts.hostname or "", parts.port
+        self.timeout_s = timeout_s
+        self.proxied = bool(urllib.request.getproxies().get(parts.scheme)) and not urllib.request.proxy_bypass(
+            self.host
+        )
+        self.idle: list[http.client.HTTPConnection] = []
+        self.opened = 0  # connections opened by this process (the reuse test and the bench read it)
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickled or copied backend starts with no connection of its own (sockets and locks do not travel)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("idle", "lock")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, idle=[], opened=0, lock=threading.Lock(), pid=os.getpid())
+
+    def send(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        """``(status, body)`` of one request (the body read up to :data:`MAX_RESPONSE_BYTES` + 1 bytes)."""
+        if self.proxied:
+            return _urllib_send(method, url, data, headers, self.timeout_s)
+        parts = urllib.parse.urlsplit(url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        for attempt in (1, 2):
+            connection, reused = self._take()
+            try:
+                connection.request(method, target, body=data, headers=headers)
+                response = connection.getresponse()
+                raw = response.read(MAX_RESPONSE_BYTES + 1)
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                connection.close()
+                if reused and attempt == 1:  # the server closed it while it was idle: once more on a new one
+                    continue
+                raise
+            except http.client.HTTPException as error:  # a malformed answer: an OSError for the caller
+                connection.close()
+                raise ConnectionError(f"{type(error).__name__}: {error}") from error
+            except BaseException:
+                connection.close()
+                raise
+            if response.isclosed() and not response.will_close:
+                self._give(connection)
+            else:
+                connection.close()
+            if 300 <= response.status < 400:  # urllib follows the redirect
+                return _urllib_send(method, url, data, headers, self.timeout_s)
+            return response.status, raw
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _take(self) -> tuple[http.client.HTTPConnection, bool]:
+        with self.lock:
+            if self.pid != os.getpid():  # forked: the parent's sockets are not this process's to use
+                self.idle, self.opened, self.pid = [], 0, os.getpid()
+            if self.idle:
+                return self.idle.pop(), True
+            self.opened += 1
+        kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        return kind(self.host, self.port, timeout=self.timeout_s), False
+
+    def _give(self, connection: http.client.HTTPConnection) -> None:
+        with self.lock:
+            if self.pid == os.getpid() and len(self.idle) < MAX_IDLE_CONNECTIONS:
+                self.idle.append(connection)
+                return
+        connection.close()
+
+
+def _urllib_send(
+    method: str, url: str, data: bytes | None, headers: dict[str, str], timeout_s: float
+) -> tuple[int, bytes]:
+    """One request through :mod:`urllib` (proxies, redirects): ``(status, body)``."""
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return response.status, response.read(MAX_RESPONSE_BYTES + 1)
+    except urllib.error.HTTPError as error:
+        return error.code, error.read(MAX_RESPONSE_BYTES + 1)
 
 
 class ServedTokens:

@@ -38,7 +38,7 @@ def _fault_type_names() -> list[str]:
     return sorted(FAULT_TYPES)
 
 
-RUN_FIELDS = ("workers", *EXECUTION_FIELDS)
+RUN_FIELDS = ("workers", "teacher_workers", *EXECUTION_FIELDS)
 """Fields that choose where and how widely the work runs, never what it produces."""
 
 
@@ -117,6 +117,14 @@ class SynthesisConfig:
         default=None,
         metadata={"help": "Optional OpenAI-compatible API root that paraphrases the natural-language fields."},
     )
+    teacher_workers: int = field(
+        default=1,
+        metadata={
+            "help": "executor local, with teacher_url: tasks synthesized at once on threads of this process (each "
+            "with its own sandbox and tokenizer), so that this many teacher requests are in flight; it replaces the "
+            "worker processes (leave workers null). 1: the worker processes, one teacher request in flight each."
+        },
+    )
     executor: Literal["local", "ray"] = executor_field()
     address: str | None = address_field()
     ray_num_cpus: int | None = ray_num_cpus_field("as many as the local executor's workers")
@@ -164,7 +172,25 @@ class SynthesisConfig:
             raise ValueError(
                 f"teacher_url={self.teacher_url!r}: give an http(s) API root like http://localhost:8000/v1."
             )
+        self._check_teacher_workers()
         check_options(self)
+
+    def _check_teacher_workers(self) -> None:
+        if self.teacher_workers < 1:
+            raise ValueError(f"teacher_workers={self.teacher_workers}: use 1 or more.")
+        if self.teacher_workers == 1:
+            return
+        if self.teacher_url is None:
+            raise ValueError(
+                f"teacher_workers={self.teacher_workers} runs tasks on threads while they wait on the teacher, but "
+                "teacher_url is null; set teacher_url, or use workers (processes) for tasks without a teacher."
+            )
+        if self.executor != "local" or (self.workers or 1) > 1:
+            raise ValueError(
+                f"teacher_workers={self.teacher_workers} with executor {self.executor} and workers={self.workers}: "
+                "teacher threads replace the worker processes of executor local; set workers: null (or 1) and "
+                "executor: local, or teacher_workers: 1."
+            )
 
     @property
     def n_workers(self) -> int:

@@ -6,8 +6,10 @@
    count drawn from ``n_turns`` by the seed), the imported task folders and the chains over ``tables``; the faults
    read from ``faults_files`` are attached to their tasks (bad lines are skipped and reported). One job per task.
 2. **run** (:func:`run_job`, one work unit per task on the executor of :mod:`harness.executors`: ``executor: local``
-   runs them in this process or in ``workers`` processes, ``executor: ray`` as Ray tasks on a local Ray or the cluster
-   at ``address``; one :class:`~harness.sandbox.Sandbox` and one tokenizer per process): write the task folder
+   runs them in this process or in ``workers`` processes, or, with a teacher, ``teacher_workers`` at a time on threads
+   of this process (a task then mostly waits on the teacher's endpoint), ``executor: ray`` as Ray tasks on a local Ray
+   or the cluster at ``address``; one :class:`~harness.sandbox.Sandbox`, one tokenizer and one teacher per process or
+   thread): write the task folder
    ``tasks/<task_id>/`` (running its reference code), generate its faults, play the clean run and each fault's two
    runs (:mod:`synthesis.runs`), build and filter the samples (:mod:`synthesis.samples`) and write everything as ONE
    shard ``shards/<task_id>.json.gz``, its episode records beside it (``<task_id>.episodes.jsonl.gz``: the clean,
@@ -37,6 +39,7 @@ import os
 import random
 import shutil
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -44,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.executors import ExecutorOptions, Work, check_executor, open_executor
+from harness.executors import ExecutorOptions, SetupState, Work, check_executor, open_executor
 from harness.jsonl import dumps
 from harness.run_guard import value_digest
 from harness.tasks import load_task
@@ -133,7 +136,8 @@ def plan_jobs(config: SynthesisConfig) -> tuple[list[Job], list[str]]:
 
 
 # ---------------------------------------------------------------- worker side
-_WORKER: dict[str, Any] = {}
+_WORKER = SetupState()
+"""This worker's state (:func:`_init_worker`): per process, or per thread with ``teacher_workers``."""
 
 
 WORKER_GC_THRESHOLD = (50_000, 20, 20)
@@ -143,28 +147,32 @@ worker's CPU; with this and the start-up objects frozen, ~2 %."""
 
 
 def _init_worker(config: SynthesisConfig, scratch_root: str | None = None) -> None:
-    """Per process: the config, a scratch folder (under ``scratch_root`` when that folder exists on this machine, else
-    in the system's temporary folder), one sandbox, the tokenizer (when counting tokens) and the teacher (when
-    configured); then the start-up objects are frozen out of the garbage collector and its threshold raised
-    (:data:`WORKER_GC_THRESHOLD`; :func:`_close_worker` puts both back and removes the scratch folder)."""
+    """Per process (per thread with ``teacher_workers``): the config, a scratch folder (under ``scratch_root`` when
+    that folder exists on this machine, else in the system's temporary folder), one sandbox, the tokenizer (when
+    counting tokens) and the teacher (when configured); then, in a process of its own (not on a thread), the start-up
+    objects are frozen out of the garbage collector and its threshold raised (:data:`WORKER_GC_THRESHOLD`;
+    :func:`_close_worker` puts both back and removes the scratch folder)."""
     from synthesis.gold import Teacher
 
-    _WORKER["config"] = config
+    state = _WORKER.new()
+    state["config"] = config
     root = scratch_root if scratch_root is not None and Path(scratch_root).is_dir() else None
-    _WORKER["scratch"] = Path(tempfile.mkdtemp(prefix=f"worker-{os.getpid()}-", dir=root))
-    _WORKER["sandbox"] = open_sandbox(config.isolation)
-    _WORKER["count"] = None
+    state["scratch"] = Path(tempfile.mkdtemp(prefix=f"worker-{os.getpid()}-", dir=root))
+    state["sandbox"] = open_sandbox(config.isolation)
+    state["count"] = None
     if config.count_tokens:
         from harness.tokenizer import build_qwen3_tokenizer, qwen3_tiktoken_encoding
         from synthesis.samples import token_counter
 
-        _WORKER["count"] = token_counter(build_qwen3_tokenizer(), qwen3_tiktoken_encoding())
-    _WORKER["teacher"] = None
+        state["count"] = token_counter(build_qwen3_tokenizer(), qwen3_tiktoken_encoding())
+    state["teacher"] = None
     if config.teacher_url:
         from harness.llm import OpenAIChatBackend
 
-        _WORKER["teacher"] = Teacher(OpenAIChatBackend(config.teacher_url))
-    _WORKER["gc"] = (gc.get_threshold(), gc.get_freeze_count())
+        state["teacher"] = Teacher(OpenAIChatBackend(config.teacher_url))
+    if threading.current_thread() is not threading.main_thread():
+        return
+    state["gc"] = (gc.get_threshold(), gc.get_freeze_count())
     gc.freeze()
     gc.set_threshold(*WORKER_GC_THRESHOLD)
 
@@ -188,14 +196,15 @@ def open_sandbox(isolation: str | None) -> Any:
 
 
 def _close_worker() -> None:
-    sandbox = _WORKER.pop("sandbox", None)
+    state = _WORKER.drop()
+    sandbox = state.pop("sandbox", None)
     if sandbox is not None:
         sandbox.close()
-    scratch = _WORKER.pop("scratch", None)
+    scratch = state.pop("scratch", None)
     if scratch is not None:
         shutil.rmtree(scratch, ignore_errors=True)
-    _WORKER.pop("config", None)
-    saved = _WORKER.pop("gc", None)
+    state.pop("config", None)
+    saved = state.pop("gc", None)
     if saved is not None:
         threshold, frozen = saved
         gc.set_threshold(*threshold)
@@ -248,8 +257,8 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
 
     shard: dict[str, Any] = {"index": job.index, "task_id": job.task_id, "source": job.source, "error": None}
     try:
-        spec, task, faults = prepare_job(job, config, out, _WORKER["sandbox"])
-        runs = run_task(task, faults, _WORKER["sandbox"], teacher=_WORKER["teacher"])
+        spec, task, faults = prepare_job(job, config, out, _WORKER.get()["sandbox"])
+        runs = run_task(task, faults, _WORKER.get()["sandbox"], teacher=_WORKER.get()["teacher"])
     except Exception as exc:  # a task that cannot be synthesized is reported; the run goes on
         shard["error"] = f"task {job.task_id} ({job.source} {job.params}): {type(exc).__name__}: {exc}"
         logger.warning("%s", shard["error"])
@@ -297,7 +306,7 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
             atomic_labels=config.faulted_atomic_labels,
             **formats,
         )
-    kept, dropped = filter_samples(samples, _WORKER["count"], config.max_tokens)
+    kept, dropped = filter_samples(samples, _WORKER.get()["count"], config.max_tokens)
     dropped.update(hier_drops)
     lines = "".join(f"{record.to_json()}\n" for branch in EPISODE_BRANCHES for record in records[branch])
     episode_ids = {branch: [record.episode_id for record in group] for branch, group in records.items()}
@@ -326,8 +335,8 @@ def _write_atomic(path: Path, data: bytes, *, compress: bool = True) -> None:
 def _job_in_worker(job: Job) -> dict[str, Any]:
     """The work unit: synthesize ``job`` into this process's scratch folder and hand back its summary and every file
     it wrote (``files``: (path relative to OUT, bytes), the shard last), which leave the scratch folder."""
-    scratch = _WORKER["scratch"]
-    shard = run_job(job, _WORKER["config"], scratch)
+    scratch = _WORKER.get()["scratch"]
+    shard = run_job(job, _WORKER.get()["config"], scratch)
     return {
         "task_id": shard["task_id"],
         "trajectories": shard.get("trajectories", 0),
@@ -417,6 +426,7 @@ def synthesize(
     # core idle at the end. Only the order of work changes; the export reads the shards in job order.
     order = sorted(todo, key=lambda job: -int(job.params.get("n_turns") or 0))
     workers = min(config.n_workers, max(len(todo), 1))
+    threads = min(config.teacher_workers, max(len(todo), 1))  # > 1: threads of this process instead of processes
 
     parsed: dict[Path, dict[str, Any]] = {}  # shards read while the other workers run (the export needs them all)
 
@@ -438,7 +448,9 @@ def synthesize(
         if order:
             work = Work(_job_in_worker, setup=_init_worker, args=(config, scratch_root), teardown=_close_worker)
             with (
-                open_executor(options, workers=workers, ray_num_cpus=config.n_workers) as executor,
+                open_executor(
+                    options, workers=1 if threads > 1 else workers, threads=threads, ray_num_cpus=config.n_workers
+                ) as executor,
                 contextlib.closing(executor.imap(work, order)) as summaries,
             ):
                 for summary in summaries:

@@ -11,7 +11,8 @@ The flags are the fields of :class:`~harness.evaluation.evaluate.EvaluationConfi
 dataclass defaults, then the ``--config`` YAML file, then the flags; ``--field_name`` or ``--field-name``; bools
 also ``--no-field-name``; lists take several values, ``--managers none rule``). Two spellings are kept from before:
 ``--manager none,rule`` (one comma-separated value for ``managers``) and ``--resamples`` (``n_resamples``).
-Every value's type is checked; errors name the file or the flag and the fix. ``--executor ray`` plays the episodes
+Every value's type is checked; errors name the file or the flag and the fix. ``--workers 16`` plays 16 episodes at
+a time on threads (for managers and workers behind an endpoint; same outputs); ``--executor ray`` plays the episodes
 as Ray tasks (``--address HOST:6379`` of a running cluster, or none: a local Ray for the run); ``--report-to
 trackio|tensorboard|wandb`` logs the summary metrics and plots to that tracker (see docs/scaling-out.md).
 

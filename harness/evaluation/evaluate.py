@@ -12,10 +12,12 @@
    manager failed to respond during it, is recorded with its ``error`` (:mod:`.errored`), left out of every metric,
    counted per variant (``n_errored``, ``errored``) and played again by the next run. ``OUT`` is locked for the run,
    and its ``fingerprint.json`` must match (:mod:`.resume`). The episodes are work units of
-   :mod:`harness.executors`: ``executor: local`` plays them one after another in this process, ``executor: ray`` as
-   Ray tasks (a local Ray, or the cluster at ``address``; a unit whose worker dies is played again); either way this
-   process appends the records in the same order. One policy object per process serves all its episodes of a variant
-   (an in-process model is loaded once per process);
+   :mod:`harness.executors`: ``executor: local`` plays them one after another in this process, or ``workers`` at a
+   time on threads of this process (for endpoints, where an episode mostly waits on HTTP: each thread has its own
+   policies and sandbox; :func:`check_workers`), ``executor: ray`` as Ray tasks (a local Ray, or the cluster at
+   ``address``; a unit whose worker dies is played again); either way this process appends the records in episode
+   order, so the outputs are the same. One policy object per process (per thread) serves all its episodes of a
+   variant (an in-process model is loaded once per process);
 3. summarizes (:mod:`harness.evaluation.summary`) and writes ``OUT/results.json``::
 
        {"suite": {...}, "oracles": {...}, "config": {...}, "versions": {...}, "errored": {NAME: n},
@@ -60,9 +62,11 @@ from harness.evaluation.resume import check_and_record, clear_outputs, evaluatio
 from harness.evaluation.stats import N_RESAMPLES
 from harness.evaluation.suite import DEFAULT_CACHE, SUITES, EpisodeSpec, Suite, resolve_suite
 from harness.evaluation.summary import TaskInfo, compare_variants, episode_id, summarize_variant
+from harness.evaluation.tracked import track_results
 from harness.executors import (
     EXECUTION_FIELDS,
     ExecutorOptions,
+    SetupState,
     Work,
     address_field,
     check_executor,
@@ -84,7 +88,7 @@ from harness.specs import (
     parse_suite_spec,
     parse_worker_spec,
 )
-from harness.tracking import TRACKERS, check_tracker, open_tracker, tag
+from harness.tracking import TRACKERS, check_tracker
 from harness.yaml_config import build_config
 
 logger = logging.getLogger(__name__)
@@ -96,6 +100,8 @@ ORACLE_SWITCHES = {
     "executable_constraints": "the constraints' code",
 }
 """The RuntimeConfig switches that put an oracle into the manager's view -> what they show."""
+RUN_FIELDS = ("workers", *EXECUTION_FIELDS)
+"""The config fields that change how the episodes are spread, never their records (kept out of ``results.json``)."""
 OUTPUTS = (EPISODES_DIR, RESULTS_FILE, REPORT_FILE, "tb", *PLOTS)
 """What an evaluation writes into OUT (``overwrite`` removes them, and the fingerprint, first)."""
 
@@ -186,6 +192,14 @@ class EvaluationConfig:
     run_name: str | None = field(
         default=None, metadata={"help": "Tracker run name (null: eval-<name of the out folder>)."}
     )
+    workers: int = field(
+        default=1,
+        metadata={
+            "help": "executor local: episodes played at once, each on its own thread with its own policy and sandbox "
+            "(for managers and workers behind an endpoint: llm:URL, openai:URL; in-process models refuse more than "
+            "1). The records, results and report are the same as with 1."
+        },
+    )
     executor: Literal["local", "ray"] = executor_field()
     address: str | None = address_field()
     ray_num_cpus: int | None = ray_num_cpus_field("all cores")
@@ -229,6 +243,7 @@ class EvaluationConfig:
         if self.report_to not in TRACKERS:
             raise EvaluationError(f"report_to={self.report_to!r}: use one of {list(TRACKERS)}.")
         check_options(self)
+        check_workers(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "") -> EvaluationConfig:
@@ -248,6 +263,30 @@ class EvaluationConfig:
     @property
     def variant_names(self) -> list[str]:
         return list(self.labels) if self.labels is not None else list(self.managers)
+
+
+def check_workers(config: EvaluationConfig) -> None:
+    """``workers`` > 1 plays episodes on threads of this process (``executor: local``), each thread with its own
+    policies: refused for a model loaded into this process (it would load once per thread and the threads would
+    contend for one CPU or GPU) and for ``executor: ray`` (Ray runs one episode per CPU itself)."""
+    if config.workers < 1:
+        raise EvaluationError(f"workers={config.workers}: play at least 1 episode at a time.")
+    if config.workers == 1:
+        return
+    if config.executor != "local":
+        raise EvaluationError(
+            f"workers={config.workers} with executor {config.executor}: Ray plays one episode per CPU itself; set "
+            "workers: 1 (and ray_num_cpus for a local Ray)."
+        )
+    in_process = [m for m in config.managers if parse_manager_spec(m, check_paths=False).in_process]
+    if parse_worker_spec(config.worker).kind == "hf":
+        in_process.append(f"worker {config.worker}")
+    if in_process:
+        raise EvaluationError(
+            f"workers={config.workers}: {', '.join(in_process)} runs a model in this process, which one thread per "
+            "episode would load once per thread onto the same device; use workers: 1, or serve the model "
+            "(`stateguard serve`) and evaluate it as llm:URL / openai:URL."
+        )
 
 
 def variant_file(out: Path, name: str) -> Path:
@@ -270,9 +309,10 @@ def run_evaluation(
     (:mod:`harness.evaluation.resume`; ``overwrite`` discards the old outputs instead).
 
     ``policy_factories``: variant name -> a function making its policy, instead of ``get_policy(spec)`` (e.g. a
-    chat model behind a custom backend); called only when the variant has episodes to run, once per process that
-    plays them (with ``executor: ray`` the functions travel to the workers: pass module-level functions or
-    ``functools.partial`` objects). The executor and the tracker are checked first, before any work."""
+    chat model behind a custom backend); called only when the variant has episodes to run, once per process (or
+    thread, with ``workers``) that plays them (with ``executor: ray`` the functions travel to the workers: pass
+    module-level functions or ``functools.partial`` objects). The executor and the tracker are checked first, before
+    any work."""
 
     options = ExecutorOptions.of(config)
     check_executor(options)
@@ -324,7 +364,8 @@ def _run_locked(
     if todo:
         setup = (config, tasks, names, factories)
         work = Work(_play_episode, setup=_open_episodes, args=setup, teardown=_close_episodes)
-        with open_executor(options) as executor, closing(executor.imap(work, todo)) as records:
+        threads = min(config.workers, len(todo))  # a thread sets up its own sandbox and policies: none idle
+        with open_executor(options, threads=threads) as executor, closing(executor.imap(work, todo)) as records:
             bar = progress(records, total=len(todo), desc="evaluate", unit="episode")
             for (name, _, _), record in zip(todo, bar, strict=True):
                 append_episode(variant_file(out, name), record)
@@ -340,8 +381,9 @@ def finished(records: list[EpisodeRecord]) -> set[tuple[str, int]]:
     return {episode_id(r) for r in records if r.error is None}
 
 
-_EPISODES: dict[str, Any] = {}
-"""The process's episode player: the config, the tasks, the policies and the sandbox (:func:`_open_episodes`)."""
+_EPISODES = SetupState()
+"""The episode player of this process (this thread, with ``workers``): the config, the tasks, the policies and the
+sandbox (:func:`_open_episodes`)."""
 
 
 def _open_episodes(
@@ -353,15 +395,16 @@ def _open_episodes(
 
     specs = dict(zip(config.variant_names, config.managers, strict=True))
     policies = {name: factories[name]() if name in factories else make_policy(specs[name], config) for name in names}
-    _EPISODES.update(config=config, tasks=tasks, policies=policies)
-    _EPISODES["sandbox"] = Sandbox(SandboxConfig(isolation=config.isolation))
+    state = _EPISODES.new()
+    state.update(config=config, tasks=tasks, policies=policies)
+    state["sandbox"] = Sandbox(SandboxConfig(isolation=config.isolation))
 
 
 def _play_episode(item: tuple[str, EpisodeSpec, int]) -> EpisodeRecord:
     """The work unit: one episode ``(variant, spec, run)`` (:func:`run_episode`); an exception while playing or
     grading it becomes the episode's ``error`` (:func:`errored_record`) and the evaluation goes on."""
     name, spec, run = item
-    state = _EPISODES
+    state = _EPISODES.get()
     task = state["tasks"][spec.task_id]
     try:
         return run_episode(state["sandbox"], task, spec, run, state["config"], state["policies"][name], name)
@@ -371,8 +414,9 @@ def _play_episode(item: tuple[str, EpisodeSpec, int]) -> EpisodeRecord:
 
 
 def _close_episodes() -> None:
-    sandbox = _EPISODES.pop("sandbox", None)
-    _EPISODES.clear()
+    state = _EPISODES.drop()
+    sandbox = state.pop("sandbox", None)
+    state.clear()
     if sandbox is not None:
         sandbox.close()
 
@@ -464,7 +508,7 @@ def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, Tas
     return {
         "suite": {"name": suite.name, "source": suite.source, "tasks": len(tasks), "faults": len(suite.faults)},
         "oracles": oracles,
-        "config": {k: v for k, v in asdict(config).items() if k not in EXECUTION_FIELDS},
+        "config": {k: v for k, v in asdict(config).items() if k not in RUN_FIELDS},
         "versions": _versions(),
         "simulated": all(v["simulated"] for v in variants.values()),
         "errored": errored,
@@ -518,66 +562,6 @@ def _versions() -> dict[str, str]:
         except PackageNotFoundError:
             continue
     return versions
-
-
-TRACKED = (
-    "task_accuracy",
-    "turn_accuracy",
-    "dcr",
-    "repair_precision",
-    "repair_recall",
-    "mean_score",
-    "relation_accuracy",
-)
-"""The per-variant numbers of ``results.json`` that :func:`tracked_metrics` logs (when not null)."""
-
-
-def tracked_metrics(results: Mapping[str, Any]) -> dict[str, float]:
-    """The scalars logged to a tracker, namespaced ``eval/<variant>/<name>``: the :data:`TRACKED` numbers, the
-    manager's ``legal_action_rate`` (legal actions over all actions; absent without actions), ``illegal_actions``,
-    ``states_per_episode``, ``activations_per_episode``, ``repairs`` (light + heavy), ``n_episodes`` and
-    ``n_errored``; and per comparison ``eval/<b>_vs_<a>/turn_accuracy_diff``."""
-    metrics: dict[str, float] = {}
-    for name, variant in results["variants"].items():
-        prefix = f"eval/{tag(name)}"
-        for key in TRACKED:
-            value = variant.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                metrics[f"{prefix}/{key}"] = float(value)
-        manager = variant["manager"]
-        actions = sum(manager["tool_calls"].values()) + sum(manager["control_actions"].values())
-        if actions:
-            metrics[f"{prefix}/manager/legal_action_rate"] = 1.0 - manager["illegal_actions"] / actions
-        metrics[f"{prefix}/manager/illegal_actions"] = float(manager["illegal_actions"])
-        metrics[f"{prefix}/manager/states_per_episode"] = float(manager["states_per_episode"])
-        metrics[f"{prefix}/manager/activations_per_episode"] = float(manager["activations_per_episode"])
-        metrics[f"{prefix}/manager/repairs"] = float(sum(manager["repairs"].values()))
-        metrics[f"{prefix}/n_episodes"] = float(variant["n_episodes"])
-        metrics[f"{prefix}/n_errored"] = float(variant.get("n_errored", 0))
-    for comparison in results["comparisons"]:
-        if comparison.get("turn_accuracy_diff") is not None:
-            key = f"eval/{tag(comparison['b'])}_vs_{tag(comparison['a'])}/turn_accuracy_diff"
-            metrics[key] = float(comparison["turn_accuracy_diff"])
-    return metrics
-
-
-def track_results(out: Path, results: Mapping[str, Any], config: EvaluationConfig) -> None:
-    """Log :func:`tracked_metrics` and the report's plots (when written) to one run of ``config.report_to``."""
-    from harness.evaluation.report import PLOTS
-
-    name = config.run_name or f"eval-{out.resolve().name}"
-    tracker = open_tracker(config.report_to, project=config.project, name=name, out=out, config=results["config"])
-    if tracker is None:
-        return
-    try:
-        tracker.log(tracked_metrics(results))
-        plots = {f"eval/plots/{Path(p).stem}": out / p for p in PLOTS if (out / p).is_file()}
-        if config.report and plots:
-            tracker.log_images(plots)
-    finally:
-        tracker.finish()
-    logger.info("logged %d metrics and the plots to %s (project %s, run %s)", len(tracked_metrics(results)),
-                config.report_to, config.project, name)  # fmt: skip
 
 
 def write_results(out: Path, results: dict[str, Any], config: EvaluationConfig) -> None:

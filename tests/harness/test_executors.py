@@ -1,6 +1,7 @@
-"""The executors (harness.executors) without a Ray cluster: results in submission order, one setup per process, a
-setup error reaching the parent, and bad input (options, Ray missing, an address where nothing answers) refused
-before any work starts, in code and on the command line. The Ray runs are in tests/synthesis/test_ray_executor.py."""
+"""The executors (harness.executors) without a Ray cluster: results in submission order, one setup per process (per
+thread for the thread executor), a setup error reaching the parent, and bad input (options, Ray missing, an address
+where nothing answers) refused before any work starts, in code and on the command line. The Ray runs are in
+tests/synthesis/test_ray_executor.py."""
 
 from __future__ import annotations
 
@@ -76,6 +77,47 @@ def test_a_setup_that_raises_reaches_the_parent(workers):
     with open_executor(ExecutorOptions(), workers=workers) as executor:
         with pytest.raises(ValueError, match="bwrap is missing"):
             list(executor.imap(Work(_unit, setup=_broken_setup), range(4)))
+
+
+_THREAD = threading.local()
+_THREADS: dict[str, list[str]] = {"setups": [], "teardowns": []}
+
+
+def _thread_setup(offset: int) -> None:
+    _THREAD.offset = offset
+    _THREADS["setups"].append(threading.current_thread().name)
+
+
+def _thread_teardown() -> None:
+    _THREADS["teardowns"].append(threading.current_thread().name)
+
+
+def _thread_unit(item: int) -> tuple[int, str]:
+    time.sleep(0.01 * (item % 3))  # finish out of order
+    return item + _THREAD.offset, threading.current_thread().name
+
+
+def test_the_thread_executor_yields_in_order_with_one_setup_and_teardown_per_thread():
+    _THREADS["setups"].clear(), _THREADS["teardowns"].clear()
+    work = Work(_thread_unit, setup=_thread_setup, args=(100,), teardown=_thread_teardown)
+    with open_executor(ExecutorOptions(), threads=3) as executor:
+        assert isinstance(executor, executors.ThreadExecutor)
+        results = list(executor.imap(work, range(12)))
+    assert [value for value, _ in results] == [100 + i for i in range(12)]
+    names = {name for _, name in results}
+    assert threading.current_thread().name not in names and len(names) > 1
+    assert sorted(_THREADS["setups"]) == sorted(_THREADS["teardowns"]) and len(_THREADS["setups"]) == 3
+    with open_executor(ExecutorOptions(), threads=2) as executor:
+        with pytest.raises(ValueError, match="bwrap is missing"):
+            list(executor.imap(Work(_unit, setup=_broken_setup), range(4)))
+        started = []
+        stopped = executor.imap(Work(lambda item: started.append(item) or time.sleep(0.01) or item), range(1000))
+        assert next(stopped) == 0
+        stopped.close()  # no new unit starts after the caller stops
+    assert len(started) < 1000
+    with pytest.raises(ExecutorError, match="workers=2 processes and threads=2: choose one"):
+        with open_executor(ExecutorOptions(), workers=2, threads=2):
+            pass
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,11 @@ The server and the tiny-model builder are reused by tests/harness/manager/test_l
 from __future__ import annotations
 
 import json
+import pickle
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -60,14 +62,32 @@ def tool_call(name: str, arguments: str, call_id: str = "call_0") -> dict[str, A
 
 class FakeOpenAI:
     """A real HTTP server in a thread: ``GET /v1/models`` lists ``models``; each ``POST /v1/chat/completions`` pops
-    the next scripted ``(status, body)`` (the last one repeats). Every request is kept in ``requests``."""
+    the next scripted ``(status, body)`` (the last one repeats). Every request is kept in ``requests``, the connections
+    it accepted counted in ``connections``. ``keep_alive``: None, HTTP/1.0 (one connection per request); ``"yes"``,
+    HTTP/1.1 keep-alive on a threaded server; ``"drop"``, the same but each connection closed after one answer
+    without saying so (as a server that drops idle connections)."""
 
-    def __init__(self, replies: list[tuple[int, dict[str, Any] | str]], models: tuple[str, ...] = ("tiny-manager",)):
+    def __init__(
+        self,
+        replies: list[tuple[int, dict[str, Any] | str]],
+        models: tuple[str, ...] = ("tiny-manager",),
+        keep_alive: str | None = None,
+    ):
         self.replies, self.models = list(replies), models
         self.requests: list[dict[str, Any]] = []
+        self.connections = 0
+        counting = threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            if keep_alive is not None:  # "yes": HTTP/1.1 keep-alive; "drop": closes each connection unannounced
+                protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with counting:
+                    fake.connections += 1
+
             def do_GET(self) -> None:  # noqa: N802
                 fake.requests.append({"method": "GET", "path": self.path, "auth": self.headers.get("Authorization")})
                 self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]})
@@ -87,11 +107,13 @@ class FakeOpenAI:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+                if keep_alive == "drop":
+                    self.close_connection = True
 
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.server = (ThreadingHTTPServer if keep_alive else HTTPServer)(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -160,6 +182,26 @@ def test_an_unreachable_endpoint_names_the_url_and_the_fix():
         backend.chat([{"role": "user", "content": "hi"}])
     with pytest.raises(ConnectionError, match=r"127\.0\.0\.1:9/v1/models failed"):
         OpenAIChatBackend("http://127.0.0.1:9/v1", timeout_s=2).chat([{"role": "user", "content": "hi"}])
+
+
+def test_one_backend_reuses_connections_across_calls_and_threads():
+    with FakeOpenAI([(200, completion("ok"))], keep_alive="yes") as server:
+        backend = OpenAIChatBackend(server.url, "m")
+        assert [backend.chat([{"role": "user", "content": str(i)}]).text for i in range(5)] == ["ok"] * 5
+        assert server.connections == 1 and backend.connections.opened == 1
+        with ThreadPoolExecutor(4) as pool:
+            texts = list(pool.map(lambda i: backend.chat([{"role": "user", "content": str(i)}]).text, range(40)))
+        assert texts == ["ok"] * 40 and len(server.posts()) == 45
+        assert server.connections == backend.connections.opened <= 4  # at most one per thread at a time
+        copied = pickle.loads(pickle.dumps(backend))  # e.g. sent to a Ray actor: no socket travels
+        assert copied.chat([{"role": "user", "content": "x"}]).text == "ok" and copied.connections.opened == 1
+
+
+def test_a_connection_the_server_dropped_is_replaced_once():
+    with FakeOpenAI([(200, completion("ok"))], keep_alive="drop") as server:
+        backend = OpenAIChatBackend(server.url, "m")
+        assert [backend.chat([{"role": "user", "content": str(i)}]).text for i in range(3)] == ["ok"] * 3
+        assert len(server.posts()) == 3 and server.connections == 3
 
 
 def test_a_base_url_that_is_not_http_is_refused():

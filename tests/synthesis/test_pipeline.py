@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import gzip
 import hashlib
 import json
 import shutil
@@ -235,6 +236,11 @@ def test_a_worker_that_cannot_start_fails_the_run_with_its_error(tmp_path, monke
         ({"fault_types": ["typo"]}, r"fault_types: unknown fault type\(s\) \['typo'\]"),
         ({"n_turns": [3, 40]}, r"n_turns=\[3, 40\]"),
         ({"kinds": ["poem"]}, r"kinds=\['poem'\]"),
+        ({"teacher_workers": 4}, r"teacher_workers=4 runs tasks on threads .* teacher_url is null; set teacher_url"),
+        (
+            {"teacher_workers": 4, "teacher_url": "http://h:8000/v1", "workers": 2},
+            r"teacher_workers=4 with executor local and workers=2: .*set workers: null",
+        ),
     ],
 )
 def test_a_bad_config_names_the_field(overrides, message):
@@ -311,3 +317,18 @@ def _all_rows(out):
 
     dataset = load_from_disk(str(out / "dataset"))
     return [row for split in dataset.values() for row in split]
+
+
+def test_teacher_threads_give_the_sequential_outputs_byte_for_byte(tmp_path):
+    from tests.harness.test_llm import FakeOpenAI, completion
+
+    overrides = dict(domains=["commerce"], tasks_per_domain=2, max_faults_per_task=1, count_tokens=False)
+    with FakeOpenAI([(200, completion("A reworded note."))], keep_alive="yes") as teacher:
+        synthesize(small_config(teacher_url=teacher.url, **overrides), tmp_path / "one", progress=False)
+        calls = len(teacher.posts())
+        config = small_config(teacher_url=teacher.url, teacher_workers=2, **{**overrides, "workers": None})
+        synthesize(config, tmp_path / "threads", progress=False)
+    assert tree_digest(tmp_path / "threads") == tree_digest(tmp_path / "one")
+    assert 0 < calls <= len(teacher.posts()) - calls  # each thread asks its own teacher (its own cache)
+    text = gzip.decompress(next((tmp_path / "one" / "shards").glob("*.json.gz")).read_bytes()).decode()
+    assert "A reworded note." in text  # the teacher's paraphrases are in the samples

@@ -16,8 +16,6 @@ from harness.evaluation.evaluate import (
     EvaluationConfig,
     EvaluationError,
     run_evaluation,
-    track_results,
-    tracked_metrics,
     variant_file,
 )
 from harness.evaluation.suite import (
@@ -29,6 +27,7 @@ from harness.evaluation.suite import (
 )
 from harness.evaluation.suite_names import ROOT, SUITES
 from harness.evaluation.summary import TaskInfo, compare_variants, summarize_variant
+from harness.evaluation.tracked import track_results, tracked_metrics
 from harness.manager.episode import EpisodeRecord, read_episodes
 from harness.worker.faults import write_faults
 
