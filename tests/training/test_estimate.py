@@ -58,7 +58,8 @@ def test_activation_arithmetic(shape):
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_config_fits_an_80_gb_card_or_is_a_cpu_config(path, shape):
     cfg = yaml.safe_load(path.read_text())
-    budget = config_budget(path, card_gib=80.0, shape=shape if "qwen3-8b" in cfg["model_name_or_path"].lower() else None)
+    is_8b = "qwen3-8b" in cfg["model_name_or_path"].lower()
+    budget = config_budget(path, card_gib=80.0, shape=shape if is_8b else None)
     if cfg.get("use_cpu"):  # CPU configs train on this machine: no card to size them against
         assert budget.skipped.startswith("use_cpu: true") and not budget.rows
         return
