@@ -332,3 +332,19 @@ def config_budget(
                 "step), turn on gradient_checkpointing, or add GPUs"
             )
     return budget
+
+
+def single_card_step_gib(shape: Shape, tokens: int, optimizer_bytes: int = 4) -> dict[str, float]:
+    """One bf16 training step on one card, no ZeRO (what ``scripts/gpu_check.py`` measures): weights and gradients
+    2 B/param each, ``optimizer_bytes`` of optimizer state per parameter (``torch.optim.AdamW`` on bf16 parameters
+    keeps its two moments in bf16: 4), activations with gradient checkpointing and TRL's chunked LM head at
+    ``tokens`` positions; ``peak_gib`` sums them (no reserve: this is what ``torch.cuda.max_memory_allocated``
+    sees)."""
+    rows = {
+        "weights_gib": 2 * shape.params / GiB,
+        "gradients_gib": 2 * shape.params / GiB,
+        "optimizer_gib": optimizer_bytes * shape.params / GiB,
+        **layer_activations_gib(shape, tokens, checkpointing=True),
+        "fused_lm_head_gib": fused_head_gib(shape, tokens),
+    }
+    return {**rows, "peak_gib": sum(rows.values())}
