@@ -225,9 +225,30 @@ def _count_calls(engine: Any) -> dict[str, int]:
     return calls
 
 
+class Stopped(Exception):
+    """SIGTERM (``timeout`` in scripts/gpu_check.sh) arrived during a part: it is recorded, the record still prints."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise Stopped(f"signal {signum}: the time limit of scripts/gpu_check.sh")
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Every part in order, each guarded (a failure is recorded, the next part runs) and within ``budget_s``."""
+    """Every part in order, each guarded (a failure is recorded, the next part runs) and within ``budget_s``; after a
+    SIGTERM the running part is recorded as stopped and the others as skipped."""
+    import signal
+
     import torch
+
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        return _run(args, torch)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace, torch: Any) -> dict[str, Any]:
+    stopped = ""
 
     clock = Clock(args.budget_s)
     gpu = torch.cuda.is_available() and not args.cpu_smoke
@@ -258,14 +279,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "waves": lambda: waves(policy, args.pool, args.envs if gpu else 2, device, dtype),
     }
     for name, part in parts.items():
-        if clock.spent():
-            record["parts"][name] = {"skipped": f"the {args.budget_s:g} s budget was spent before this part"}
+        if stopped or clock.spent():
+            why = stopped or f"the {args.budget_s:g} s budget was spent before this part"
+            record["parts"][name] = {"skipped": why}
             continue
         start = clock.elapsed()
         try:
             record["parts"][name] = part()
         except Exception as error:  # the record says what failed; the other parts still run
-            record["parts"][name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
+            message = str(error).splitlines()[0][:300] if str(error) else ""
+            record["parts"][name] = {"error": f"{type(error).__name__}: {message}"}
+            stopped = message if isinstance(error, Stopped) else ""
         record["parts"][name]["part_s"] = round(clock.elapsed() - start, 2)
         if gpu:
             torch.cuda.empty_cache()

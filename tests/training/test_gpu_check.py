@@ -60,3 +60,37 @@ def test_the_shapes_are_qwen3_1_7b_and_an_8b_slice():
     step = single_card_step_gib(shape, 16384)
     assert step["weights_gib"] == step["gradients_gib"] == pytest.approx(2 * shape.params / 2**30)
     assert step["peak_gib"] == pytest.approx(sum(v for k, v in step.items() if k != "peak_gib"))
+
+
+def test_a_stopped_part_is_recorded_and_the_rest_skipped(capsys, monkeypatch):
+    script = load_script("gpu_check")
+
+    def stopped(*args, **kwargs):
+        raise script.Stopped("signal 15: the time limit of scripts/gpu_check.sh")
+
+    monkeypatch.setattr(script, "sft_step", lambda *args: {"step_s": 1.0})
+    monkeypatch.setattr(script, "decode", stopped)
+    assert script.main(["--cpu-smoke"]) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    assert parts["sft_qwen3_1_7b"]["step_s"] == 1.0
+    assert parts["decode"]["error"] == "Stopped: signal 15: the time limit of scripts/gpu_check.sh"
+    assert parts["waves"]["skipped"] == "signal 15: the time limit of scripts/gpu_check.sh"
+
+
+def test_the_shell_entry_prints_one_record_without_a_gpu(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from rl_support import REPO
+
+    pool = tmp_path / "pool"
+    (pool / "episodes").mkdir(parents=True)
+    (pool / "episodes" / "index.jsonl").write_text("")  # an existing pool: no synthesis
+    env = {**os.environ, "PYTHON": sys.executable, "POOL": str(pool), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check.sh")], env=env, capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    record = json.loads(done.stdout)
+    assert record["mode"] == "gpu" and set(record["parts"]) == PARTS
+    assert all("no CUDA device" in part["skipped"] for part in record["parts"].values())
+    assert 0 < record["budget_s"] <= 410  # the shell's limit minus the last minute
