@@ -555,7 +555,8 @@ class EpisodePlayer:
         self, rollout: Rollout
     ) -> Generator[SampleRequest, tuple[list[int], list[float]], tuple[str | None, bool | None]]:
         """The model's next response text and whether it ended with ``<|im_end|>``; ``(None, None)`` when its budget
-        (``max_responses`` sampled responses, the rollout's tokens) is spent and nothing is sampled."""
+        (``max_responses`` sampled responses, the rollout's tokens, the context window) is spent and nothing is
+        sampled; a request never asks for more ids than the context window has left."""
         context = rollout.prompt_ids + rollout.completion_ids
         budget = min(self.limits.max_new_tokens, self.limits.max_completion_length - rollout.model_tokens)
         if self.limits.max_context_length is not None:
