@@ -55,7 +55,9 @@ def test_rl_config_parses_and_passes_the_checks(path):
         rollouts = config.per_device_train_batch_size * config.gradient_accumulation_steps * 8  # 8 GPUs
         assert rollouts // config.num_generations == 64  # start points per step
         assert config.max_completion_length + 4096 == 40_960
-        assert vllm_settings(config) == {"use_vllm": True, "vllm_mode": "colocate", "gpu_memory_utilization": 0.3,
+        assert config.steps_per_generation == config.gradient_accumulation_steps  # one sampling round per step
+        assert config.vllm_max_model_length == 40_960 and config.vllm_enable_sleep_mode
+        assert vllm_settings(config) == {"use_vllm": True, "vllm_mode": "colocate", "gpu_memory_utilization": 0.6,
                                          "tensor_parallel_size": 1}  # fmt: skip
         assert config.bf16 and config.gradient_checkpointing
         assert (REPO / "configs" / "accelerate" / "zero3.yaml").is_file()

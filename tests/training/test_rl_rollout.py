@@ -133,6 +133,47 @@ def test_the_token_budget_ends_sampling_and_the_harness_confirms_for_an_undecide
     assert ids == first and mask == [1] * len(first)
 
 
+class BudgetSession(ScriptedSession):
+    """A :class:`ScriptedSession` that also records each call's ``max_new_tokens``."""
+
+    def __init__(self, responses: list[list[int]]):
+        super().__init__(responses)
+        self.budgets: list[int] = []
+
+    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        self.budgets.append(max_new_tokens)
+        return super().sample(context_ids, max_new_tokens)
+
+
+@pytest.mark.parametrize("room", [0, 1])
+def test_a_tool_response_that_would_cross_the_context_cap_ends_the_rollout_cleanly(pool, tokens, env, room):
+    """The cap counts every id (prompt, responses, tool responses): with ``room`` ids left after the first tool
+    response, ``room=0`` never inserts it (stop_reason context_cap, the harness confirms the undecided model) and
+    ``room=1`` samples a one-id second response; no request's context plus budget exceeds the cap."""
+    start = _one_turn(pool)[2]
+    sampled = [tokens.encode(a["raw"]) + [tokens.eos_id] for a in _gold_activation(pool, start)["actions"]]
+    uncapped = ScriptedSession(list(sampled))
+    limits = RolloutLimits(max_new_tokens=4096, max_completion_length=100_000)
+    EpisodePlayer(env, tokens, limits).play(start, lambda: uncapped)
+    cap = len(uncapped.contexts[1]) + room  # the prompt, the first response and its <tool_response> turn, + room
+    session = BudgetSession(list(sampled))
+    capped = RolloutLimits(max_new_tokens=4096, max_completion_length=100_000, max_context_length=cap)
+    player = EpisodePlayer(env, tokens, capped)
+    rollout = player.play(start, lambda: session)
+    assert all(len(c) + b <= cap for c, b in zip(session.contexts, session.budgets, strict=True))
+    assert rollout.stop_reason == "context_cap"
+    if room == 0:
+        assert len(session.contexts) == 1 and rollout.harness_confirmed
+        assert rollout.completion_ids == sampled[0] + tokens.end(closed=True)  # the first turn closed, no tool turn
+    else:
+        assert session.budgets[1] == 1 and session.contexts[1] == uncapped.contexts[1]
+        assert rollout.model_tokens == len(sampled[0]) + 1 and rollout.truncated
+    ids, mask, _ = rollout.trimmed()
+    assert len(rollout.prompt_ids) + len(ids) <= cap and mask[-1] == 1
+    played = [a for a in player.record.activations if a["actor"] == "policy"][start.activation]
+    assert played["actions"][0]["raw"] == tokens.decode(sampled[0][:-1])  # the env got the model's first call
+
+
 def test_an_activation_the_runtime_ends_undecided_is_confirmed_by_the_harness_not_the_gold(pool, tokens, env):
     start = _one_turn(pool)[2]
     probe = _gold_activation(pool, start)["actions"][0]["raw"]

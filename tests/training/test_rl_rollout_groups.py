@@ -53,7 +53,7 @@ def test_a_group_record_centers_each_reward_on_the_group_mean():
     first = record["rollouts"][0]
     assert first["decision"] == "REPAIR" and first["reward"] == pytest.approx(0.8) and first["env_reward"] == 0.9
     assert [r["centered"] for r in record["rollouts"]] == pytest.approx([0.3, -0.1, -0.1, -0.1])
-    assert first["model_tokens"] == 3 and first["actions"] == [act("REPAIR")]
+    assert first["model_tokens"] == 3 and first["actions"] == [act("REPAIR")] and first["stop_reason"] == ""
     assert json.loads(json.dumps(record)) == record  # one JSON line
     assert group_record(group("REPAIR", [0.5, 0.5], ["bad", "bad"]), 1)["uniform"] is True
 
@@ -115,3 +115,21 @@ def test_the_trainer_records_what_it_played_trained_or_dropped_and_the_buffered_
         (3, True, False, False),  # played and dropped
         (3, False, True, True),  # played for an earlier step, trained now
     ]
+
+
+def test_rollouts_that_stopped_at_the_context_cap_are_counted_and_recorded():
+    from training.rl.metrics import rollout_metrics
+    from training.rl.sampling import GatherStats
+
+    class NoFaults:
+        def entry(self, episode_id):
+            return episode_id
+
+        def fault_info(self, entry):
+            return None
+
+    played = group("REPAIR", [0.9, 0.5, 0.5, 0.5], ["REPAIR"] + ["FINALIZE_RELATIONS"] * 3)
+    played.rollouts[1].stop_reason = "context_cap"
+    metrics = rollout_metrics([played], GatherStats(groups_played=1, rounds=1), NoFaults())
+    assert metrics["dapo/context_capped_frac"] == 0.25
+    assert [r["stop_reason"] for r in group_record(played, 1)["rollouts"]] == ["", "context_cap", "", ""]

@@ -210,6 +210,20 @@ def test_a_killed_env_actor_is_replaced_and_its_rollout_replayed(local, remote):
     assert calls == expected_calls  # the replay answered the logged responses: nothing was sampled twice
 
 
+def test_env_actors_take_a_fraction_of_a_cpu_and_every_process_of_a_run_joins_one_ray(remote, monkeypatch):
+    from harness.executors import ExecutorOptions
+    from training.rl.workers import ENV_ACTOR_CPUS, EnvWorkers, check_one_ray
+
+    assert 0 < ENV_ACTOR_CPUS < 1
+    assert remote.workers._actor._default_options["num_cpus"] == ENV_ACTOR_CPUS
+    local_ray, cluster = ExecutorOptions(executor="ray"), ExecutorOptions(executor="ray", address="auto")
+    check_one_ray(local_ray, world_size=1)  # one process: its own local Ray is the run's only one
+    check_one_ray(cluster, world_size=8)  # every process joins the cluster started once
+    monkeypatch.setenv("WORLD_SIZE", "8")  # what accelerate launch sets in each of 8 GPU processes
+    with pytest.raises(ValueError, match=r"^executor ray with address null in a run of 8 processes .* address: auto"):
+        EnvWorkers(remote.workers._spec, 2, local_ray)  # refused before any Ray is started or joined
+
+
 def test_rl_arguments_check_the_env_worker_fields(monkeypatch):
     import training.rl.trainer as trainer
     from harness.executors import INSTALL_RAY, RayUnavailableError

@@ -3,7 +3,8 @@
 TRL logs ``reward``, ``completions/*``, ``clip_ratio/low_mean`` and ``high_mean``, ``frac_reward_zero_std`` and
 ``entropy``. :class:`~training.rl.trainer.ManagerRollouts` adds, per gathered batch (:func:`rollout_metrics`):
 ``dapo/filtered_groups_frac``, ``dapo/sampling_rounds``, ``dapo/groups_played``, ``dapo/buffered_groups``,
-``dapo/uniform_groups_in_batch``, ``dapo/truncated_frac``, ``dapo/rollout_s``, ``manager/illegal_action_rate`` (over
+``dapo/uniform_groups_in_batch``, ``dapo/truncated_frac``, ``dapo/context_capped_frac`` (rollouts that stopped at
+the context cap), ``dapo/rollout_s``, ``manager/illegal_action_rate`` (over
 the sampled responses), ``manager/decided_rate`` (rollouts whose model took a legal control action),
 ``manager/harness_confirmed_rate`` (rollouts left undecided, confirmed by the harness), ``manager/repair_precision``,
 ``manager/repair_recall``, ``manager/false_repair_rate`` (:func:`repair_metrics`: against the gold decision of the
@@ -33,6 +34,7 @@ def rollout_metrics(groups: list[Group], stats: GatherStats, pool: Any) -> dict[
         "dapo/buffered_groups": float(stats.from_buffer),
         "dapo/uniform_groups_in_batch": float(stats.uniform_in_batch),
         "dapo/truncated_frac": sum(r.truncated for _, r in rollouts) / len(rollouts),
+        "dapo/context_capped_frac": sum(r.stop_reason == "context_cap" for _, r in rollouts) / len(rollouts),
         "manager/activations_per_episode": sum(r.episode_activations for _, r in rollouts) / len(rollouts),
         "manager/responses_per_rollout": len(actions) / len(rollouts),
         "manager/decided_rate": sum(decided(r.actions) for _, r in rollouts) / len(rollouts),

@@ -67,7 +67,8 @@ everywhere else, ``tests/training/test_rl_rollout.py``):
 - a ``<think>`` block that is not in the template's canonical form (``<think>\\n...\\n</think>\\n\\n``): the template
   would normalise its whitespace when replaying it.
 
-Responses after the rollout's budget is spent (``max_responses`` sampled responses, or its tokens) are not sampled:
+Responses after the rollout's budget is spent (``max_responses`` sampled responses, its tokens, or the context window
+``max_context_length`` that a tool response would overflow) are not sampled:
 an undecided flat rollout gets the harness's confirmation, any other request ``""`` (no tokens), which the runtime
 refuses like a failed backend call and the ``llm`` policy leaves out of the conversation, as here (``hier``: the env
 rejects the first one and tier 0 confirms).
@@ -209,6 +210,7 @@ class Rollout:
     reward_terms: dict[str, float | None] = field(default_factory=dict)
     overlong: float = 0.0  # DAPO's overlong shaping (0 or negative)
     episode_activations: int = 0  # policy activations in the whole episode
+    stop_reason: str = ""  # "context_cap": a tool response would have filled the context window (RolloutLimits)
 
     def extend(self, ids: list[int], model: bool, logprobs: list[float] | None = None) -> None:
         """Append ``ids``: sampled by the model (``model=True``, with their sampling log-probabilities) or inserted
@@ -432,6 +434,10 @@ class RolloutLimits:
     max_new_tokens: int = 64  # per response
     max_completion_length: int = 256  # model tokens per rollout (the overlong shaping's maximum)
     max_responses: int = 8  # sampled responses per rollout; later requests get the harness confirm or "" (no tokens)
+    max_context_length: int | None = None  # whole context (prompt, responses, tool responses) + a response's budget
+    """The engine's context window (vLLM's ``max_model_len``): no request's context plus its ``max_new_tokens``
+    exceeds it. A tool response that would leave no room for one more id is not inserted; the rollout stops sampling
+    there (:attr:`Rollout.stop_reason` ``"context_cap"``) and ends as a spent budget does. None: no cap."""
 
 
 def check_takeover(takeover: str) -> str:
@@ -497,15 +503,19 @@ class EpisodePlayer:
                 if not took_over:  # the conversation so far: the activation (flat) or the decision prompt (hier),
                     took_over = True  # and with takeover="decision" the gold's calls and their results
                     rollout.prompt_ids = self.tokens.conversation(info["messages"])
-                elif closed is not None:  # obs: the <tool_response> of the model's previous call
-                    rollout.extend(self.tokens.suffix(obs, closed), model=False)
-                    closed = None
+                elif closed is not None and not rollout.stop_reason:  # obs: the <tool_response> of the last call
+                    suffix = self.tokens.suffix(obs, closed)
+                    if self._fits(rollout, len(suffix) + 1):
+                        rollout.extend(suffix, model=False)
+                        closed = None
+                    else:  # the last model turn stays open: the close below ends it
+                        rollout.stop_reason = "context_cap"
                 self.inputs.append(inp)
                 self.conversations.append(info["messages"])
-                text, closed = yield from self._respond(rollout)
+                text, ended = yield from self._respond(rollout)
                 sampled = text is not None
                 if sampled:
-                    action = text
+                    action, closed = text, ended
                 else:  # over the budget: the harness confirms an undecided part, else refused like a failed call
                     action = confirm.over_budget(inp, rollout.actions)
             obs, reward, terminated, truncated, info = self.env.step(action)
@@ -545,15 +555,27 @@ class EpisodePlayer:
         self, rollout: Rollout
     ) -> Generator[SampleRequest, tuple[list[int], list[float]], tuple[str | None, bool | None]]:
         """The model's next response text and whether it ended with ``<|im_end|>``; ``(None, None)`` when its budget
-        (``max_responses`` sampled responses, the rollout's tokens) is spent and nothing is sampled."""
+        (``max_responses`` sampled responses, the rollout's tokens, the context window) is spent and nothing is
+        sampled; a request never asks for more ids than the context window has left."""
+        context = rollout.prompt_ids + rollout.completion_ids
         budget = min(self.limits.max_new_tokens, self.limits.max_completion_length - rollout.model_tokens)
-        if budget <= 0 or len(rollout.actions) >= self.limits.max_responses:
+        if self.limits.max_context_length is not None:
+            room = self.limits.max_context_length - len(context)
+            if room <= 0 and not rollout.stop_reason:
+                rollout.stop_reason = "context_cap"
+            budget = min(budget, room)
+        if rollout.stop_reason or budget <= 0 or len(rollout.actions) >= self.limits.max_responses:
             return None, None
-        ids, logprobs = yield SampleRequest(rollout.prompt_ids + rollout.completion_ids, budget)
+        ids, logprobs = yield SampleRequest(context, budget)
         rollout.extend(ids, model=True, logprobs=logprobs)
         closed = bool(ids) and ids[-1] == self.tokens.eos_id
         rollout.truncated |= not closed
         return self.tokens.decode(ids[:-1] if closed else ids), closed
+
+    def _fits(self, rollout: Rollout, more: int) -> bool:
+        """Whether ``more`` ids after the rollout's context stay within ``max_context_length``."""
+        cap = self.limits.max_context_length
+        return cap is None or len(rollout.prompt_ids) + len(rollout.completion_ids) + more <= cap
 
 
 def action_stats(text: str, legal: bool) -> dict[str, Any]:

@@ -14,7 +14,7 @@ group:
 - ``rollouts``: per rollout its ``decision`` (:func:`rollout_decision`), the sampled ``actions`` (name, legality, the
   variable a REPAIR names), ``reward`` (what the advantage sees), ``centered`` (reward minus the group's mean: the
   sign of the push DAPO gives that rollout's tokens), ``env_reward``, ``overlong``, ``harness_confirmed``,
-  ``truncated`` and ``model_tokens``.
+  ``truncated``, ``stop_reason`` (``"context_cap"`` or empty) and ``model_tokens``.
 
 :func:`summarize_groups` folds the records into one row per (gold control, sampled decision): the rollouts played,
 the trained ones in informative groups, the mean reward of the played ones and the mean centered reward of the
@@ -68,6 +68,7 @@ def group_record(
             "overlong": round(r.overlong, 6),
             "harness_confirmed": r.harness_confirmed,
             "truncated": r.truncated,
+            "stop_reason": r.stop_reason,
             "model_tokens": r.model_tokens,
         }
         for r in group.rollouts

@@ -323,7 +323,8 @@ class ManagerRollouts:
         self.args, self.config = rl_args, config
         self.pool = ReplayPool(rl_args.pool)
         self.tokens = EpisodeTokens(tokenizer, prompt_view=rl_args.prompt_view, format=rl_args.format)
-        limits = RolloutLimits(rl_args.max_new_tokens, config.max_completion_length, rl_args.max_responses)
+        cap = config.vllm_max_model_length if config.use_vllm else None  # vLLM refuses a longer context
+        limits = RolloutLimits(rl_args.max_new_tokens, config.max_completion_length, rl_args.max_responses, cap)
         self.spec = EnvSpec(
             str(rl_args.pool), tokenizer, limits, rl_args.takeover, rl_args.format, rl_args.prompt_view,
             rl_args.isolation, rl_args.max_actions, reward_config,

@@ -2,7 +2,7 @@
 
 With ``executor: ray`` and ``rollout_workers: N`` (:class:`training.rl.trainer.RLArguments`) the
 :class:`~training.rl.trainer.ManagerRollouts` of the trainer holds no env: :class:`EnvWorkers` starts N Ray actors
-(:class:`EnvWorker`, one CPU each), each with its own :class:`~envs.manager.ManagerEnv` (one sandbox) and
+(:class:`EnvWorker`, a fraction of a CPU each), each with its own :class:`~envs.manager.ManagerEnv` (one sandbox) and
 :class:`~training.rl.rollout.EpisodePlayer`. An actor runs the player's rollout generator
 (:meth:`~training.rl.rollout.EpisodePlayer.steps`): env resets and steps, the reference manager's responses, the
 token bookkeeping; where the model answers it returns a :class:`~training.rl.rollout.SampleRequest` (the context ids
@@ -24,7 +24,12 @@ by the env or the player itself is not retried: the trainer sees it as its own t
 
 Ray is started or joined as by the other commands (:func:`harness.executors.open_executor`: ``address`` null starts a
 local Ray with ``rollout_workers`` CPUs for the run, an address joins a cluster whose nodes have the package and the
-replay pool at the same path).
+replay pool at the same path). An actor takes :data:`ENV_ACTOR_CPUS` of a CPU: it mostly waits for the trainer's
+sampling, and its sandbox kernel is a subprocess Ray does not count. **One Ray for all GPU processes**: in a run of
+several processes (``WORLD_SIZE`` > 1, ``accelerate launch``) ``address`` null would start one local Ray per process,
+so it is refused (:func:`check_one_ray`); start one (``ray start --head --num-cpus N`` on the node, ``ray start
+--address HEAD:6379`` on the others) and set ``address: auto`` (or ``HEAD:6379``): every process then joins that
+cluster in the ``stateguard`` namespace.
 """
 
 from __future__ import annotations
@@ -49,6 +54,20 @@ from training.rl.rollout import (
 )
 
 logger = logging.getLogger(__name__)
+
+ENV_ACTOR_CPUS = 0.25
+"""Ray CPUs per env actor: it steps the env between the trainer's sampling calls, mostly waiting."""
+
+
+def check_one_ray(options: ExecutorOptions, world_size: int) -> None:
+    """Refuse ``address`` null in a run of ``world_size`` > 1 processes (each would start its own local Ray) with a
+    one-line ``ValueError`` naming the fix: one cluster, joined by every process."""
+    if options.address is None and world_size > 1:
+        raise ValueError(
+            f"executor ray with address null in a run of {world_size} processes would start {world_size} separate "
+            "Rays, one per GPU process; start one (`ray start --head --num-cpus N`) and set address: auto so that "
+            "every process joins it"
+        )
 
 
 @dataclass(frozen=True)
@@ -163,8 +182,8 @@ class _Slot:
 class EnvWorkers:
     """``workers`` Ray actors playing rollouts for this process (see the module docstring).
 
-    Runs :func:`~harness.executors.check_executor` before starting anything; a cluster with fewer CPUs than
-    ``workers`` is refused with a ``ValueError`` (each actor takes one CPU)."""
+    Runs :func:`~harness.executors.check_executor` and :func:`check_one_ray` before starting anything; a cluster with
+    fewer CPUs than the actors take (:data:`ENV_ACTOR_CPUS` each) is refused with a ``ValueError``."""
 
     def __init__(self, spec: EnvSpec, workers: int, options: ExecutorOptions):
         if workers < 1:
@@ -172,6 +191,7 @@ class EnvWorkers:
         if options.executor != "ray":
             raise ValueError(f"executor={options.executor!r}: env workers run on Ray; use executor: ray")
         check_executor(options)
+        check_one_ray(options, int(os.environ.get("WORLD_SIZE", "1")))
         import ray
 
         self.options = options
@@ -179,13 +199,14 @@ class EnvWorkers:
         self._stack.enter_context(open_executor(options, ray_num_cpus=workers))
         try:
             cpus = ray.cluster_resources().get("CPU", 0)
-            if cpus < workers:
+            if cpus < workers * ENV_ACTOR_CPUS:
                 raise ValueError(
-                    f"rollout_workers={workers}: the Ray cluster has {cpus:g} CPUs and each env actor takes one; "
+                    f"rollout_workers={workers}: the Ray cluster has {cpus:g} CPUs and each env actor takes "
+                    f"{ENV_ACTOR_CPUS:g}; "
                     "lower rollout_workers, raise ray_num_cpus or add nodes"
                 )
             self._spec = ray.put(spec)
-            self._actor = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(EnvWorker)
+            self._actor = ray.remote(num_cpus=ENV_ACTOR_CPUS, max_restarts=0, max_task_retries=0)(EnvWorker)
             self.actors = [self._new_actor() for _ in range(workers)]
         except BaseException:
             self._stack.close()
