@@ -1,0 +1,76 @@
+"""One DAPO step of ``DapoTrainer`` on two CPU ranks (gloo) where rank 0's group is uniform (all its advantages are 0)
+and rank 1's is not; launched by tests/training/test_dapo_ranks.py.
+
+Usage: ``dapo_two_ranks.py MODEL_DIR OUT_DIR``. Rollouts are fixed token ids (no generation): the step exercises TRL's
+advantages, ``DapoTrainer._compute_loss`` and DDP's gradient all-reduce. Each rank writes ``OUT_DIR/rank-<r>.json``:
+its global step, its advantages, a checksum of the parameters after the step and how far they moved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from trl import GRPOConfig
+
+from training.rl.dapo_trainer import dapo_trainer_class
+
+GROUP = 4
+RANK = int(os.environ["RANK"])
+
+
+def rollouts(prompts: list, trainer) -> dict:
+    gen = torch.Generator().manual_seed(RANK)
+    return {
+        "prompt_ids": [[11, 12, 13]] * len(prompts),
+        "completion_ids": torch.randint(100, 1000, (len(prompts), 4), generator=gen).tolist(),
+        "logprobs": [[-1.0] * 4] * len(prompts),
+    }
+
+
+def reward(prompts: list, completions: list, **_) -> list[float]:
+    """Rank 0: one reward for the whole group (advantage 0); rank 1: a spread."""
+    return [1.0] * len(completions) if RANK == 0 else [float(i % 2) for i in range(len(completions))]
+
+
+def main(model_dir: str, out: str) -> None:
+    config = GRPOConfig(
+        output_dir=out, use_cpu=True, bf16=False, loss_type="dapo", beta=0.0, num_generations=GROUP,
+        per_device_train_batch_size=GROUP, max_completion_length=4, max_steps=1, learning_rate=1e-3,
+        logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, seed=0,
+    )  # fmt: skip
+    advantages = []
+
+    class Recording(dapo_trainer_class()):
+        def _compute_loss(self, model, inputs):
+            advantages.extend(inputs["advantages"].tolist())
+            return super()._compute_loss(model, inputs)
+
+    trainer = Recording(
+        model=AutoModelForCausalLM.from_pretrained(model_dir),
+        reward_funcs=reward,
+        args=config,
+        train_dataset=Dataset.from_dict({"prompt": ["a", "b"]}),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+        rollouts=rollouts,
+    )
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    after = [p.detach() for p in trainer.model.parameters()]
+    record = {
+        "step": trainer.state.global_step,
+        "advantages": advantages,
+        "checksum": sum(p.double().sum().item() for p in after),
+        "moved": sum((a - b).abs().sum().item() for a, b in zip(after, before, strict=True)),
+        "log": [e for e in trainer.state.log_history if "loss" in e],
+    }
+    (Path(out) / f"rank-{RANK}.json").write_text(json.dumps(record), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])

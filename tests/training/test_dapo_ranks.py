@@ -1,0 +1,53 @@
+"""Two CPU ranks (gloo, DDP) train one DAPO step where rank 0's group is uniform (all its advantages 0) and rank 1's
+is not: ``DapoTrainer`` must run the same forwards and collectives on both, or one rank waits for the other forever.
+
+``accelerate launch --multi_gpu`` starts the two processes (its torchrun launcher; ``--cpu`` would start one), and the
+script's ``use_cpu`` makes each a CPU rank with the gloo backend. A hang is bounded by a timeout that kills the
+launcher's whole process group and fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+REPO = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 120
+
+
+def test_a_rank_with_only_zero_advantages_does_not_hang_the_others(tiny_model_dir, tmp_path):
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+               str(REPO / "tests" / "training" / "dapo_two_ranks.py"), str(tiny_model_dir), str(out)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)  # fmt: skip
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the launcher and both ranks
+        output, _ = process.communicate()
+        pytest.fail(f"the two ranks did not finish one step in {TIMEOUT_S} s (a collective left waiting):\n"
+                    + output[-3000:])  # fmt: skip
+    assert process.returncode == 0, output[-5000:]
+
+    ranks = [json.loads((out / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    assert [r["step"] for r in ranks] == [1, 1]
+    assert ranks[0]["advantages"] == [0.0] * 4  # rank 0: a uniform group
+    assert sum(a != 0 for a in ranks[1]["advantages"]) == 4  # rank 1: a group that trains
+    # Rank 1's gradient reached both ranks: the parameters moved, and identically.
+    assert ranks[0]["moved"] > 0 and ranks[0]["moved"] == ranks[1]["moved"]
+    assert ranks[0]["checksum"] == ranks[1]["checksum"]
+    # One step logged, the same on both ranks, with both groups counted.
+    log = ranks[0]["log"]
+    assert len(log) == 1 and log == [{**ranks[1]["log"][0], "step_time": log[0]["step_time"]}]
+    assert log[0]["frac_reward_zero_std"] == 0.5 and log[0]["entropy"] > 0
