@@ -1,13 +1,16 @@
 """One DAPO step of ``DapoTrainer`` on two CPU ranks (gloo) where rank 0's group is uniform (all its advantages are 0)
 and rank 1's is not; launched by tests/training/test_dapo_ranks.py.
 
-Usage: ``dapo_two_ranks.py MODEL_DIR OUT_DIR``. Rollouts are fixed token ids (no generation): the step exercises TRL's
-advantages, ``DapoTrainer._compute_loss`` and DDP's gradient all-reduce. Each rank writes ``OUT_DIR/rank-<r>.json``:
-its global step, its advantages, a checksum of the parameters after the step and how far they moved.
+Usage: ``dapo_two_ranks.py MODEL_DIR OUT_DIR WATCHDOG_S``. Rollouts are fixed token ids (no generation): the step
+exercises TRL's advantages, ``DapoTrainer._compute_loss`` and DDP's gradient all-reduce. Each rank writes
+``OUT_DIR/rank-<r>.json``: its global step, its advantages, a checksum of the parameters after the step and how far
+they moved. A rank still running after WATCHDOG_S seconds prints every thread's stack and exits, so a hang in a
+collective ends there, with the place it waited.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -38,7 +41,8 @@ def reward(prompts: list, completions: list, **_) -> list[float]:
     return [1.0] * len(completions) if RANK == 0 else [float(i % 2) for i in range(len(completions))]
 
 
-def main(model_dir: str, out: str) -> None:
+def main(model_dir: str, out: str, watchdog_s: str) -> None:
+    faulthandler.dump_traceback_later(float(watchdog_s), exit=True)
     config = GRPOConfig(
         output_dir=out, use_cpu=True, bf16=False, loss_type="dapo", beta=0.0, num_generations=GROUP,
         per_device_train_batch_size=GROUP, max_completion_length=4, max_steps=1, learning_rate=1e-3,
@@ -73,4 +77,4 @@ def main(model_dir: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])

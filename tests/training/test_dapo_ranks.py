@@ -2,8 +2,9 @@
 is not: ``DapoTrainer`` must run the same forwards and collectives on both, or one rank waits for the other forever.
 
 ``accelerate launch --multi_gpu`` starts the two processes (its torchrun launcher; ``--cpu`` would start one), and the
-script's ``use_cpu`` makes each a CPU rank with the gloo backend. A hang is bounded by a timeout that kills the
-launcher's whole process group and fails the test.
+script's ``use_cpu`` makes each a CPU rank with the gloo backend. A hang is bounded twice: each rank exits with its
+stacks after WATCHDOG_S seconds, and past TIMEOUT_S the test stops the launcher (SIGTERM: torchrun then stops the
+ranks, which run in their own sessions) and fails.
 """
 
 from __future__ import annotations
@@ -20,24 +21,31 @@ import pytest
 pytest.importorskip("torch")
 
 REPO = Path(__file__).resolve().parents[2]
-TIMEOUT_S = 120
+WATCHDOG_S = 90
+TIMEOUT_S = 150
 
 
 def test_a_rank_with_only_zero_advantages_does_not_hang_the_others(tiny_model_dir, tmp_path):
     out = tmp_path / "out"
+    script = REPO / "tests" / "training" / "dapo_two_ranks.py"
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-               str(REPO / "tests" / "training" / "dapo_two_ranks.py"), str(tiny_model_dir), str(out)]  # fmt: skip
+               str(script), str(tiny_model_dir), str(out), str(WATCHDOG_S)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, start_new_session=True)  # fmt: skip
     try:
         output, _ = process.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # the launcher and both ranks
-        output, _ = process.communicate()
-        pytest.fail(f"the two ranks did not finish one step in {TIMEOUT_S} s (a collective left waiting):\n"
-                    + output[-3000:])  # fmt: skip
+        process.terminate()
+        try:
+            output, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            output = ""
+        pytest.fail(f"the two ranks did not finish one step in {TIMEOUT_S} s:\n{output[-3000:]}")
+    if "Timeout (" in output:  # a rank's watchdog: its stacks show the collective it waited in
+        pytest.fail(f"a rank hung for {WATCHDOG_S} s (a collective the other rank never joined):\n{output[-6000:]}")
     assert process.returncode == 0, output[-5000:]
 
     ranks = [json.loads((out / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
