@@ -98,7 +98,12 @@ def dapo_trainer_class() -> type:
             gathered fewer rows, would leave the others waiting forever. One max-reduce of the live-row counts,
             called by every rank on every micro-batch before any branch, fixes the count. A rank with no live row
             returns its loss times 0 (an exact 0 whatever else TRL adds); when no rank has one, the metric entries
-            of that forward (entropy and clip fractions of no token) are dropped, as if it had not run."""
+            of that forward (entropy and clip fractions of no token) are dropped, as if it had not run.
+
+            The alternatives: forwarding every row on every rank needs no agreement but pays a forward and backward
+            for each zero-advantage row, which dynamic sampling's filler groups make common; skipping the forward
+            when no rank has a live row would leave a backward with no forward under DDP and ZeRO-3 hooks, so the
+            one-row forward keeps every micro-batch on the path those run every step."""
             live = inputs["advantages"] != 0
             count = int(live.sum())
             most = int(self.accelerator.reduce(live.sum().reshape(1), reduction="max").item())
