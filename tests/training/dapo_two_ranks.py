@@ -1,11 +1,12 @@
-"""One DAPO step of ``DapoTrainer`` on two CPU ranks (gloo) where rank 0's group is uniform (all its advantages are 0)
-and rank 1's is not; launched by tests/training/test_dapo_ranks.py.
+"""Two DAPO steps of ``DapoTrainer`` on two CPU ranks (gloo), one group of 4 rollouts per rank: at step 1 rank 0's
+group is uniform (all its advantages 0), at step 2 two of its rows have a non-zero advantage; rank 1's four rows all
+have one at both steps. Launched by tests/training/test_dapo_ranks.py.
 
-Usage: ``dapo_two_ranks.py MODEL_DIR OUT_DIR WATCHDOG_S``. Rollouts are fixed token ids (no generation): the step
-exercises TRL's advantages, ``DapoTrainer._compute_loss`` and DDP's gradient all-reduce. Each rank writes
-``OUT_DIR/rank-<r>.json``: its global step, its advantages, a checksum of the parameters after the step and how far
-they moved. A rank still running after WATCHDOG_S seconds prints every thread's stack and exits, so a hang in a
-collective ends there, with the place it waited.
+Usage: ``dapo_two_ranks.py MODEL_DIR OUT_DIR WATCHDOG_S``. Rollouts are fixed token ids (no generation): the steps
+exercise TRL's advantages, ``DapoTrainer._compute_loss`` and DDP's gradient all-reduce. Each rank writes
+``OUT_DIR/rank-<r>.json``: its global step, its advantages per step, a checksum of the parameters after the steps,
+how far they moved, and the logged steps. A rank still running after WATCHDOG_S seconds prints every thread's stack
+and exits, so a hang in a collective ends there, with the place it waited.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from training.rl.dapo_trainer import dapo_trainer_class
 
 GROUP = 4
 RANK = int(os.environ["RANK"])
+REWARDS = [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 2.0]] if RANK == 0 else [[0.0, 1.0, 0.0, 1.0]] * 2  # per step
 
 
 def rollouts(prompts: list, trainer) -> dict:
@@ -37,22 +39,22 @@ def rollouts(prompts: list, trainer) -> dict:
 
 
 def reward(prompts: list, completions: list, **_) -> list[float]:
-    """Rank 0: one reward for the whole group (advantage 0); rank 1: a spread."""
-    return [1.0] * len(completions) if RANK == 0 else [float(i % 2) for i in range(len(completions))]
+    """This rank's rewards for the step (one call per step)."""
+    return REWARDS.pop(0)
 
 
 def main(model_dir: str, out: str, watchdog_s: str) -> None:
     faulthandler.dump_traceback_later(float(watchdog_s), exit=True)
     config = GRPOConfig(
         output_dir=out, use_cpu=True, bf16=False, loss_type="dapo", beta=0.0, num_generations=GROUP,
-        per_device_train_batch_size=GROUP, max_completion_length=4, max_steps=1, learning_rate=1e-3,
+        per_device_train_batch_size=GROUP, max_completion_length=4, max_steps=2, learning_rate=1e-3,
         logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, seed=0,
     )  # fmt: skip
     advantages = []
 
     class Recording(dapo_trainer_class()):
         def _compute_loss(self, model, inputs):
-            advantages.extend(inputs["advantages"].tolist())
+            advantages.append(inputs["advantages"].tolist())
             return super()._compute_loss(model, inputs)
 
     trainer = Recording(
