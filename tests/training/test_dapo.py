@@ -182,6 +182,86 @@ def test_dapo_trainer_skips_zero_advantage_rows_with_the_same_loss_and_gradient(
     assert loss.item() == 0 and all(not g.any() for g in grads)
 
 
+def test_dapo_trainer_forwards_as_many_rows_as_the_rank_with_most_live_rows(tiny_model_dir, qwen3_tokenizer):
+    """Every rank forwards the largest live-row count of any rank (at least one row; the count comes from
+    ``accelerator.reduce``, here a stand-in for the other rank): padding rows of zero advantage under a zero loss mask
+    leave the loss and the gradients TRL's and the metrics those of the live rows; a rank with no live row gives a
+    zero loss and zero gradients, and a micro-batch with no live row on any rank forwards one row and logs nothing."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from training.rl.dapo_trainer import dapo_trainer_class
+
+    def build(cls, **extra):
+        config = GRPOConfig(output_dir="/tmp/unused-dapo-pad", use_cpu=True, bf16=False, loss_type="dapo",
+                            epsilon_high=0.28, beta=0.0, num_generations=4, per_device_train_batch_size=4,
+                            report_to="none")  # fmt: skip
+        trainer = cls(model=str(tiny_model_dir), reward_funcs=lambda completions, **_: [0.0] * len(completions),
+                      args=config, train_dataset=Dataset.from_dict({"prompt": ["a"]}),
+                      processing_class=qwen3_tokenizer, **extra)  # fmt: skip
+        trainer.model.eval()
+        return trainer
+
+    gen = torch.Generator().manual_seed(3)
+    prompt_ids, completion_ids = (
+        torch.randint(0, 1000, (4, 5), generator=gen),
+        torch.randint(0, 1000, (4, 4), generator=gen),
+    )
+    completion_mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 1]])
+    env_mask = torch.tensor([[1, 0, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]])
+
+    def batch(rows, advantages):
+        rows = list(rows)
+        return {"prompt_ids": prompt_ids[rows], "prompt_mask": torch.ones_like(prompt_ids[rows]),
+                "completion_ids": completion_ids[rows], "completion_mask": completion_mask[rows],
+                "tool_mask": env_mask[rows], "advantages": torch.tensor(advantages), "old_per_token_logps": old[rows],
+                "num_items_in_batch": (completion_mask * env_mask).sum()}  # fmt: skip
+
+    forwarded = []  # the rows of each scoring forward of ``ours``
+
+    def run(trainer, advantages, other_rank_live=None):
+        forwarded.clear()
+        if other_rank_live is not None:  # the other rank's live rows in the max-reduce; TRL's metric sums stay local
+            trainer.accelerator.reduce = lambda tensor, reduction="sum": (
+                torch.maximum(tensor, torch.tensor([other_rank_live])) if reduction == "max" else tensor
+            )
+        trainer._metrics["eval"].clear()
+        trainer.model.zero_grad()
+        loss = trainer._compute_loss(trainer.model, batch(range(4), advantages))
+        loss.backward()
+        grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in trainer.model.parameters()]
+        return loss.detach(), grads, list(forwarded), {k: list(v) for k, v in trainer._metrics["eval"].items()}
+
+    ours, theirs = build(dapo_trainer_class(), rollouts=lambda prompts, trainer: {}), build(GRPOTrainer)
+    score = ours._get_per_token_logps_and_entropies
+    ours._get_per_token_logps_and_entropies = lambda model, ids, *a, **k: (
+        forwarded.append(len(ids)) or score(model, ids, *a, **k)
+    )
+    theirs.model.load_state_dict(ours.model.state_dict())
+    with torch.no_grad():  # old log-probabilities: row 3 (advantage < 0) clipped low on its 3 loss tokens
+        old = theirs._get_per_token_logps_and_entropies(
+            theirs.model, torch.cat([prompt_ids, completion_ids], 1), torch.ones(4, 9, dtype=torch.long), 4
+        )[0]
+    old[3] += 1.0
+    advantages = [0.0, 1.2, 0.0, -0.7]
+    ref_loss, ref_grads, _, ref_metrics = run(theirs, advantages)
+    assert ref_metrics["clip_ratio/low_mean"] == [pytest.approx(3 / 11)]  # TRL: over the 11 loss tokens of 4 rows
+    for other in (0, 3):  # the other rank has fewer live rows than this one, then more
+        loss, grads, forwarded, metrics = run(ours, advantages, other)
+        assert forwarded == [max(2, other)]
+        assert loss.item() == pytest.approx(ref_loss.item(), abs=1e-6) and loss.item() != 0
+        for g, r in zip(grads, ref_grads, strict=True):
+            torch.testing.assert_close(g, r, atol=1e-5, rtol=1e-4)
+        assert metrics["clip_ratio/low_mean"] == [pytest.approx(3 / 7)]  # over the 7 of the live rows 1 and 3
+        assert len(metrics["entropy"]) == 1
+
+    loss, grads, forwarded, metrics = run(ours, [0.0] * 4, 2)  # this rank has no live row, the other two
+    assert forwarded == [2] and loss.item() == 0 and all(not g.any() for g in grads)
+    assert metrics["entropy"] == [0.0] and math.isnan(metrics["clip_ratio/high_max"][0])  # of no token
+    loss, grads, forwarded, metrics = run(ours, [0.0] * 4, 0)  # no rank has one: one row, nothing logged
+    assert forwarded == [1] and loss.item() == 0 and all(not g.any() for g in grads) and metrics == {}
+
+
 def test_completion_only_scoring_equals_trls_fused_head(tiny_model_dir, qwen3_tokenizer):
     """DapoTrainer's CPU scoring (training.rl.engines.completion_logprobs: one unpadded row at a time, logits of the
     completion only) gives TRL's log-probabilities and entropies on a left- and right-padded batch."""

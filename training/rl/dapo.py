@@ -8,7 +8,8 @@ not have and points at the TRL code for the others:
   ``GRPOTrainer._compute_loss`` (``trl/trainer/grpo_trainer.py``): the per-token ``-min(r * A, clip(r) * A)``
   summed over every unmasked token (completion mask times the environment mask, ``tool_mask``) and divided by the
   generation batch's token count (``num_items_in_batch``), not averaged per sequence first, so long rollouts weigh by
-  their length. ``DapoTrainer._compute_loss`` calls it on the rows whose advantage is not zero (the same loss).
+  their length. ``DapoTrainer._compute_loss`` calls it on the rows whose advantage is not zero, padded with masked
+  zero-advantage rows to the same count on every rank (the same loss).
   ``tests/training/dapo_reference.py`` is a plain-tensor copy of that loss; ``tests/training/test_dapo.py`` pins the
   copy on hand-computed values and TRL's loss to the copy.
 - **Clip-higher**: the ratio is clipped to ``[1 - epsilon, 1 + epsilon_high]`` with ``epsilon_high > epsilon``

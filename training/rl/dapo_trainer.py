@@ -2,9 +2,10 @@
 
 - :func:`dapo_trainer_class`: ``DapoTrainer``, TRL's ``GRPOTrainer`` (whose ``_compute_loss`` computes the DAPO loss
   with ``loss_type: dapo``, see :mod:`training.rl.dapo`) plus the rollout state in each checkpoint (:data:`STATE_FILE`)
-  and two savings that leave the loss unchanged: rows with zero advantage are not forwarded, and off CUDA only the
-  completion positions are scored. Its ``rollouts`` is the run's :class:`~training.rl.trainer.ManagerRollouts`,
-  TRL's ``rollout_func``.
+  and two savings that leave the loss unchanged: rows with zero advantage are not forwarded (a micro-batch with no
+  other row still forwards one, so that every rank makes one forward and the same collectives per micro-batch), and
+  off CUDA in one process only the completion positions are scored. Its ``rollouts`` is the run's
+  :class:`~training.rl.trainer.ManagerRollouts`, TRL's ``rollout_func``.
 - :func:`reward_functions`: one TRL reward function per term of the composed reward, plus ``overlong``.
 """
 
@@ -61,10 +62,17 @@ def dapo_trainer_class() -> type:
             self, model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, batch_size: int | None = None,
             compute_entropy: bool = False, compute_aux_loss: bool = False, **multimodal: Any,
         ) -> tuple[Any, Any, Any]:  # fmt: skip
-            """Off CUDA/XPU, score only the completion positions, one unpadded row at a time (TRL's fused head scores
-            every position there, prompt included: ~100x slower for a 3.7k-token prompt and a 48-token completion);
-            on CUDA/XPU TRL's own fused, compact scoring."""
-            if _use_triton(input_ids.device) or compute_aux_loss or any(v is not None for v in multimodal.values()):
+            """Off CUDA/XPU in one process, score only the completion positions, one unpadded row at a time (TRL's
+            fused head scores every position there, prompt included: ~100x slower for a 3.7k-token prompt and a
+            48-token completion); on CUDA/XPU or with several processes TRL's own scoring, one forward per call: DDP
+            and ZeRO-3 run a collective in every forward, so every rank must make the same number of forwards
+            whatever its number of rows."""
+            if (
+                _use_triton(input_ids.device)
+                or self.accelerator.num_processes > 1
+                or compute_aux_loss
+                or any(v is not None for v in multimodal.values())
+            ):
                 return super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                     **multimodal,
@@ -75,18 +83,50 @@ def dapo_trainer_class() -> type:
             return logps, entropy if compute_entropy else None, None
 
         def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
-            """TRL's loss over the rows whose advantage is not zero only: with ``beta: 0`` a zero-advantage row (a
-            uniform group that filled the batch) adds exactly 0 to the loss and its gradient, and ``dapo`` divides by
-            the batch's token count (``num_items_in_batch``, unchanged), so the loss is the same without its forward
-            and backward. Entropy and clip fractions are then logged over the rows that train."""
+            """TRL's loss on every rank over the same number of rows: the rows whose advantage is not zero, padded
+            with zero-advantage rows under an all-zero loss mask to the largest such count across ranks (at least 1).
+
+            With ``beta: 0`` a zero-advantage row (a uniform group that filled the batch) adds exactly 0 to the loss
+            and its gradient, and ``dapo`` divides by the batch's token count (``num_items_in_batch``, unchanged),
+            so the loss is the same without its forward and backward. A padding row's loss mask (TRL's
+            ``completion_mask * tool_mask``; its ``tool_mask`` set to 0) keeps it out of the loss and of the token
+            sums behind TRL's entropy and clip metrics, so those are logged over the rows that train.
+
+            Why every rank forwards, and the same number of rows: TRL's loss runs collectives (``accelerator.reduce``
+            of the metric sums, ``accelerator.gather`` of one clip fraction per row, which must have the same size
+            on every rank), and DDP and ZeRO-3 run collectives in every forward; a rank that skipped them, or
+            gathered fewer rows, would leave the others waiting forever. One max-reduce of the live-row counts,
+            called by every rank on every micro-batch before any branch, fixes the count. A rank with no live row
+            returns its loss times 0 (an exact 0 whatever else TRL adds); when no rank has one, the metric entries
+            of that forward (entropy and clip fractions of no token) are dropped, as if it had not run.
+
+            The alternatives: forwarding every row on every rank needs no agreement but pays a forward and backward
+            for each zero-advantage row, which dynamic sampling's filler groups make common; skipping the forward
+            when no rank has a live row would leave a backward with no forward under DDP and ZeRO-3 hooks, so the
+            one-row forward keeps every micro-batch on the path those run every step."""
             live = inputs["advantages"] != 0
-            if bool(live.all()):
+            count = int(live.sum())
+            most = int(self.accelerator.reduce(live.sum().reshape(1), reduction="max").item())
+            width, rows = max(1, most), live.size(0)
+            if count == rows == width:
                 return super()._compute_loss(model, inputs)
-            if not bool(live.any()):  # nothing to learn from this batch: a zero loss on the graph, no forward
-                return sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
-            rows = inputs["advantages"].size(0)
-            subset = {k: v[live] if _is_row_tensor(v, rows) else v for k, v in inputs.items()}
-            return super()._compute_loss(model, subset)
+            keep = live.logical_not().int().argsort(stable=True)[:width]  # the live rows first, in their order
+            subset = {k: v[keep] if _is_row_tensor(v, rows) else v for k, v in inputs.items()}
+            if count < width:
+                completion_mask = inputs["completion_mask"]
+                env_mask = inputs.get("tool_mask", completion_mask.new_ones(completion_mask.shape))
+                subset["tool_mask"] = (env_mask * live[:, None])[keep]
+            if count:
+                return super()._compute_loss(model, subset)
+            metrics = self._metrics["train" if self.model.training else "eval"]
+            sizes = {key: len(values) for key, values in metrics.items()}
+            loss = super()._compute_loss(model, subset) * 0.0
+            if most == 0:
+                for key in list(metrics):
+                    del metrics[key][sizes.get(key, 0) :]
+                    if not metrics[key]:
+                        del metrics[key]
+            return loss
 
         def _state_path(self, folder: str | os.PathLike) -> Path:
             return Path(folder) / STATE_FILE.format(process=self.accelerator.process_index)

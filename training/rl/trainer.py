@@ -10,8 +10,9 @@
   decision`` the gold plays the activation's verification calls and the model its decision; environment ids masked
   with ``env_mask``). ``DapoTrainer`` (:mod:`training.rl.dapo_trainer`) adds the rollout state to checkpoints and
   two savings that leave the loss unchanged (both tested against TRL): rows with zero advantage (uniform groups that
-  filled a batch) are not forwarded, and off CUDA only the completion positions are scored (TRL's fused head scores
-  every prompt position there: ~100x the work for a 3.7k-token prompt). Where the DAPO loss is computed:
+  filled a batch) are not forwarded beyond what keeps every rank's forwards and collectives alike, and off CUDA in one
+  process only the completion positions are scored (TRL's fused head scores every prompt position there: ~100x the
+  work for a 3.7k-token prompt). Where the DAPO loss is computed:
   :mod:`training.rl.dapo`.
 - Dynamic sampling (:mod:`training.rl.sampling`): the ``prompt`` rows TRL feeds are placeholders (one per group);
   :class:`ManagerRollouts` draws the start points itself from the replay pool, drops uniform groups and refills
