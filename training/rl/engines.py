@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
 
 if TYPE_CHECKING:
     import torch
+
+    from training.rl.rollout import SampleRequest
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +91,96 @@ class TransformersEngine:
         stops at ``eos_id`` (kept as its last id) or after ``max_new_tokens`` ids; a row that ended leaves the batch.
         Returns each row's ids and their log-probabilities at ``temperature`` (None: the engine's)."""
         rows, _ = self._sample_many(context_ids, n, max_new_tokens, temperature, keep_prompt_cache=False)
+        return rows
+
+    def generate_many(
+        self, requests: Sequence[SampleRequest], sessions: Sequence[Any] | None = None
+    ) -> list[list[tuple[list[int], list[float]]]]:
+        """The ``n`` responses (ids, log-probabilities) to each of ``requests``, sampled together.
+
+        One request with ``n`` 1 and a session (``sessions``, one per request or None) is answered by that session
+        (its KV cache: only the ids added since its last call are fed); one request with ``n`` > 1 by
+        :meth:`sample_many`. Several requests are one padded batch (:meth:`_sample_rows`): each context prefilled once
+        (its ``n`` rows share that prefill), the rows decoded together. Sampling, stopping and log-probabilities are a
+        session's, row by row."""
+        if len(requests) == 1:
+            (request,), session = requests, sessions[0] if sessions else None
+            if request.n == 1 and session is not None:
+                return [[session.sample(request.context_ids, request.max_new_tokens)]]
+            return [self.sample_many(request.context_ids, request.n, request.max_new_tokens)]
+        rows = self._sample_rows(requests)
+        out, at = [], 0
+        for request in requests:
+            out.append(rows[at : at + request.n])
+            at += request.n
+        return out
+
+    def _sample_rows(self, requests: Sequence[SampleRequest]) -> list[tuple[list[int], list[float]]]:
+        """:meth:`generate_many`'s padded batch: the contexts after the system-turn cache (when every context starts
+        with ``prefix_ids``) are left-padded to one width, ``(contexts, width)``, with an attention mask over the
+        cached prefix and the ids and position ids that skip the padding, so each row sees what it would see alone;
+        the KV cache rows are then repeated ``n`` times per request and decoded together, a row leaving the batch at
+        ``eos_id`` or at its request's budget. Returns the rows in request order, ``n`` per request."""
+        import torch
+
+        if not requests or any(r.n < 1 or r.max_new_tokens < 1 or not r.context_ids for r in requests):
+            raise ValueError("generate_many needs non-empty contexts, n >= 1 and max_new_tokens >= 1 per request")
+        device, prefix = self.model.device, self.prefix_ids
+        cached = bool(prefix) and all(
+            list(r.context_ids[: len(prefix)]) == prefix and len(r.context_ids) > len(prefix) for r in requests
+        )
+        fed = len(prefix) if cached else 0
+        rests = [list(r.context_ids[fed:]) for r in requests]
+        width = max(len(rest) for rest in rests)
+        ids = torch.tensor([[0] * (width - len(r)) + r for r in rests], device=device)
+        rest_mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rests], device=device)
+        mask = torch.cat([torch.ones(len(rests), fed, dtype=rest_mask.dtype, device=device), rest_mask], dim=1)
+        positions = (fed + rest_mask.cumsum(1) - 1).clamp(min=0)
+        cache = None
+        if cached:
+            cache = copy.deepcopy(self.prefix_cache())
+            cache.batch_repeat_interleave(len(rests))
+        training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
+                                 use_cache=True, logits_to_keep=1)  # fmt: skip
+            index = torch.tensor([i for i, r in enumerate(requests) for _ in range(r.n)], device=device)
+            logits, cache, mask, position = out.logits[index, -1].float(), out.cache, mask[index], positions[index, -1]
+            cache.batch_select_indices(index)
+            budgets = [r.max_new_tokens for r in requests for _ in range(r.n)]
+            rows: list[tuple[list[int], list[float]]] = [([], []) for _ in budgets]
+            alive = list(range(len(budgets)))
+            matchers = [self.grammar.matcher() for _ in budgets] if self.grammar is not None else None
+            while True:
+                if matchers is not None:
+                    logits = torch.stack([self.grammar.mask(matchers[r], logits[i]) for i, r in enumerate(alive)])
+                logp = torch.log_softmax(logits / self.temperature, dim=-1)
+                tokens = torch.argmax(logp.exp() / torch.empty_like(logp).exponential_(), dim=-1)  # as in a session
+                chosen = logp.gather(-1, tokens[:, None])[:, 0].tolist()
+                keep = []
+                for i, (row, token) in enumerate(zip(alive, tokens.tolist(), strict=True)):
+                    rows[row][0].append(token)
+                    rows[row][1].append(chosen[i])
+                    if matchers is not None:
+                        self.grammar.advance(matchers[row], [token])
+                    if token != self.eos_id and len(rows[row][0]) < budgets[row]:
+                        keep.append(i)
+                if not keep:
+                    break
+                if len(keep) < len(alive):
+                    kept = torch.tensor(keep, device=device)
+                    cache.batch_select_indices(kept)
+                    alive, tokens, mask, position = [alive[i] for i in keep], tokens[kept], mask[kept], position[kept]
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+                position = position + 1
+                with torch.no_grad():
+                    out = self.model(input_ids=tokens[:, None], attention_mask=mask, position_ids=position[:, None],
+                                     cache=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+                logits, cache = out.logits[:, -1].float(), out.cache
+        finally:
+            self.model.train(training)
         return rows
 
     def _sample_many(
@@ -429,9 +522,38 @@ class VLLMEngine:
         from vllm import SamplingParams
 
         params = SamplingParams(n=1, temperature=self.temperature, max_tokens=max_new_tokens, logprobs=0)
-        sample = self._colocate_generate(context_ids, params).outputs[0]
-        ids = list(sample.token_ids)
-        return ids, [step[token].logprob for step, token in zip(sample.logprobs, ids, strict=True)]
+        return _sampled(self._colocate_generate(context_ids, params).outputs[0])
+
+    def generate_many(
+        self, requests: Sequence[SampleRequest], sessions: Sequence[Any] | None = None
+    ) -> list[list[tuple[list[int], list[float]]]]:
+        """The ``n`` responses (ids, log-probabilities) to each of ``requests`` (``sessions`` are not needed: vLLM
+        keeps its own prefix cache). ``colocate``: one ``llm.generate`` over every prompt, each with its own
+        ``SamplingParams`` (its ``n`` and budget). ``server``: one ``client.generate`` per set of requests with the
+        same budget and ``n`` (the client takes one of each per call), in the order they first appear."""
+        if self.mode == "server":
+            out: list[Any] = [None] * len(requests)
+            sets: dict[tuple[int, int], list[int]] = defaultdict(list)
+            for i, request in enumerate(requests):
+                sets[(request.max_new_tokens, request.n)].append(i)
+            for (budget, n), members in sets.items():
+                reply = self.client.generate(
+                    prompts=[list(requests[i].context_ids) for i in members], n=n, temperature=self.temperature,
+                    max_tokens=budget, logprobs=0,
+                )  # fmt: skip
+                for j, i in enumerate(members):  # the server lists each prompt's n completions together
+                    rows = range(j * n, (j + 1) * n)
+                    out[i] = [(list(reply["completion_ids"][k]), [lp[0] for lp in reply["logprobs"][k]]) for k in rows]
+            return out
+        from vllm import SamplingParams, TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=list(r.context_ids)) for r in requests]
+        params = [
+            SamplingParams(n=r.n, temperature=self.temperature, max_tokens=r.max_new_tokens, logprobs=0)
+            for r in requests
+        ]
+        outputs = self.generation.llm.generate(prompts, params, use_tqdm=False)
+        return [[_sampled(sample) for sample in output.outputs] for output in outputs]
 
     def _colocate_generate(self, ids: list[int], params: Any) -> Any:
         from vllm import TokensPrompt
@@ -454,6 +576,12 @@ class VLLMEngine:
             step[t].logprob if step and t in step else float("-inf")
             for step, t in zip(steps, completion_ids, strict=True)
         ]
+
+
+def _sampled(sample: Any) -> tuple[list[int], list[float]]:
+    """A vLLM completion's ids and each sampled id's own log-probability (not the top entry)."""
+    ids = list(sample.token_ids)
+    return ids, [step[token].logprob for step, token in zip(sample.logprobs, ids, strict=True)]
 
 
 class _VLLMSession:
