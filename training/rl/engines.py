@@ -4,16 +4,16 @@
   as TRL's loss scales logits by the same temperature, so the sampling log-probabilities are the policy's. Two KV
   caches make CPU rollouts cheap: the system turn with the tools (about 3.4k of every prompt's tokens, the same for
   every activation) is prefilled once per optimizer step and copied into each rollout, and within a rollout each call
-  feeds only the ids added since the last one (the env's ``<tool_response>`` turn). The rollouts of one DAPO group
-  start from the same point and the env replays the gold prefix deterministically, so their first requests carry the
-  same context: :meth:`TransformersEngine.group_sessions` answers those from one :meth:`TransformersEngine.sample_many`
-  call (the context prefilled once, the n first responses decoded together as one batch), and each session goes on
-  from a copy of that context's KV cache.
-- :class:`VLLMEngine`: the rollout's context goes to TRL's vLLM backend as token ids, one request per response, with
-  no collective call (so processes may play different numbers of responses): ``vllm_mode: server`` uses TRL's
-  ``VLLMClient`` (a ``trl vllm-serve`` process, :func:`vllm_serve_command`), ``colocate`` the in-process ``vllm.LLM``
-  TRL built. Nothing imports vLLM unless this engine is used; :func:`vllm_settings` checks the configuration
-  without it.
+  feeds only the ids added since the last one (the env's ``<tool_response>`` turn).
+  :meth:`TransformersEngine.generate_many` answers a wave of requests (:mod:`training.rl.waves`): a lone request
+  from its rollout's session, a group's shared first request (``n`` responses to one context) with
+  :meth:`TransformersEngine.sample_many` (the context prefilled once, the rows decoded together), several requests
+  as one left-padded batch.
+- :class:`VLLMEngine`: the rollouts' contexts go to TRL's vLLM backend as token ids, a wave's requests together
+  (:meth:`VLLMEngine.generate_many`), with no collective call (so processes may play different numbers of
+  responses): ``vllm_mode: server`` uses TRL's ``VLLMClient`` (a ``trl vllm-serve`` process,
+  :func:`vllm_serve_command`), ``colocate`` the in-process ``vllm.LLM`` TRL built. Nothing imports vLLM unless this
+  engine is used; :func:`vllm_settings` checks the configuration without it.
 - :func:`check_weight_sync`: the log-probabilities of a fixed probe completion under the trainer's model and under
   the engine; a gap above the threshold means the engine samples from other weights (a failed sync) and is logged
   as a warning. Meaningful only for an engine with its own copy of the weights (vLLM, both modes); the transformers
@@ -77,11 +77,6 @@ class TransformersEngine:
     def session(self) -> _CachedSession:
         return _CachedSession(self)
 
-    def group_sessions(self, n: int) -> GroupSessions:
-        """A session factory for the ``n`` rollouts of one group (:class:`GroupSessions`): their first calls with the
-        same context are answered from one :meth:`sample_many` batch."""
-        return GroupSessions(self, n)
-
     def sample_many(
         self, context_ids: list[int], n: int, max_new_tokens: int, temperature: float | None = None
     ) -> list[tuple[list[int], list[float]]]:
@@ -90,8 +85,56 @@ class TransformersEngine:
         step. Each row is sampled as in a session (``log_softmax(logits / temperature)``, the exponential race) and
         stops at ``eos_id`` (kept as its last id) or after ``max_new_tokens`` ids; a row that ended leaves the batch.
         Returns each row's ids and their log-probabilities at ``temperature`` (None: the engine's)."""
-        rows, _ = self._sample_many(context_ids, n, max_new_tokens, temperature, keep_prompt_cache=False)
-        return rows
+        import torch
+
+        if n < 1:
+            raise ValueError(f"n={n}: sample_many needs at least one row")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={max_new_tokens}: sample_many needs a budget of at least one id")
+        if not context_ids:
+            raise ValueError("sample_many needs a non-empty context")
+        temperature = self.temperature if temperature is None else temperature
+        if temperature <= 0:
+            raise ValueError(f"temperature={temperature} must be > 0 (sampling)")
+        ids: list[list[int]] = [[] for _ in range(n)]
+        logprobs: list[list[float]] = [[] for _ in range(n)]
+        training = self.model.training
+        self.model.eval()
+        try:
+            cache, fed = None, 0
+            prefix = self.prefix_ids
+            if prefix and context_ids[: len(prefix)] == prefix and len(context_ids) > len(prefix):
+                cache, fed = copy.deepcopy(self.prefix_cache()), len(prefix)
+            logits, cache = self.forward(list(context_ids[fed:]), cache)
+            cache.batch_repeat_interleave(n)
+            logits = logits[None].repeat(n, 1)
+            alive = list(range(n))  # the rows still decoding, in the order of the batch
+            matchers = [self.grammar.matcher() for _ in range(n)] if self.grammar is not None else None
+            for step in range(max_new_tokens):
+                if matchers is not None:
+                    logits = torch.stack([self.grammar.mask(matchers[r], logits[i]) for i, r in enumerate(alive)])
+                logp = torch.log_softmax(logits / temperature, dim=-1)
+                # p / Exp(1) noise has its argmax distributed as p, row by row (as in _CachedSession)
+                tokens = torch.argmax(logp.exp() / torch.empty_like(logp).exponential_(), dim=-1)
+                chosen = logp.gather(-1, tokens[:, None])[:, 0].tolist()
+                tokens = tokens.tolist()
+                keep = []
+                for i, (row, token) in enumerate(zip(alive, tokens, strict=True)):
+                    ids[row].append(token)
+                    logprobs[row].append(chosen[i])
+                    if matchers is not None:
+                        self.grammar.advance(matchers[row], [token])
+                    if token != self.eos_id:
+                        keep.append(i)
+                if not keep or step == max_new_tokens - 1:
+                    break
+                if len(keep) < len(alive):
+                    cache.batch_select_indices(torch.tensor(keep, device=self.model.device))
+                    alive, tokens = [alive[i] for i in keep], [tokens[i] for i in keep]
+                logits, cache = self.forward_rows(tokens, cache)
+        finally:
+            self.model.train(training)
+        return list(zip(ids, logprobs, strict=True))
 
     def generate_many(
         self, requests: Sequence[SampleRequest], sessions: Sequence[Any] | None = None
@@ -183,63 +226,6 @@ class TransformersEngine:
             self.model.train(training)
         return rows
 
-    def _sample_many(
-        self, context_ids: list[int], n: int, max_new_tokens: int, temperature: float | None, keep_prompt_cache: bool
-    ) -> tuple[list[tuple[list[int], list[float]]], Any]:
-        """:meth:`sample_many`'s rows, and the batch-1 KV cache of ``context_ids`` (untouched by the decoding) when
-        ``keep_prompt_cache``, else None."""
-        import torch
-
-        if n < 1:
-            raise ValueError(f"n={n}: sample_many needs at least one row")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens={max_new_tokens}: sample_many needs a budget of at least one id")
-        if not context_ids:
-            raise ValueError("sample_many needs a non-empty context")
-        temperature = self.temperature if temperature is None else temperature
-        if temperature <= 0:
-            raise ValueError(f"temperature={temperature} must be > 0 (sampling)")
-        ids: list[list[int]] = [[] for _ in range(n)]
-        logprobs: list[list[float]] = [[] for _ in range(n)]
-        training = self.model.training
-        self.model.eval()
-        try:
-            cache, fed = None, 0
-            prefix = self.prefix_ids
-            if prefix and context_ids[: len(prefix)] == prefix and len(context_ids) > len(prefix):
-                cache, fed = copy.deepcopy(self.prefix_cache()), len(prefix)
-            logits, prompt_cache = self.forward(list(context_ids[fed:]), cache)
-            cache = copy.deepcopy(prompt_cache) if keep_prompt_cache else prompt_cache
-            cache.batch_repeat_interleave(n)
-            logits = logits[None].repeat(n, 1)
-            alive = list(range(n))  # the rows still decoding, in the order of the batch
-            matchers = [self.grammar.matcher() for _ in range(n)] if self.grammar is not None else None
-            for step in range(max_new_tokens):
-                if matchers is not None:
-                    logits = torch.stack([self.grammar.mask(matchers[r], logits[i]) for i, r in enumerate(alive)])
-                logp = torch.log_softmax(logits / temperature, dim=-1)
-                # p / Exp(1) noise has its argmax distributed as p, row by row (as in _CachedSession)
-                tokens = torch.argmax(logp.exp() / torch.empty_like(logp).exponential_(), dim=-1)
-                chosen = logp.gather(-1, tokens[:, None])[:, 0].tolist()
-                tokens = tokens.tolist()
-                keep = []
-                for i, (row, token) in enumerate(zip(alive, tokens, strict=True)):
-                    ids[row].append(token)
-                    logprobs[row].append(chosen[i])
-                    if matchers is not None:
-                        self.grammar.advance(matchers[row], [token])
-                    if token != self.eos_id:
-                        keep.append(i)
-                if not keep or step == max_new_tokens - 1:
-                    break
-                if len(keep) < len(alive):
-                    cache.batch_select_indices(torch.tensor(keep, device=self.model.device))
-                    alive, tokens = [alive[i] for i in keep], [tokens[i] for i in keep]
-                logits, cache = self.forward_rows(tokens, cache)
-        finally:
-            self.model.train(training)
-        return list(zip(ids, logprobs, strict=True)), prompt_cache if keep_prompt_cache else None
-
     def forward(self, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
         """Logits of the last position after feeding ``ids`` on top of ``cache`` (None: empty), and the cache."""
         import torch
@@ -313,71 +299,6 @@ class _CachedSession:
             engine.model.train(training)
         self.fed = list(context_ids) + ids[:-1]  # the last sampled id is not fed yet
         return ids, logprobs
-
-
-class GroupSessions:
-    """Session factory for the ``n`` rollouts of one group, sharing their first call.
-
-    Calling it gives a new session (:class:`_GroupSession`). The first ``sample`` call of the first session fixes the
-    shared request (its context and budget) and samples ``n`` responses to it in one
-    :meth:`TransformersEngine.sample_many` batch, keeping the context's KV cache. The first call of each session with
-    that same request gets the next unused row (row k to the k-th session asking); its later calls go on from a copy
-    of the context's cache, feeding the first response's ids with the new ones in one forward, as a
-    :class:`_CachedSession` would. A first call with another context or budget, or once the ``n`` rows are given
-    out, samples on the session's own cache like a :class:`_CachedSession`.
-    """
-
-    def __init__(self, engine: TransformersEngine, n: int):
-        if n < 1:
-            raise ValueError(f"n={n}: a group needs at least one rollout")
-        self.engine, self.n = engine, n
-        self.context: list[int] | None = None  # the shared request, fixed by the first call
-        self.max_new_tokens = 0
-        self.rows: list[tuple[list[int], list[float]]] = []
-        self.prompt_cache: Any = None  # the KV cache of ``context`` (batch 1), copied by each session that goes on
-        self.given = 0  # rows handed out
-
-    def __call__(self) -> _GroupSession:
-        return _GroupSession(self)
-
-    def take(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float], Any] | None:
-        """The next row of the shared batch for this request (ids, log-probabilities) and the context's KV cache, or
-        None when it is not the shared request (or every row is taken). The group lets go of the cache once every
-        row is taken (the sessions holding it keep it until they copy it)."""
-        if self.context is None:
-            self.context, self.max_new_tokens = list(context_ids), max_new_tokens
-            self.rows, self.prompt_cache = self.engine._sample_many(
-                self.context, self.n, max_new_tokens, None, keep_prompt_cache=True
-            )
-        elif self.given >= self.n or max_new_tokens != self.max_new_tokens or list(context_ids) != self.context:
-            return None
-        (ids, logprobs), cache = self.rows[self.given], self.prompt_cache
-        self.given += 1
-        if self.given == self.n:
-            self.prompt_cache = None
-        return list(ids), list(logprobs), cache
-
-
-class _GroupSession(_CachedSession):
-    """A :class:`_CachedSession` whose first call may be answered from its group's shared batch."""
-
-    def __init__(self, group: GroupSessions):
-        super().__init__(group.engine)
-        self.group = group
-        self.first = True
-        self.prompt_cache: Any = None  # the shared context's cache (first response from the batch), copied when used
-
-    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
-        if self.first:
-            self.first = False
-            row = self.group.take(context_ids, max_new_tokens)
-            if row is not None:
-                ids, logprobs, self.prompt_cache = row
-                self.fed = list(context_ids)  # the first response's ids are fed with the next call's new ones
-                return ids, logprobs
-        if self.prompt_cache is not None:
-            self.cache, self.prompt_cache = copy.deepcopy(self.prompt_cache), None
-        return super().sample(context_ids, max_new_tokens)
 
 
 def completion_logprobs(

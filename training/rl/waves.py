@@ -12,9 +12,8 @@ on *lanes* (an env each: :class:`PlayerLanes` in this process, :class:`training.
 **A group's shared first request.** The rollouts of a group (``group_size`` consecutive start points, the same one)
 replay the same gold prefix, so their first requests carry the same context and budget. The first such request of a
 group is sent as one request with ``n = group_size``; its rows go to the group's rollouts in the order they ask
-(the ones in the same wave first, later ones from the rows kept), as
-:class:`~training.rl.engines.GroupSessions` does in a session. A first request with another context or budget is
-sampled on its own.
+(the ones in the same wave first, later ones from the rows kept). A first request with another context or budget
+is sampled on its own.
 
 **The engine.** ``generate_many`` (:class:`~training.rl.engines.TransformersEngine`,
 :class:`~training.rl.engines.VLLMEngine`) gets the wave's requests and each rollout's own session (made at its
