@@ -181,9 +181,11 @@ class EnvWorkers:
         """One rollout from each of ``starts``, in their order, played on the actors in waves sampled by ``engine``
         (:class:`~training.rl.waves.WaveDriver`; ``group_size`` consecutive starts form a group)."""
         driver = WaveDriver(self, engine, group_size)
-        rollouts = driver.play(starts)
-        self.waves += driver.waves
-        return rollouts
+        try:
+            return driver.play(starts)
+        finally:
+            self._refs.clear()  # an error left calls in flight: the next play begins every actor afresh
+            self.waves += driver.waves
 
     # the Lanes protocol of training.rl.waves: one lane per actor
     def __len__(self) -> int:
