@@ -203,6 +203,23 @@ def test_the_padded_batch_gives_each_row_what_it_gives_alone(small_model, cached
         engine.generate_many([SampleRequest([1], 2), SampleRequest([], 2)])
 
 
+def test_with_sessions_each_row_feeds_only_its_new_ids_and_the_sessions_go_on(small_model):
+    prefix = list(range(1000, 1020))
+    engine = TransformersEngine(small_model, eos_id=-1, prefix_ids=prefix, temperature=1e-4)
+    first, other = engine.session(), engine.session()
+    earlier, _ = first.sample(prefix + [5, 6, 7], 4)  # a rollout's earlier response: its cache holds it
+    requests = [SampleRequest(prefix + [5, 6, 7] + earlier + [8, 9], 6), SampleRequest(prefix + [40] * 13, 4)]
+    got = engine.generate_many(requests, [first, other])
+    alone = [engine.session().sample(r.context_ids, r.max_new_tokens) for r in requests]
+    assert [rows[0][0] for rows in got] == [ids for ids, _ in alone]
+    assert [first.fed, other.fed] == [r.context_ids for r in requests]  # each cache now holds its context
+    after = requests[0].context_ids + got[0][0][0] + [11]
+    assert first.sample(after, 3)[0] == engine.session().sample(after, 3)[0]  # and goes on from there
+    engine.temperature = 1.0
+    for request, rows in zip(requests, engine.generate_many(requests), strict=True):  # sampled, no sessions
+        assert rows[0][1] == pytest.approx(sequence_logprobs(small_model, request.context_ids, rows[0][0]), abs=1e-4)
+
+
 # ---------------------------------------------------------------- the real env
 def test_waves_on_the_real_env_give_drives_rollouts(sft_smoke_dir, qwen3_tokenizer, tiny_model_dir):
     from transformers import AutoModelForCausalLM

@@ -151,47 +151,41 @@ class TransformersEngine:
             if request.n == 1 and session is not None:
                 return [[session.sample(request.context_ids, request.max_new_tokens)]]
             return [self.sample_many(request.context_ids, request.n, request.max_new_tokens)]
-        rows = self._sample_rows(requests)
+        rows = self._sample_rows(requests, sessions)
         out, at = [], 0
         for request in requests:
             out.append(rows[at : at + request.n])
             at += request.n
         return out
 
-    def _sample_rows(self, requests: Sequence[SampleRequest]) -> list[tuple[list[int], list[float]]]:
-        """:meth:`generate_many`'s padded batch: the contexts after the system-turn cache (when every context starts
-        with ``prefix_ids``) are left-padded to one width, ``(contexts, width)``, with an attention mask over the
-        cached prefix and the ids and position ids that skip the padding, so each row sees what it would see alone;
-        the KV cache rows are then repeated ``n`` times per request and decoded together, a row leaving the batch at
-        ``eos_id`` or at its request's budget. Returns the rows in request order, ``n`` per request."""
+    def _sample_rows(
+        self, requests: Sequence[SampleRequest], sessions: Sequence[Any] | None = None
+    ) -> list[tuple[list[int], list[float]]]:
+        """:meth:`generate_many`'s padded batch, prefilled one of two ways, then decoded together (a row leaving the
+        batch at ``eos_id`` or at its request's budget); returns the rows in request order, ``n`` per request.
+
+        - Every request with ``n`` 1 and a session of this engine: each session feeds only its new ids on its own
+          KV cache (which then holds the context, as for its next call), and the rows decode on a copy of those
+          caches stacked left-padded, ``(rows, heads, longest, head_dim)`` per layer, with an attention mask.
+        - Otherwise the contexts after the system-turn cache (when every context starts with ``prefix_ids``) are
+          left-padded to one width, ``(contexts, width)``, with an attention mask over the cached prefix and position
+          ids that skip the padding, so each row sees what it would see alone; the KV cache rows are then repeated
+          ``n`` times per request."""
         import torch
 
         if not requests or any(r.n < 1 or r.max_new_tokens < 1 or not r.context_ids for r in requests):
             raise ValueError("generate_many needs non-empty contexts, n >= 1 and max_new_tokens >= 1 per request")
-        device, prefix = self.model.device, self.prefix_ids
-        cached = bool(prefix) and all(
-            list(r.context_ids[: len(prefix)]) == prefix and len(r.context_ids) > len(prefix) for r in requests
-        )
-        fed = len(prefix) if cached else 0
-        rests = [list(r.context_ids[fed:]) for r in requests]
-        width = max(len(rest) for rest in rests)
-        ids = torch.tensor([[0] * (width - len(r)) + r for r in rests], device=device)
-        rest_mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rests], device=device)
-        mask = torch.cat([torch.ones(len(rests), fed, dtype=rest_mask.dtype, device=device), rest_mask], dim=1)
-        positions = (fed + rest_mask.cumsum(1) - 1).clamp(min=0)
-        cache = None
-        if cached:
-            cache = copy.deepcopy(self.prefix_cache())
-            cache.batch_repeat_interleave(len(rests))
         training = self.model.training
         self.model.eval()
         try:
-            with torch.no_grad():
-                out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
-                                 use_cache=True, logits_to_keep=1)  # fmt: skip
-            index = torch.tensor([i for i, r in enumerate(requests) for _ in range(r.n)], device=device)
-            logits, cache, mask, position = out.logits[index, -1].float(), out.cache, mask[index], positions[index, -1]
-            cache.batch_select_indices(index)
+            own = sessions is not None and all(
+                r.n == 1 and isinstance(s, _CachedSession) and s.engine is self
+                for r, s in zip(requests, sessions, strict=True)
+            )
+            if own:
+                logits, cache, mask, position = self._prefill_sessions(requests, sessions)  # type: ignore[arg-type]
+            else:
+                logits, cache, mask, position = self._prefill_padded(requests)
             budgets = [r.max_new_tokens for r in requests for _ in range(r.n)]
             rows: list[tuple[list[int], list[float]]] = [([], []) for _ in budgets]
             alive = list(range(len(budgets)))
@@ -213,7 +207,7 @@ class TransformersEngine:
                 if not keep:
                     break
                 if len(keep) < len(alive):
-                    kept = torch.tensor(keep, device=device)
+                    kept = torch.tensor(keep, device=self.model.device)
                     cache.batch_select_indices(kept)
                     alive, tokens, mask, position = [alive[i] for i in keep], tokens[kept], mask[kept], position[kept]
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
@@ -225,6 +219,56 @@ class TransformersEngine:
         finally:
             self.model.train(training)
         return rows
+
+    def _prefill_padded(self, requests: Sequence[SampleRequest]) -> tuple[Any, Any, Any, Any]:
+        """Logits ``(rows, vocab)``, KV cache, attention mask ``(rows, length)`` and last position ``(rows,)`` of the
+        contexts prefilled as one left-padded batch on the system-turn cache (see :meth:`_sample_rows`)."""
+        import torch
+
+        device, prefix = self.model.device, self.prefix_ids
+        cached = bool(prefix) and all(
+            list(r.context_ids[: len(prefix)]) == prefix and len(r.context_ids) > len(prefix) for r in requests
+        )
+        fed = len(prefix) if cached else 0
+        rests = [list(r.context_ids[fed:]) for r in requests]
+        width = max(len(rest) for rest in rests)
+        ids = torch.tensor([[0] * (width - len(r)) + r for r in rests], device=device)
+        rest_mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rests], device=device)
+        mask = torch.cat([torch.ones(len(rests), fed, dtype=rest_mask.dtype, device=device), rest_mask], dim=1)
+        positions = (fed + rest_mask.cumsum(1) - 1).clamp(min=0)
+        cache = None
+        if cached:
+            cache = copy.deepcopy(self.prefix_cache())
+            cache.batch_repeat_interleave(len(rests))
+        with torch.no_grad():
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                             logits_to_keep=1)  # fmt: skip
+        index = torch.tensor([i for i, r in enumerate(requests) for _ in range(r.n)], device=device)
+        out.cache.batch_select_indices(index)
+        return out.logits[index, -1].float(), out.cache, mask[index], positions[index, -1]
+
+    def _prefill_sessions(
+        self, requests: Sequence[SampleRequest], sessions: Sequence[_CachedSession]
+    ) -> tuple[Any, Any, Any, Any]:
+        """As :meth:`_prefill_padded`, but each session feeds only its new ids on its own cache, and the batch decodes
+        on a copy of the sessions' caches stacked left-padded (see :meth:`_sample_rows`)."""
+        import torch
+        from transformers import DynamicCache
+
+        logits = [session.catch_up(r.context_ids) for r, session in zip(requests, sessions, strict=True)]
+        lengths = [len(session.fed) for session in sessions]
+        longest, device = max(lengths), self.model.device
+        layers = []
+        for layer in zip(*(session.cache.layers for session in sessions), strict=True):
+            keys, values = [], []
+            for length, part in zip(lengths, layer, strict=True):
+                pad = (0, 0, longest - length, 0)  # (head_dim: none, seq: at the left)
+                keys.append(torch.nn.functional.pad(part.keys, pad))
+                values.append(torch.nn.functional.pad(part.values, pad))
+            layers.append((torch.cat(keys), torch.cat(values)))
+        mask = torch.tensor([[0] * (longest - n) + [1] * n for n in lengths], device=device)
+        position = torch.tensor([n - 1 for n in lengths], device=device)
+        return torch.stack(logits), DynamicCache(layers, config=self.model.config), mask, position
 
     def forward(self, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
         """Logits of the last position after feeding ``ids`` on top of ``cache`` (None: empty), and the cache."""
@@ -265,9 +309,14 @@ class _CachedSession:
         self.cache: Any = None
         self.fed: list[int] = []  # ids whose keys and values are in the cache
 
-    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
-        import torch
+    def catch_up(self, context_ids: list[int]) -> Any:
+        """Feed the ids of ``context_ids`` not yet in the cache (nothing sampled); the logits after the last one."""
+        self._start(context_ids)
+        logits, self.cache = self.engine.forward(list(context_ids[len(self.fed) :]), self.cache)
+        self.fed = list(context_ids)
+        return logits
 
+    def _start(self, context_ids: list[int]) -> None:
         engine = self.engine
         if self.cache is None:
             prefix = engine.prefix_ids
@@ -275,6 +324,12 @@ class _CachedSession:
                 self.cache, self.fed = copy.deepcopy(engine.prefix_cache()), list(prefix)
         if context_ids[: len(self.fed)] != self.fed or len(context_ids) == len(self.fed):
             raise ValueError("each call's context must extend the ids already fed to this session by at least one id")
+
+    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        import torch
+
+        engine = self.engine
+        self._start(context_ids)
         training = engine.model.training
         engine.model.eval()
         try:
