@@ -18,8 +18,8 @@ is sampled on its own.
 **The engine.** ``generate_many`` (:class:`~training.rl.engines.TransformersEngine`,
 :class:`~training.rl.engines.VLLMEngine`) gets the wave's requests and each rollout's own session (made at its
 first sampled response by ``engine.session()``; None for a shared request), so an in-process engine keeps each
-rollout's KV cache and feeds only the ids added since its last response. An engine without ``generate_many`` answers each request from the rollout's session
-(one call per request; no shared first request).
+rollout's KV cache and feeds only the ids added since its last response. An engine without ``generate_many``
+answers each request from the rollout's session (one call per request; no shared first request).
 
 **Replay log.** Every sampled response is logged in its :class:`Slot`; a rollout begun again (its Ray actor died and
 was replaced) is answered from the log until it passes the logged responses, and a replayed request with another
