@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from envs.bench import run_benchmark
 from envs.pool import ReplayPool
@@ -89,13 +90,14 @@ def rollout_benchmark(root: Path, args: argparse.Namespace) -> dict[str, object]
     starts = [points[(i * 7) % len(points)] for i in range(args.rollouts)]  # spread over episodes and activations
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     session = FixedSession([*tokenizer(RESPONSE, add_special_tokens=False)["input_ids"], eos])
+    engine = SimpleNamespace(session=lambda: session)  # no generate_many: one call per request, as the local path
 
     player = spec.player()
     workers = None
     try:
         workers = EnvWorkers(spec, args.workers, ExecutorOptions(executor="ray"))
         player.play(starts[0], lambda: session)  # the sandboxes start outside the timed run
-        workers.play(starts[: args.workers], lambda: session)
+        workers.play(starts[: args.workers], engine)
         local: list = []
         remote: list = []
         local_s = ray_s = local_cpu = ray_cpu = 0.0
@@ -106,7 +108,7 @@ def rollout_benchmark(root: Path, args: argparse.Namespace) -> dict[str, object]
             local += [player.play(start, lambda: session) for start in chunk]
             local_s, local_cpu = local_s + time.perf_counter() - t0, local_cpu + process_cpu_seconds() - cpu0
             cpu0, t0 = sum(workers.cpu_seconds()), time.perf_counter()
-            remote += workers.play(chunk, lambda: session)
+            remote += workers.play(chunk, engine)
             ray_s, ray_cpu = ray_s + time.perf_counter() - t0, ray_cpu + sum(workers.cpu_seconds()) - cpu0
     finally:
         player.env.close()

@@ -18,6 +18,7 @@ from training.rl.engines import (  # noqa: E402
     vllm_serve_command,
     vllm_settings,
 )
+from training.rl.rollout import SampleRequest  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -91,45 +92,6 @@ def test_sample_many_at_a_tiny_temperature_is_the_greedy_session(small_model):
     assert [ids for ids, _ in engine.sample_many(context, 3, 8)] == [greedy] * 3
 
 
-def test_group_sessions_share_the_first_call_and_go_on_with_their_own_cache(small_model):
-    prefix = list(range(100, 140))
-    context = prefix + [5, 6, 7]
-    engine = TransformersEngine(small_model, eos_id=151645, prefix_ids=prefix, temperature=0.7)
-    torch.manual_seed(3)
-    batch = engine.sample_many(context, 3, 6)
-    torch.manual_seed(3)
-    new_session = engine.group_sessions(3)
-    sessions = [new_session() for _ in range(3)]
-    firsts = [session.sample(context, 6) for session in sessions]
-    assert firsts == batch  # row k to the k-th session, drawn in one batch at the first call
-    for session, (first, _) in zip(sessions[1:], firsts[1:], strict=True):
-        second_context = context + first + [11, 12]  # the env's tokens after the response
-        second, second_lp = session.sample(second_context, 5)
-        assert second_lp == pytest.approx(sequence_logprobs(small_model, second_context, second, 0.7), abs=1e-4)
-        third_context = second_context + second + [13]
-        third, third_lp = session.sample(third_context, 4)
-        assert third_lp == pytest.approx(sequence_logprobs(small_model, third_context, third, 0.7), abs=1e-4)
-    with pytest.raises(ValueError, match="n=0: a group needs at least one rollout"):
-        engine.group_sessions(0)
-
-
-def test_a_group_session_with_another_first_request_samples_alone(small_model):
-    prefix = list(range(100, 140))
-    context = prefix + [5, 6, 7]
-    engine = TransformersEngine(small_model, eos_id=151645, prefix_ids=prefix, temperature=0.7)
-    new_session = engine.group_sessions(2)
-    shared = new_session().sample(context, 6)
-    other_context = prefix + [8, 9]
-    other, other_lp = new_session().sample(other_context, 6)  # another context: not the shared batch's row 1
-    assert new_session.given == 1
-    assert other_lp == pytest.approx(sequence_logprobs(small_model, other_context, other, 0.7), abs=1e-4)
-    assert len(new_session().sample(context, 4)[0]) == 4 and new_session.given == 1  # another budget
-    second = new_session().sample(context, 6)
-    assert new_session.given == 2 and second == tuple(new_session.rows[1]) and second != shared
-    extra, extra_lp = new_session().sample(context, 6)  # every row is taken: sampled alone
-    assert extra_lp == pytest.approx(sequence_logprobs(small_model, context, extra, 0.7), abs=1e-4)
-
-
 def test_grammar_sampling_gives_whole_actions_with_the_masked_logprobs(small_model, qwen3_tokenizer):
     pytest.importorskip("llguidance")
     from harness.grammar import TokenGrammar, added_tokens
@@ -145,14 +107,16 @@ def test_grammar_sampling_gives_whole_actions_with_the_masked_logprobs(small_mod
     torch.manual_seed(0)
     rows = engine.sample_many(context, 3, 40)
     single = engine.session().sample(context, 40)
-    for ids, logprobs in [*rows, single]:
+    requests = [SampleRequest(context, 40), SampleRequest([1, 2, 3, 9], 40)]  # a padded batch of two
+    padded = [(r.context_ids, *got[0]) for r, got in zip(requests, engine.generate_many(requests), strict=True)]
+    for asked, ids, logprobs in [*[(context, *row) for row in rows], (context, *single), *padded]:
         assert ids[-1] == eos and len(ids) < 40  # it stops: at the end only <|im_end|> is allowed
         parsed = parse_response(qwen3_tokenizer.decode(ids[:-1], skip_special_tokens=False))
         assert parsed.ok and parsed.action.name in names, parsed.error
         # the masked distribution's log-probabilities: a forced token (the one allowed) has log-probability 0
         assert max(logprobs) == pytest.approx(0.0, abs=1e-5) and all(lp <= 1e-5 for lp in logprobs)
         # ... and never below the free model's (masking only renormalizes onto the allowed tokens)
-        free = sequence_logprobs(small_model, context, ids, 1.0)
+        free = sequence_logprobs(small_model, asked, ids, 1.0)
         assert all(m >= f - 1e-4 for m, f in zip(logprobs, free, strict=True)) and sum(logprobs) > sum(free) + 1
     free_ids, _ = TransformersEngine(small_model, eos_id=eos).session().sample(context, 40)
     assert not parse_response(qwen3_tokenizer.decode(free_ids, skip_special_tokens=False)).ok

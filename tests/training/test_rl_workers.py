@@ -161,24 +161,31 @@ def test_ray_env_actors_give_the_in_process_rollouts(local, remote):
     assert remote.workers.replaced == 0
 
 
-def test_group_sessions_share_the_first_call_in_process_and_on_ray(local, remote, model):
-    """With the transformers engine a group's first responses come from one batch, in both paths (near-greedy
-    sampling: the same rollouts)."""
+def test_a_group_shares_its_first_request_in_process_and_on_ray(local, remote, model):
+    """With the transformers engine a group's first responses are one request for GENERATIONS rows, in both paths
+    (near-greedy sampling: the same rollouts); on Ray the two actors' requests are sampled in one call per wave."""
     from training.rl.engines import TransformersEngine
 
     saved = local.engine, remote.engine
-    batches = []
+    calls: dict[str, list] = {"local": [], "ray": []}
     try:
-        for rollouts in (local, remote):
+        for name, rollouts in (("local", local), ("ray", remote)):
             rollouts.engine = TransformersEngine(model, rollouts.tokens.eos_id, temperature=1e-4)
-            sample_many = rollouts.engine._sample_many
-            rollouts.engine._sample_many = lambda *a, f=sample_many, **k: batches.append(a[1]) or f(*a, **k)
+            generate_many = rollouts.engine.generate_many
+            rollouts.engine.generate_many = lambda reqs, sessions, f=generate_many, c=calls[name]: (
+                c.append([r.n for r in reqs]) or f(reqs, sessions)
+            )
         starts = _starts(local)
         expected = [r for g in local.play_groups(starts) for r in g.rollouts]
         got = [r for g in remote.play_groups(starts) for r in g.rollouts]
     finally:
         local.engine, remote.engine = saved
-    assert batches == [GENERATIONS] * 2 * len(starts)  # one batch of the group's first responses per group and path
+    shared = [GENERATIONS]  # one request for the group's first responses
+    assert [c for c in calls["local"] if GENERATIONS in c] == [shared] * len(starts)  # one env: one rollout a wave
+    assert all(c == [1] for c in calls["local"] if GENERATIONS not in c)
+    assert sum(c.count(GENERATIONS) for c in calls["ray"]) == len(starts)
+    assert any(c == [1, 1] for c in calls["ray"])  # both actors' requests in one call
+    assert len(calls["ray"]) < len(calls["local"])
     assert [_fields(r) for r in got] == [_fields(r) for r in expected]
     assert all(r.model_tokens > 0 for r in got)
 
@@ -235,8 +242,7 @@ def test_rl_arguments_check_the_env_worker_fields(monkeypatch):
         RLArguments(executor="ray", rollout_workers=0)
     with pytest.raises(ValueError, match=r"^executor='dask': use one of \['local', 'ray'\]\.$"):
         RLArguments(executor="dask")
-    with pytest.raises(ValueError, match=r"^rollout_workers=2 with executor local: .* set executor: ray"):
-        RLArguments(rollout_workers=2)
+    assert RLArguments(rollout_workers=2).rollout_workers == 2  # two envs in this process
     with pytest.raises(ValueError, match=r"^ray_num_cpus=1 is below rollout_workers=2"):
         RLArguments(executor="ray", rollout_workers=2, ray_num_cpus=1)
     monkeypatch.setattr(trainer, "is_available", lambda name: name != "ray")

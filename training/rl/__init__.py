@@ -10,6 +10,8 @@
   token-exact (``EpisodeTokens``, ``Rollout``, ``EpisodePlayer``, start points).
 - :mod:`training.rl.sampling`: the resumable start-point sampler and DAPO's dynamic sampling.
 - :mod:`training.rl.engines`: generation (transformers on CPU, vLLM server/colocate on GPUs), the weight-sync check.
+- :mod:`training.rl.waves`: the wave driver: every rollout of a round open at once, each wave's pending responses
+  sampled with one ``generate_many`` call (``drive`` in :mod:`training.rl.rollout` is the one-at-a-time reference).
 - :mod:`training.rl.workers`: the manager envs in Ray actors (``executor: ray``).
 - :mod:`training.rl.metrics`: the ``dapo/*`` and ``manager/*`` metrics logged each step.
 - :mod:`training.rl.rollout_groups`: ``rollout_groups.jsonl``, every group played, and its summary table.

@@ -4,16 +4,16 @@
   as TRL's loss scales logits by the same temperature, so the sampling log-probabilities are the policy's. Two KV
   caches make CPU rollouts cheap: the system turn with the tools (about 3.4k of every prompt's tokens, the same for
   every activation) is prefilled once per optimizer step and copied into each rollout, and within a rollout each call
-  feeds only the ids added since the last one (the env's ``<tool_response>`` turn). The rollouts of one DAPO group
-  start from the same point and the env replays the gold prefix deterministically, so their first requests carry the
-  same context: :meth:`TransformersEngine.group_sessions` answers those from one :meth:`TransformersEngine.sample_many`
-  call (the context prefilled once, the n first responses decoded together as one batch), and each session goes on
-  from a copy of that context's KV cache.
-- :class:`VLLMEngine`: the rollout's context goes to TRL's vLLM backend as token ids, one request per response, with
-  no collective call (so processes may play different numbers of responses): ``vllm_mode: server`` uses TRL's
-  ``VLLMClient`` (a ``vllm serve`` process, :func:`vllm_serve_command`), ``colocate`` the in-process ``vllm.LLM``
-  TRL built. Nothing imports vLLM unless this engine is used; :func:`vllm_settings` checks the configuration
-  without it.
+  feeds only the ids added since the last one (the env's ``<tool_response>`` turn).
+  :meth:`TransformersEngine.generate_many` answers a wave of requests (:mod:`training.rl.waves`): a lone request
+  from its rollout's session, a group's shared first request (``n`` responses to one context) with
+  :meth:`TransformersEngine.sample_many` (the context prefilled once, the rows decoded together), several requests
+  as one left-padded batch.
+- :class:`VLLMEngine`: the rollouts' contexts go to TRL's vLLM backend as token ids, a wave's requests together
+  (:meth:`VLLMEngine.generate_many`), with no collective call (so processes may play different numbers of
+  responses): ``vllm_mode: server`` uses TRL's ``VLLMClient`` (a ``vllm serve`` process,
+  :func:`vllm_serve_command`), ``colocate`` the in-process ``vllm.LLM`` TRL built. Nothing imports vLLM unless this
+  engine is used; :func:`vllm_settings` checks the configuration without it.
 - :func:`check_weight_sync`: the log-probabilities of a fixed probe completion under the trainer's model and under
   the engine; a gap above the threshold means the engine samples from other weights (a failed sync) and is logged
   as a warning. Meaningful only for an engine with its own copy of the weights (vLLM, both modes); the transformers
@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness.import_utils import require
 
 if TYPE_CHECKING:
     import torch
+
+    from training.rl.rollout import SampleRequest
 
 logger = logging.getLogger(__name__)
 
@@ -74,11 +77,6 @@ class TransformersEngine:
     def session(self) -> _CachedSession:
         return _CachedSession(self)
 
-    def group_sessions(self, n: int) -> GroupSessions:
-        """A session factory for the ``n`` rollouts of one group (:class:`GroupSessions`): their first calls with the
-        same context are answered from one :meth:`sample_many` batch."""
-        return GroupSessions(self, n)
-
     def sample_many(
         self, context_ids: list[int], n: int, max_new_tokens: int, temperature: float | None = None
     ) -> list[tuple[list[int], list[float]]]:
@@ -87,14 +85,6 @@ class TransformersEngine:
         step. Each row is sampled as in a session (``log_softmax(logits / temperature)``, the exponential race) and
         stops at ``eos_id`` (kept as its last id) or after ``max_new_tokens`` ids; a row that ended leaves the batch.
         Returns each row's ids and their log-probabilities at ``temperature`` (None: the engine's)."""
-        rows, _ = self._sample_many(context_ids, n, max_new_tokens, temperature, keep_prompt_cache=False)
-        return rows
-
-    def _sample_many(
-        self, context_ids: list[int], n: int, max_new_tokens: int, temperature: float | None, keep_prompt_cache: bool
-    ) -> tuple[list[tuple[list[int], list[float]]], Any]:
-        """:meth:`sample_many`'s rows, and the batch-1 KV cache of ``context_ids`` (untouched by the decoding) when
-        ``keep_prompt_cache``, else None."""
         import torch
 
         if n < 1:
@@ -115,8 +105,7 @@ class TransformersEngine:
             prefix = self.prefix_ids
             if prefix and context_ids[: len(prefix)] == prefix and len(context_ids) > len(prefix):
                 cache, fed = copy.deepcopy(self.prefix_cache()), len(prefix)
-            logits, prompt_cache = self.forward(list(context_ids[fed:]), cache)
-            cache = copy.deepcopy(prompt_cache) if keep_prompt_cache else prompt_cache
+            logits, cache = self.forward(list(context_ids[fed:]), cache)
             cache.batch_repeat_interleave(n)
             logits = logits[None].repeat(n, 1)
             alive = list(range(n))  # the rows still decoding, in the order of the batch
@@ -145,7 +134,141 @@ class TransformersEngine:
                 logits, cache = self.forward_rows(tokens, cache)
         finally:
             self.model.train(training)
-        return list(zip(ids, logprobs, strict=True)), prompt_cache if keep_prompt_cache else None
+        return list(zip(ids, logprobs, strict=True))
+
+    def generate_many(
+        self, requests: Sequence[SampleRequest], sessions: Sequence[Any] | None = None
+    ) -> list[list[tuple[list[int], list[float]]]]:
+        """The ``n`` responses (ids, log-probabilities) to each of ``requests``, sampled together.
+
+        One request with ``n`` 1 and a session (``sessions``, one per request or None) is answered by that session
+        (its KV cache: only the ids added since its last call are fed); one request with ``n`` > 1 by
+        :meth:`sample_many`. Several requests are one padded batch (:meth:`_sample_rows`): each context prefilled once
+        (its ``n`` rows share that prefill), the rows decoded together. Sampling, stopping and log-probabilities are a
+        session's, row by row."""
+        if len(requests) == 1:
+            (request,), session = requests, sessions[0] if sessions else None
+            if request.n == 1 and session is not None:
+                return [[session.sample(request.context_ids, request.max_new_tokens)]]
+            return [self.sample_many(request.context_ids, request.n, request.max_new_tokens)]
+        rows = self._sample_rows(requests, sessions)
+        out, at = [], 0
+        for request in requests:
+            out.append(rows[at : at + request.n])
+            at += request.n
+        return out
+
+    def _sample_rows(
+        self, requests: Sequence[SampleRequest], sessions: Sequence[Any] | None = None
+    ) -> list[tuple[list[int], list[float]]]:
+        """:meth:`generate_many`'s padded batch, prefilled one of two ways, then decoded together (a row leaving the
+        batch at ``eos_id`` or at its request's budget); returns the rows in request order, ``n`` per request.
+
+        - Every request with ``n`` 1 and a session of this engine: each session feeds only its new ids on its own
+          KV cache (which then holds the context, as for its next call), and the rows decode on a copy of those
+          caches stacked left-padded, ``(rows, heads, longest, head_dim)`` per layer, with an attention mask.
+        - Otherwise the contexts after the system-turn cache (when every context starts with ``prefix_ids``) are
+          left-padded to one width, ``(contexts, width)``, with an attention mask over the cached prefix and position
+          ids that skip the padding, so each row sees what it would see alone; the KV cache rows are then repeated
+          ``n`` times per request."""
+        import torch
+
+        if not requests or any(r.n < 1 or r.max_new_tokens < 1 or not r.context_ids for r in requests):
+            raise ValueError("generate_many needs non-empty contexts, n >= 1 and max_new_tokens >= 1 per request")
+        training = self.model.training
+        self.model.eval()
+        try:
+            own = sessions is not None and all(
+                r.n == 1 and isinstance(s, _CachedSession) and s.engine is self
+                for r, s in zip(requests, sessions, strict=True)
+            )
+            if own:
+                logits, cache, mask, position = self._prefill_sessions(requests, sessions)  # type: ignore[arg-type]
+            else:
+                logits, cache, mask, position = self._prefill_padded(requests)
+            budgets = [r.max_new_tokens for r in requests for _ in range(r.n)]
+            rows: list[tuple[list[int], list[float]]] = [([], []) for _ in budgets]
+            alive = list(range(len(budgets)))
+            matchers = [self.grammar.matcher() for _ in budgets] if self.grammar is not None else None
+            while True:
+                if matchers is not None:
+                    logits = torch.stack([self.grammar.mask(matchers[r], logits[i]) for i, r in enumerate(alive)])
+                logp = torch.log_softmax(logits / self.temperature, dim=-1)
+                tokens = torch.argmax(logp.exp() / torch.empty_like(logp).exponential_(), dim=-1)  # as in a session
+                chosen = logp.gather(-1, tokens[:, None])[:, 0].tolist()
+                keep = []
+                for i, (row, token) in enumerate(zip(alive, tokens.tolist(), strict=True)):
+                    rows[row][0].append(token)
+                    rows[row][1].append(chosen[i])
+                    if matchers is not None:
+                        self.grammar.advance(matchers[row], [token])
+                    if token != self.eos_id and len(rows[row][0]) < budgets[row]:
+                        keep.append(i)
+                if not keep:
+                    break
+                if len(keep) < len(alive):
+                    kept = torch.tensor(keep, device=self.model.device)
+                    cache.batch_select_indices(kept)
+                    alive, tokens, mask, position = [alive[i] for i in keep], tokens[kept], mask[kept], position[kept]
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+                position = position + 1
+                with torch.no_grad():
+                    out = self.model(input_ids=tokens[:, None], attention_mask=mask, position_ids=position[:, None],
+                                     cache=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+                logits, cache = out.logits[:, -1].float(), out.cache
+        finally:
+            self.model.train(training)
+        return rows
+
+    def _prefill_padded(self, requests: Sequence[SampleRequest]) -> tuple[Any, Any, Any, Any]:
+        """Logits ``(rows, vocab)``, KV cache, attention mask ``(rows, length)`` and last position ``(rows,)`` of the
+        contexts prefilled as one left-padded batch on the system-turn cache (see :meth:`_sample_rows`)."""
+        import torch
+
+        device, prefix = self.model.device, self.prefix_ids
+        cached = bool(prefix) and all(
+            list(r.context_ids[: len(prefix)]) == prefix and len(r.context_ids) > len(prefix) for r in requests
+        )
+        fed = len(prefix) if cached else 0
+        rests = [list(r.context_ids[fed:]) for r in requests]
+        width = max(len(rest) for rest in rests)
+        ids = torch.tensor([[0] * (width - len(r)) + r for r in rests], device=device)
+        rest_mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rests], device=device)
+        mask = torch.cat([torch.ones(len(rests), fed, dtype=rest_mask.dtype, device=device), rest_mask], dim=1)
+        positions = (fed + rest_mask.cumsum(1) - 1).clamp(min=0)
+        cache = None
+        if cached:
+            cache = copy.deepcopy(self.prefix_cache())
+            cache.batch_repeat_interleave(len(rests))
+        with torch.no_grad():
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                             logits_to_keep=1)  # fmt: skip
+        index = torch.tensor([i for i, r in enumerate(requests) for _ in range(r.n)], device=device)
+        out.cache.batch_select_indices(index)
+        return out.logits[index, -1].float(), out.cache, mask[index], positions[index, -1]
+
+    def _prefill_sessions(
+        self, requests: Sequence[SampleRequest], sessions: Sequence[_CachedSession]
+    ) -> tuple[Any, Any, Any, Any]:
+        """As :meth:`_prefill_padded`, but each session feeds only its new ids on its own cache, and the batch decodes
+        on a copy of the sessions' caches stacked left-padded (see :meth:`_sample_rows`)."""
+        import torch
+        from transformers import DynamicCache
+
+        logits = [session.catch_up(r.context_ids) for r, session in zip(requests, sessions, strict=True)]
+        lengths = [len(session.fed) for session in sessions]
+        longest, device = max(lengths), self.model.device
+        layers = []
+        for layer in zip(*(session.cache.layers for session in sessions), strict=True):
+            keys, values = [], []
+            for length, part in zip(lengths, layer, strict=True):
+                pad = (0, 0, longest - length, 0)  # (head_dim: none, seq: at the left)
+                keys.append(torch.nn.functional.pad(part.keys, pad))
+                values.append(torch.nn.functional.pad(part.values, pad))
+            layers.append((torch.cat(keys), torch.cat(values)))
+        mask = torch.tensor([[0] * (longest - n) + [1] * n for n in lengths], device=device)
+        position = torch.tensor([n - 1 for n in lengths], device=device)
+        return torch.stack(logits), DynamicCache(layers, config=self.model.config), mask, position
 
     def forward(self, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
         """Logits of the last position after feeding ``ids`` on top of ``cache`` (None: empty), and the cache."""
@@ -186,9 +309,14 @@ class _CachedSession:
         self.cache: Any = None
         self.fed: list[int] = []  # ids whose keys and values are in the cache
 
-    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
-        import torch
+    def catch_up(self, context_ids: list[int]) -> Any:
+        """Feed the ids of ``context_ids`` not yet in the cache (nothing sampled); the logits after the last one."""
+        self._start(context_ids)
+        logits, self.cache = self.engine.forward(list(context_ids[len(self.fed) :]), self.cache)
+        self.fed = list(context_ids)
+        return logits
 
+    def _start(self, context_ids: list[int]) -> None:
         engine = self.engine
         if self.cache is None:
             prefix = engine.prefix_ids
@@ -196,6 +324,12 @@ class _CachedSession:
                 self.cache, self.fed = copy.deepcopy(engine.prefix_cache()), list(prefix)
         if context_ids[: len(self.fed)] != self.fed or len(context_ids) == len(self.fed):
             raise ValueError("each call's context must extend the ids already fed to this session by at least one id")
+
+    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
+        import torch
+
+        engine = self.engine
+        self._start(context_ids)
         training = engine.model.training
         engine.model.eval()
         try:
@@ -220,71 +354,6 @@ class _CachedSession:
             engine.model.train(training)
         self.fed = list(context_ids) + ids[:-1]  # the last sampled id is not fed yet
         return ids, logprobs
-
-
-class GroupSessions:
-    """Session factory for the ``n`` rollouts of one group, sharing their first call.
-
-    Calling it gives a new session (:class:`_GroupSession`). The first ``sample`` call of the first session fixes the
-    shared request (its context and budget) and samples ``n`` responses to it in one
-    :meth:`TransformersEngine.sample_many` batch, keeping the context's KV cache. The first call of each session with
-    that same request gets the next unused row (row k to the k-th session asking); its later calls go on from a copy
-    of the context's cache, feeding the first response's ids with the new ones in one forward, as a
-    :class:`_CachedSession` would. A first call with another context or budget, or once the ``n`` rows are given
-    out, samples on the session's own cache like a :class:`_CachedSession`.
-    """
-
-    def __init__(self, engine: TransformersEngine, n: int):
-        if n < 1:
-            raise ValueError(f"n={n}: a group needs at least one rollout")
-        self.engine, self.n = engine, n
-        self.context: list[int] | None = None  # the shared request, fixed by the first call
-        self.max_new_tokens = 0
-        self.rows: list[tuple[list[int], list[float]]] = []
-        self.prompt_cache: Any = None  # the KV cache of ``context`` (batch 1), copied by each session that goes on
-        self.given = 0  # rows handed out
-
-    def __call__(self) -> _GroupSession:
-        return _GroupSession(self)
-
-    def take(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float], Any] | None:
-        """The next row of the shared batch for this request (ids, log-probabilities) and the context's KV cache, or
-        None when it is not the shared request (or every row is taken). The group lets go of the cache once every
-        row is taken (the sessions holding it keep it until they copy it)."""
-        if self.context is None:
-            self.context, self.max_new_tokens = list(context_ids), max_new_tokens
-            self.rows, self.prompt_cache = self.engine._sample_many(
-                self.context, self.n, max_new_tokens, None, keep_prompt_cache=True
-            )
-        elif self.given >= self.n or max_new_tokens != self.max_new_tokens or list(context_ids) != self.context:
-            return None
-        (ids, logprobs), cache = self.rows[self.given], self.prompt_cache
-        self.given += 1
-        if self.given == self.n:
-            self.prompt_cache = None
-        return list(ids), list(logprobs), cache
-
-
-class _GroupSession(_CachedSession):
-    """A :class:`_CachedSession` whose first call may be answered from its group's shared batch."""
-
-    def __init__(self, group: GroupSessions):
-        super().__init__(group.engine)
-        self.group = group
-        self.first = True
-        self.prompt_cache: Any = None  # the shared context's cache (first response from the batch), copied when used
-
-    def sample(self, context_ids: list[int], max_new_tokens: int) -> tuple[list[int], list[float]]:
-        if self.first:
-            self.first = False
-            row = self.group.take(context_ids, max_new_tokens)
-            if row is not None:
-                ids, logprobs, self.prompt_cache = row
-                self.fed = list(context_ids)  # the first response's ids are fed with the next call's new ones
-                return ids, logprobs
-        if self.prompt_cache is not None:
-            self.cache, self.prompt_cache = copy.deepcopy(self.prompt_cache), None
-        return super().sample(context_ids, max_new_tokens)
 
 
 def completion_logprobs(
@@ -440,9 +509,38 @@ class VLLMEngine:
         from vllm import SamplingParams
 
         params = SamplingParams(n=1, temperature=self.temperature, max_tokens=max_new_tokens, logprobs=0)
-        sample = self._colocate_generate(context_ids, params).outputs[0]
-        ids = list(sample.token_ids)
-        return ids, [step[token].logprob for step, token in zip(sample.logprobs, ids, strict=True)]
+        return _sampled(self._colocate_generate(context_ids, params).outputs[0])
+
+    def generate_many(
+        self, requests: Sequence[SampleRequest], sessions: Sequence[Any] | None = None
+    ) -> list[list[tuple[list[int], list[float]]]]:
+        """The ``n`` responses (ids, log-probabilities) to each of ``requests`` (``sessions`` are not needed: vLLM
+        keeps its own prefix cache). ``colocate``: one ``llm.generate`` over every prompt, each with its own
+        ``SamplingParams`` (its ``n`` and budget). ``server``: one ``client.generate`` per set of requests with the
+        same budget and ``n`` (the client takes one of each per call), in the order they first appear."""
+        if self.mode == "server":
+            out: list[Any] = [None] * len(requests)
+            sets: dict[tuple[int, int], list[int]] = defaultdict(list)
+            for i, request in enumerate(requests):
+                sets[(request.max_new_tokens, request.n)].append(i)
+            for (budget, n), members in sets.items():
+                reply = self.client.generate(
+                    prompts=[list(requests[i].context_ids) for i in members], n=n, temperature=self.temperature,
+                    max_tokens=budget, logprobs=0,
+                )  # fmt: skip
+                for j, i in enumerate(members):  # the server lists each prompt's n completions together
+                    rows = range(j * n, (j + 1) * n)
+                    out[i] = [(list(reply["completion_ids"][k]), [lp[0] for lp in reply["logprobs"][k]]) for k in rows]
+            return out
+        from vllm import SamplingParams, TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=list(r.context_ids)) for r in requests]
+        params = [
+            SamplingParams(n=r.n, temperature=self.temperature, max_tokens=r.max_new_tokens, logprobs=0)
+            for r in requests
+        ]
+        outputs = self.generation.llm.generate(prompts, params, use_tqdm=False)
+        return [[_sampled(sample) for sample in output.outputs] for output in outputs]
 
     def _colocate_generate(self, ids: list[int], params: Any) -> Any:
         from vllm import TokensPrompt
@@ -465,6 +563,12 @@ class VLLMEngine:
             step[t].logprob if step and t in step else float("-inf")
             for step, t in zip(steps, completion_ids, strict=True)
         ]
+
+
+def _sampled(sample: Any) -> tuple[list[int], list[float]]:
+    """A vLLM completion's ids and each sampled id's own log-probability (not the top entry)."""
+    ids = list(sample.token_ids)
+    return ids, [step[token].logprob for step, token in zip(sample.logprobs, ids, strict=True)]
 
 
 class _VLLMSession:

@@ -407,10 +407,12 @@ class Session(Protocol):
 @dataclass(frozen=True)
 class SampleRequest:
     """What :meth:`EpisodePlayer.steps` asks the model for: one response to ``context_ids`` (the rollout's prompt and
-    completion so far), at most ``max_new_tokens`` ids."""
+    completion so far), at most ``max_new_tokens`` ids. An engine's ``generate_many`` takes a list of them; ``n`` > 1
+    asks for that many independent responses to the same context (a group's shared first request)."""
 
     context_ids: list[int]
     max_new_tokens: int
+    n: int = 1
 
 
 def drive(

@@ -23,13 +23,14 @@
   shaping over the rollout's model tokens (``max_completion_length``, ``overlong_buffer``, ``overlong_factor``).
   ``reward`` in the logs is the mean of that sum.
 - Logged each step besides TRL's own: :mod:`training.rl.metrics` lists them (``dapo/*``, ``manager/*``).
-- Environments: ``executor: local`` (default) plays the rollouts in this process with one env, one after another;
-  ``executor: ray`` with ``rollout_workers: N`` puts N envs in Ray actors (one sandbox each,
-  :mod:`training.rl.workers`) that play a dynamic-sampling round's rollouts at once while this process only samples
-  (and trains); a crashed actor is replaced and its rollout replayed; ``dapo/env_actors_replaced`` counts the
-  replacements. The rollouts are the in-process ones for a deterministic policy.
-- Generation: transformers on CPU (:class:`training.rl.engines.TransformersEngine`; a group's first responses, whose
-  context is the same, are sampled as one batch), vLLM with ``use_vllm: true``
+- Environments: ``rollout_workers: N`` envs (one sandbox each) play a dynamic-sampling round's rollouts side by side,
+  in this process (``executor: local``, default; N = 1: one after another) or in Ray actors (``executor: ray``,
+  :mod:`training.rl.workers`) while this process only samples (and trains); a crashed actor is replaced and its
+  rollout replayed; ``dapo/env_actors_replaced`` counts the replacements. The rollouts are the in-process ones for a
+  deterministic policy.
+- Generation in waves (:mod:`training.rl.waves`): the pending responses of all N envs are sampled in one
+  ``generate_many`` call, a group's first responses (the same context) as one request for ``num_generations``;
+  transformers on CPU (:class:`training.rl.engines.TransformersEngine`), vLLM with ``use_vllm: true``
   (``vllm_mode`` server or colocate, :class:`~training.rl.engines.VLLMEngine`).
 - Model: ``model_name_or_path`` is an SFT output folder, a hub id, or ``tiny`` (the embedded tiny Qwen3, random
   init, built once into the cache: the default, so the config runs with no SFT checkpoint at hand); all weights are
@@ -94,6 +95,7 @@ from training.rl.rollout_groups import (
     truncate_records,
 )
 from training.rl.sampling import DynamicSampler, Group, StartPointSampler
+from training.rl.waves import play_in_waves
 from training.sft import ModelArguments, resolve_model, resolve_resume
 
 if TYPE_CHECKING:
@@ -186,8 +188,9 @@ class RLArguments:
     rollout_workers: int = field(
         default=1,
         metadata={
-            "help": "executor ray: env actors per training process (one CPU and one sandbox each) playing the "
-            "rollouts while this process samples; executor local: 1 (the env runs in this process)."
+            "help": "Envs per training process playing rollouts at once (one sandbox each; their pending responses "
+            "are sampled in one batch per wave): Ray actors (one CPU each) with executor ray, in this process with "
+            "executor local."
         },
     )
     executor: str = field(
@@ -261,17 +264,12 @@ class RLArguments:
 
     def check_rollout_workers(self) -> None:
         """The env-worker fields: ``executor`` and the Ray options (:func:`harness.executors.check_options`),
-        ``rollout_workers`` >= 1 (only 1 with ``executor: local``), a local Ray with a CPU per actor, and Ray
+        ``rollout_workers`` >= 1, a local Ray with a CPU per actor, and Ray
         installed for ``executor: ray`` (:class:`~harness.executors.RayUnavailableError` naming the install
         command). Reaching ``address`` is checked when the workers start."""
         check_options(self)
         if self.rollout_workers < 1:
             raise ValueError(f"rollout_workers={self.rollout_workers} must be >= 1 (env actors per process)")
-        if self.executor == "local" and self.rollout_workers != 1:
-            raise ValueError(
-                f"rollout_workers={self.rollout_workers} with executor local: the local path plays in this "
-                "process with one env; set executor: ray for env actors, or rollout_workers: 1"
-            )
         if self.ray_num_cpus is not None and self.ray_num_cpus < self.rollout_workers:
             raise ValueError(
                 f"ray_num_cpus={self.ray_num_cpus} is below rollout_workers={self.rollout_workers}: each env actor "
@@ -330,7 +328,8 @@ class ManagerRollouts:
             str(rl_args.pool), tokenizer, limits, rl_args.takeover, rl_args.format, rl_args.prompt_view,
             rl_args.isolation, rl_args.max_actions, reward_config,
         )  # fmt: skip
-        self.player: EpisodePlayer | None = None  # executor local: the env in this process
+        self.player: EpisodePlayer | None = None  # executor local: the first env in this process
+        self.players: list[EpisodePlayer] = []  # executor local: rollout_workers envs, one wave lane each
         self.workers: Any = None  # executor ray: training.rl.workers.EnvWorkers
         types = tuple(rl_args.event_types) if rl_args.event_types else None
         controls = tuple(rl_args.gold_controls) if rl_args.gold_controls is not None else None
@@ -350,34 +349,31 @@ class ManagerRollouts:
 
             self.workers = EnvWorkers(self.spec, rl_args.rollout_workers, rl_args.executor_options())
         else:
-            self.player = self.spec.player(self.pool, self.tokens)
+            self.players = [self.spec.player(self.pool, self.tokens) for _ in range(rl_args.rollout_workers)]
+            self.player = self.players[0]
 
     def close(self) -> None:
         if self.workers is not None:
             self.workers.close()
-        if self.player is not None:
-            self.player.env.close()
+        for player in self.players:
+            player.env.close()
 
     def play_group(self, start: StartPoint) -> Group:
         """``num_generations`` rollouts from ``start``."""
         return self.play_groups([start])[0]
 
     def play_groups(self, starts: list[StartPoint]) -> list[Group]:
-        """A group of ``num_generations`` rollouts from each of ``starts``: played one after another in this
-        process (``executor: local``) or all at once on the env workers (``executor: ray``), each rollout with a
-        session of its own. With an engine that has ``group_sessions``
-        (:class:`~training.rl.engines.TransformersEngine`), a group's sessions come from one such factory: their
-        first responses (the same context: the gold prefix replays deterministically) are sampled as one batch."""
+        """A group of ``num_generations`` rollouts from each of ``starts``, played in waves
+        (:class:`~training.rl.waves.WaveDriver`) on the ``rollout_workers`` envs in this process (``executor:
+        local``) or in Ray actors (``executor: ray``): the pending responses of all of them sampled in one
+        ``generate_many`` call per wave, a group's first responses (the same context: the gold prefix replays
+        deterministically) as one request for ``num_generations`` responses."""
         size = self.config.num_generations
         every = [start for start in starts for _ in range(size)]
-        group_sessions = getattr(self.engine, "group_sessions", None)
-        groups = [group_sessions(size) if group_sessions is not None else self.engine.session for _ in starts]
-        factories = [groups[i // size] for i in range(len(every))]
         if self.workers is not None:
-            rollouts = self.workers.play(every, factories)
+            rollouts = self.workers.play(every, self.engine, size)
         else:
-            assert self.player is not None
-            rollouts = [self.player.play(start, factory) for start, factory in zip(every, factories, strict=True)]
+            rollouts = play_in_waves(self.players, every, self.engine, size)
         for rollout in rollouts:
             rollout.overlong = overlong_penalty(
                 rollout.model_tokens, self.config.max_completion_length, self.args.overlong_buffer,

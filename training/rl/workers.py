@@ -9,11 +9,13 @@ token bookkeeping; where the model answers it returns a :class:`~training.rl.rol
 and the token budget) and the trainer samples the response with its own engine session and sends the ids back. The
 trainer process only generates and trains.
 
-**Order.** :meth:`EnvWorkers.play` gives each actor one rollout at a time and serves the actors round-robin in a fixed
-order: while the trainer samples for one rollout, the other actors step their envs. With a deterministic env the
-requests, and so the sampling calls, come in the same order on every run with the same ``rollout_workers``; the
-ids, masks and rewards of a greedy policy are those of the in-process path (``executor: local``), which plays the
-rollouts one after another in this process.
+**Order.** :meth:`EnvWorkers.play` gives each actor one rollout at a time and plays them in waves
+(:class:`~training.rl.waves.WaveDriver`): the actors' replies are polled with ``ray.wait`` over all of them, and once
+every actor has replied, their pending requests are sampled with one ``engine.generate_many`` call (a group's shared
+first request as one request with ``n = num_generations``) and the answers sent back, while the actors step their
+envs in parallel. With a deterministic env the waves, and so the sampling calls, are the same on every run with the
+same ``rollout_workers``; the ids, masks and rewards of a greedy policy are those of the in-process path
+(``executor: local``), with as many envs in this process.
 
 **A crashed actor** (its process killed, out of memory, its node lost) is replaced by a new actor and the rollout it
 was playing is replayed from its start: the new env replays the episode and each model response already sampled
@@ -37,9 +39,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from harness.executors import ExecutorOptions, check_executor, open_executor
@@ -49,9 +50,9 @@ from training.rl.rollout import (
     Rollout,
     RolloutLimits,
     SampleRequest,
-    Session,
     StartPoint,
 )
+from training.rl.waves import Slot, WaveDriver
 
 logger = logging.getLogger(__name__)
 
@@ -146,39 +147,6 @@ class EnvWorker:
         self.player.env.close()
 
 
-@dataclass
-class _Slot:
-    """One rollout in progress on an actor, with the log of the responses sampled for it (for a replay)."""
-
-    index: int
-    start: StartPoint
-    ref: Any
-    session: Session | None = None
-    log: list[tuple[int, int, int, list[int], list[float]]] = field(default_factory=list)
-    position: int = 0  # requests answered in the current play of the rollout
-    deaths: int = 0
-
-    def answer(self, request: SampleRequest, new_session: Callable[[], Session]) -> tuple[list[int], list[float]]:
-        """The response to ``request``: from the log while replaying, else sampled (and logged)."""
-        context = request.context_ids
-        key = (len(context), hash(tuple(context)), request.max_new_tokens)
-        if self.position < len(self.log):
-            *logged, ids, logprobs = self.log[self.position]
-            if tuple(logged) != key:
-                raise RuntimeError(
-                    f"episode {self.start.episode_id}, start activation {self.start.activation}: the rollout replayed "
-                    f"after its actor died asked for another context at response {self.position} than before; the "
-                    "env is not deterministic, so the rollout cannot be replayed"
-                )
-        else:
-            if self.session is None:
-                self.session = new_session()
-            ids, logprobs = self.session.sample(context, request.max_new_tokens)
-            self.log.append((*key, list(ids), list(logprobs)))
-        self.position += 1
-        return ids, logprobs
-
-
 class EnvWorkers:
     """``workers`` Ray actors playing rollouts for this process (see the module docstring).
 
@@ -212,6 +180,8 @@ class EnvWorkers:
             self._stack.close()
             raise
         self.replaced = 0  # actors replaced after they died, all calls together
+        self.waves = 0  # waves sampled, all calls together
+        self._refs: dict[int, Any] = {}  # lane -> the reply of its call in flight
 
     def _new_actor(self) -> Any:
         return self._actor.remote(self._spec)
@@ -228,56 +198,61 @@ class EnvWorkers:
 
         return ray.get([actor.cpu_seconds.remote() for actor in self.actors])
 
-    def play(
-        self, starts: Sequence[StartPoint], new_session: Callable[[], Session] | Sequence[Callable[[], Session]]
-    ) -> list[Rollout]:
-        """One rollout from each of ``starts``, in their order; each samples from its own session of
-        ``new_session`` (one factory for all, or a sequence of one factory per start), made at its first request."""
-        factories = list(new_session) if isinstance(new_session, Sequence) else [new_session] * len(starts)
-        if len(factories) != len(starts):
-            raise ValueError(f"{len(factories)} session factories for {len(starts)} start points; give one per start")
-        queue = deque(enumerate(starts))
-        results: list[Rollout | None] = [None] * len(starts)
-        slots: list[_Slot | None] = [None] * len(self.actors)
+    def play(self, starts: Sequence[StartPoint], engine: Any, group_size: int = 1) -> list[Rollout]:
+        """One rollout from each of ``starts``, in their order, played on the actors in waves sampled by ``engine``
+        (:class:`~training.rl.waves.WaveDriver`; ``group_size`` consecutive starts form a group)."""
+        driver = WaveDriver(self, engine, group_size)
+        try:
+            return driver.play(starts)
+        finally:
+            self._refs.clear()  # an error left calls in flight: the next play begins every actor afresh
+            self.waves += driver.waves
 
-        def assign(worker: int) -> None:
-            slots[worker] = None
-            if queue:
-                index, start = queue.popleft()
-                slots[worker] = _Slot(index, start, self.actors[worker].begin.remote(start))
+    # the Lanes protocol of training.rl.waves: one lane per actor
+    def __len__(self) -> int:
+        return len(self.actors)
 
-        for worker in range(len(self.actors)):
-            assign(worker)
-        while any(slot is not None for slot in slots):
-            for worker, slot in enumerate(slots):
-                if slot is None:
-                    continue
-                reply = self._reply(worker, slot)
-                if reply is None:  # the actor died: the rollout restarts on its replacement
-                    continue
-                if isinstance(reply, Rollout):
-                    results[slot.index] = reply
-                    assign(worker)
-                    continue
-                ids, logprobs = slot.answer(reply, factories[slot.index])
-                slot.ref = self.actors[worker].answer.remote(ids, logprobs)
-        assert all(r is not None for r in results)
-        return results  # type: ignore[return-value]
+    def begin(self, lane: int, start: StartPoint) -> None:
+        self._refs[lane] = self.actors[lane].begin.remote(start)
 
-    def _reply(self, worker: int, slot: _Slot) -> SampleRequest | Rollout | None:
-        """The actor's reply to the slot's last call; None when the actor died (it is replaced, the rollout begun
-        again on the new one)."""
+    def answer(self, lane: int, ids: list[int], logprobs: list[float]) -> None:
+        self._refs[lane] = self.actors[lane].answer.remote(ids, logprobs)
+
+    def collect(self, slots: Sequence[Slot | None]) -> list[tuple[int, SampleRequest | Rollout]]:
+        """The reply of every actor with a call in flight, polled with ``ray.wait`` over all of them (whichever is
+        ready first); an actor that died is replaced and its slot's rollout begun again on the new one."""
+        import ray
+
+        replies: dict[int, SampleRequest | Rollout] = {}
+        while self._refs:
+            lanes = {ref: lane for lane, ref in self._refs.items()}
+            ready, _ = ray.wait(list(lanes), num_returns=1)
+            for ref in ready:
+                lane = lanes[ref]
+                del self._refs[lane]
+                slot = slots[lane]
+                assert slot is not None
+                reply = self._reply(lane, slot, ref)
+                if reply is not None:
+                    replies[lane] = reply
+        return sorted(replies.items())
+
+    def _reply(self, worker: int, slot: Slot, ref: Any) -> SampleRequest | Rollout | None:
+        """The actor's reply ``ref``; None when the actor died (it is replaced, the rollout begun again on the new
+        one)."""
         import ray
 
         try:
-            return ray.get(slot.ref)
+            return ray.get(ref)
         except ray.exceptions.RayTaskError as error:  # the env or the player raised: the trainer sees its own type
+            self._refs.clear()
             cause = error.cause if isinstance(error.cause, Exception) else error.as_instanceof_cause()
             raise cause from None
         except ray.exceptions.RayActorError as error:
             slot.deaths += 1
             where = f"episode {slot.start.episode_id}, start activation {slot.start.activation}"
             if slot.deaths > self.options.ray_max_retries:
+                self._refs.clear()
                 raise RuntimeError(
                     f"{where}: its env actor died {slot.deaths} time(s) ({type(error).__name__}); raise "
                     "ray_max_retries or read the worker logs (/tmp/ray/session_latest/logs on its node)"
@@ -289,7 +264,7 @@ class EnvWorkers:
             self.actors[worker] = self._new_actor()
             self.replaced += 1
             slot.position = 0
-            slot.ref = self.actors[worker].begin.remote(slot.start)
+            self.begin(worker, slot.start)
             return None
 
     def close(self) -> None:
