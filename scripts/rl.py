@@ -15,7 +15,8 @@ Qwen3-8B on 8x A100 80 GB, vLLM colocated, DeepSpeed ZeRO-3::
     accelerate launch --config_file configs/accelerate/zero3.yaml scripts/rl.py --config configs/rl/qwen3-8b.yaml
 
 vLLM as a separate server on GPU 7, training on the other seven (``vllm serve`` in dev mode with the flags TRL's
-weight sync needs, ``training.rl.engines.vllm_serve_command``; ``trl vllm-serve`` is deprecated and runs the same)::
+weight sync needs, ``training.rl.vllm_engine.vllm_serve_command``; the deprecated ``trl vllm-serve`` runs the
+same)::
 
     CUDA_VISIBLE_DEVICES=7 VLLM_SERVER_DEV_MODE=1 vllm serve runs/sft-qwen3-8b --port 8000 --tensor-parallel-size 1 \
         --weight-transfer-config '{"backend": "nccl"}' --logprobs-mode processed_logprobs --max-logprobs -1

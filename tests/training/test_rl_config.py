@@ -32,8 +32,8 @@ def test_rl_config_parses_and_passes_the_checks(path):
     import torch
     from trl import GRPOConfig
 
-    from training.rl.engines import vllm_settings
     from training.rl.trainer import RLArguments, check_config
+    from training.rl.vllm_engine import vllm_settings
     from training.sft import ModelArguments
 
     extra = [] if torch.cuda.is_available() else ["--use_cpu", "true"]  # bf16 needs a GPU unless use_cpu

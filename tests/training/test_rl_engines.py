@@ -11,14 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from training.rl.engines import (  # noqa: E402
-    TransformersEngine,
-    check_weight_sync,
-    sequence_logprobs,
-    vllm_serve_command,
-    vllm_settings,
-)
+from training.rl.engines import TransformersEngine, sequence_logprobs  # noqa: E402
 from training.rl.rollout import SampleRequest  # noqa: E402
+from training.rl.vllm_engine import check_weight_sync, vllm_serve_command, vllm_settings  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -129,13 +124,13 @@ def test_weight_sync_check_passes_on_equal_weights_and_warns_on_stale_ones(small
     trainer = TransformersEngine(small_model, eos_id=151645)
     engine = TransformersEngine(engine_model, eos_id=151645)
     prompt, completion = [10, 11, 12, 13], [20, 21, 22]
-    with caplog.at_level(logging.WARNING, logger="training.rl.engines"):
+    with caplog.at_level(logging.WARNING, logger="training.rl.vllm_engine"):
         gap = check_weight_sync(trainer.score, engine.score, prompt, completion, threshold=1e-3)
     assert gap < 1e-5 and not caplog.records
     with torch.no_grad():  # the trainer took an optimizer step the engine never received
         for p in small_model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    with caplog.at_level(logging.WARNING, logger="training.rl.engines"):
+    with caplog.at_level(logging.WARNING, logger="training.rl.vllm_engine"):
         stale = check_weight_sync(trainer.score, engine.score, prompt, completion, threshold=1e-3)
     assert stale > 1e-3
     assert any("WEIGHT SYNC CHECK FAILED" in r.getMessage() for r in caplog.records)
@@ -186,7 +181,7 @@ def test_vllm_serve_command_is_what_trl_vllm_serve_runs():
 
 
 def test_vllm_engine_names_the_extra_when_vllm_is_missing():
-    from training.rl.engines import VLLMEngine
+    from training.rl.vllm_engine import VLLMEngine
 
     with pytest.raises(ImportError, match=r"pip install -c constraints.txt -e '\.\[vllm\]'"):
         VLLMEngine(trainer=None, eos_id=1)

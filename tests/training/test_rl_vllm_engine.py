@@ -1,4 +1,4 @@
-"""training.rl.engines.VLLMEngine without vLLM: its two modes driven through stand-ins of TRL's vLLM backend.
+"""training.rl.vllm_engine.VLLMEngine without vLLM: its two modes driven through stand-ins of TRL's vLLM backend.
 
 vLLM does not run on CPU. What is tested here is the engine's side of the contract: in ``server`` mode a
 ``VLLMClient``-shaped object whose "server" is a real transformers model (so the log-probabilities it reports are a
@@ -18,8 +18,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from training.rl import engines  # noqa: E402
-from training.rl.engines import TransformersEngine, VLLMEngine, check_weight_sync, sequence_logprobs  # noqa: E402
+from training.rl import vllm_engine  # noqa: E402
+from training.rl.engines import TransformersEngine, sequence_logprobs  # noqa: E402
+from training.rl.vllm_engine import VLLMEngine, check_weight_sync  # noqa: E402
 
 EOS = 151645
 
@@ -33,7 +34,7 @@ def small_model():
 
 @pytest.fixture(autouse=True)
 def vllm_installed(monkeypatch):
-    monkeypatch.setattr(engines, "require", lambda name: None)
+    monkeypatch.setattr(vllm_engine, "require", lambda name: None)
 
 
 class ModelServer:
@@ -115,13 +116,13 @@ def test_weight_sync_check_in_server_mode_catches_a_server_with_stale_weights(sm
     def trainer_score(p, c):
         return sequence_logprobs(trained, p, c, 1.0)
 
-    with caplog.at_level(logging.WARNING, logger="training.rl.engines"):
+    with caplog.at_level(logging.WARNING, logger="training.rl.vllm_engine"):
         assert check_weight_sync(trainer_score, engine.score, prompt, completion, threshold=1e-3) < 1e-5
     assert not caplog.records
     with torch.no_grad():  # an optimizer step the server never received
         for p in trained.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    with caplog.at_level(logging.WARNING, logger="training.rl.engines"):
+    with caplog.at_level(logging.WARNING, logger="training.rl.vllm_engine"):
         assert check_weight_sync(trainer_score, engine.score, prompt, completion, threshold=1e-3) > 1e-3
     assert any("WEIGHT SYNC CHECK FAILED" in r.getMessage() for r in caplog.records)
 

@@ -19,9 +19,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from training.rl import engines  # noqa: E402
-from training.rl.engines import TransformersEngine, VLLMEngine, sequence_logprobs  # noqa: E402
+from training.rl import vllm_engine  # noqa: E402
+from training.rl.engines import TransformersEngine, sequence_logprobs  # noqa: E402
 from training.rl.rollout import Rollout, SampleRequest, StartPoint, drive  # noqa: E402
+from training.rl.vllm_engine import VLLMEngine  # noqa: E402
 from training.rl.waves import PlayerLanes, WaveDriver  # noqa: E402
 
 ROLLOUTS, RESPONSES, GROUP = 16, 4, 4
@@ -96,7 +97,7 @@ def fake_vllm(monkeypatch):
     module.SamplingParams = SamplingParams
     module.TokensPrompt = lambda prompt_token_ids: SimpleNamespace(prompt_token_ids=prompt_token_ids)
     monkeypatch.setitem(sys.modules, "vllm", module)
-    monkeypatch.setattr(engines, "require", lambda name: None)
+    monkeypatch.setattr(vllm_engine, "require", lambda name: None)
     return module
 
 

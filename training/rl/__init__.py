@@ -9,7 +9,8 @@
 - :mod:`training.rl.rollout`: one rollout = one manager activation played by the model inside a replay-pool episode,
   token-exact (``EpisodeTokens``, ``Rollout``, ``EpisodePlayer``, start points).
 - :mod:`training.rl.sampling`: the resumable start-point sampler and DAPO's dynamic sampling.
-- :mod:`training.rl.engines`: generation (transformers on CPU, vLLM server/colocate on GPUs), the weight-sync check.
+- :mod:`training.rl.engines`: generation with transformers (CPU), the policy's log-probabilities.
+- :mod:`training.rl.vllm_engine`: generation with vLLM (server or colocate, GPUs), the weight-sync check.
 - :mod:`training.rl.waves`: the wave driver: every rollout of a round open at once, each wave's pending responses
   sampled with one ``generate_many`` call (``drive`` in :mod:`training.rl.rollout` is the one-at-a-time reference).
 - :mod:`training.rl.workers`: the manager envs in Ray actors (``executor: ray``).

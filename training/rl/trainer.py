@@ -31,7 +31,7 @@
 - Generation in waves (:mod:`training.rl.waves`): the pending responses of all N envs are sampled in one
   ``generate_many`` call, a group's first responses (the same context) as one request for ``num_generations``;
   transformers on CPU (:class:`training.rl.engines.TransformersEngine`), vLLM with ``use_vllm: true``
-  (``vllm_mode`` server or colocate, :class:`~training.rl.engines.VLLMEngine`).
+  (``vllm_mode`` server or colocate, :class:`~training.rl.vllm_engine.VLLMEngine`).
 - Model: ``model_name_or_path`` is an SFT output folder, a hub id, or ``tiny`` (the embedded tiny Qwen3, random
   init, built once into the cache: the default, so the config runs with no SFT checkpoint at hand); all weights are
   trained (``use_peft`` and a LoRA adapter-only folder are refused: merge first).
@@ -73,7 +73,6 @@ from harness.tracking import check_report_to
 from training.prompt_view import check_prompt_view
 from training.rl.dapo import overlong_penalty
 from training.rl.dapo_trainer import dapo_trainer_class, reward_functions
-from training.rl.engines import vllm_settings
 from training.rl.metrics import rollout_metrics, rollout_share_callback
 from training.rl.model_card import write_model_card
 from training.rl.rollout import (
@@ -95,6 +94,7 @@ from training.rl.rollout_groups import (
     truncate_records,
 )
 from training.rl.sampling import DynamicSampler, Group, StartPointSampler
+from training.rl.vllm_engine import vllm_settings
 from training.rl.waves import play_in_waves
 from training.sft import ModelArguments, resolve_model, resolve_resume
 
@@ -442,7 +442,7 @@ class ManagerRollouts:
         return TokenGrammar.for_model(self.tokens.tokenizer, model, call_grammar, [self.tokens.eos_id])
 
     def _engine(self, trainer: GRPOTrainer) -> Any:
-        from training.rl.engines import VLLMEngine
+        from training.rl.vllm_engine import VLLMEngine
 
         if self.engine is None:
             if trainer.args.use_vllm:
@@ -508,7 +508,8 @@ class ManagerRollouts:
         return out
 
     def _maybe_check_weight_sync(self, trainer: GRPOTrainer, engine: Any) -> None:
-        from training.rl.engines import VLLMEngine, check_weight_sync, sequence_logprobs
+        from training.rl.engines import sequence_logprobs
+        from training.rl.vllm_engine import VLLMEngine, check_weight_sync
 
         every = self.args.weight_sync_steps
         if not isinstance(engine, VLLMEngine) or not every or trainer.state.global_step % every:

@@ -16,7 +16,7 @@ group is sent as one request with ``n = group_size``; its rows go to the group's
 is sampled on its own.
 
 **The engine.** ``generate_many`` (:class:`~training.rl.engines.TransformersEngine`,
-:class:`~training.rl.engines.VLLMEngine`) gets the wave's requests and each rollout's own session (made at its
+:class:`~training.rl.vllm_engine.VLLMEngine`) gets the wave's requests and each rollout's own session (made at its
 first sampled response by ``engine.session()``; None for a shared request), so an in-process engine keeps each
 rollout's KV cache and feeds only the ids added since its last response. An engine without ``generate_many``
 answers each request from the rollout's session (one call per request; no shared first request).
