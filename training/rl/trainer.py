@@ -189,8 +189,8 @@ class RLArguments:
         default=1,
         metadata={
             "help": "Envs per training process playing rollouts at once (one sandbox each; their pending responses "
-            "are sampled in one batch per wave): Ray actors (one CPU each) with executor ray, in this process with "
-            "executor local."
+            "are sampled in one batch per wave): Ray actors (a quarter of a CPU each) with executor ray, in this "
+            "process with executor local."
         },
     )
     executor: str = field(
