@@ -17,6 +17,7 @@ from harness.cli import CommandLineError, prepare_out_dir, prepare_out_file
 ROOT = Path(__file__).resolve().parents[2]
 BUILTIN_TASKS = ROOT / "harness" / "builtin_tasks"
 DABSTEP_MINI = ROOT / "tests" / "harness" / "tasks" / "fixtures" / "dabstep_mini"
+LORA_ADAPTER = Path(__file__).parent / "fixtures" / "lora-adapter"  # adapter_config.json only: merge checks it first
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 
 
@@ -55,6 +56,7 @@ COMMANDS = {
         {"harness.workflow.bench": "run_bench"},
         "dir",
     ),
+    "merge": (["merge", "--adapter", str(LORA_ADAPTER)], {"training.merge": "merge_adapter"}, "dir"),
     "pipeline": (
         ["pipeline", "--config", str(ROOT / "configs" / "pipeline" / "demo.yaml")],
         {"training.pipeline": "run_pipeline"},
