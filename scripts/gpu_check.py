@@ -114,7 +114,7 @@ def sft_step(config: dict[str, Any], tokens: int, device: Any, dtype: Any) -> di
     result = {
         "layers": config["num_hidden_layers"], "hidden": config["hidden_size"], "tokens": tokens,
         "params": sum(p.numel() for p in model.parameters()), "loss": round(loss.item(), 4),
-        "step_s": round(seconds, 3), "tokens_per_s": round(tokens / seconds, 1),
+        "step_s": round(seconds, 6), "tokens_per_s": round(tokens / seconds, 1),
         "peak_gib": None if measured is None else round(measured, 2), "predicted_gib": round(predicted["peak_gib"], 2),
         "peak_over_predicted": None if measured is None else round(measured / predicted["peak_gib"], 3),
     }  # fmt: skip
