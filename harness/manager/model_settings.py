@@ -4,6 +4,7 @@ under the action grammar (:func:`constrain_actions`). :func:`model_backend` find
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -30,7 +31,9 @@ def model_backend(policy: Any) -> Any:
     return getattr(policy, "backend", None) or getattr(policy, "tier1", None)
 
 
-def constrain_actions(policy: Any, legal_only: bool = False) -> None:
+def constrain_actions(
+    policy: Any, legal_only: bool = False, actions: Callable[[Any], list[str]] | None = None
+) -> None:
     """Decode every reply of a model manager that answers in actions under the action grammar
     (:func:`harness.manager.wire.call_grammar`): each reply is one well-formed action. In process (llm-hf,
     hier:llm-hf) the backend masks every token the grammar forbids (:mod:`harness.grammar`); on an endpoint (llm:URL,
@@ -38,8 +41,8 @@ def constrain_actions(policy: Any, legal_only: bool = False) -> None:
     the server with ``--structured-outputs-config.backend guidance``).
 
     ``legal_only`` (a flat llm manager): each reply's grammar allows only the actions the runtime lists as legal now
-    (:func:`harness.manager.llm_policy.actions_now`; the prompt lists them too). In process each distinct grammar is
-    compiled once."""
+    (``actions``, by default :func:`harness.manager.llm_policy.actions_now`; the prompt lists them too), set through
+    the policy's ``before_reply`` hook. In process each distinct grammar is compiled once."""
     import functools
 
     from harness.manager.llm_policy import LLMPolicy, actions_now
@@ -60,8 +63,10 @@ def constrain_actions(policy: Any, legal_only: bool = False) -> None:
             "tier 0 writes its checks and probes itself)"
         )
 
+    allowed = actions or actions_now
+
     def before_reply(inp: Any) -> None:
-        names = actions_now(inp)
+        names = allowed(inp)
         backend.set_grammar(functools.partial(call_grammar, names=names or None))
 
     policy.before_reply = before_reply

@@ -9,7 +9,10 @@ first user message and the assistant reply, no system prompt, no tools: 400-1,10
 from __future__ import annotations
 
 import shutil
+import sys
+import types
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -74,3 +77,22 @@ def env(pool):
     env = ManagerEnv(pool=pool, worker="replay", isolation="bwrap" if shutil.which("bwrap") else "none")
     yield env
     env.close()
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """A stand-in ``vllm`` module (``SamplingParams`` keeps its keyword arguments, ``TokensPrompt`` its ids), and the
+    vLLM engine's install check passed: what :mod:`training.rl.vllm_engine` imports, without vLLM."""
+    from training.rl import vllm_engine
+
+    module = types.ModuleType("vllm")
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    module.SamplingParams = SamplingParams
+    module.TokensPrompt = lambda prompt_token_ids: SimpleNamespace(prompt_token_ids=prompt_token_ids)
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setattr(vllm_engine, "require", lambda name: None)
+    return module

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import sys
-import types
 from types import SimpleNamespace
 
 import pytest
@@ -151,20 +149,6 @@ class LLM:
             token_ids=[7, 8], logprobs=[{7: lp(logprob=-0.5)}, {8: lp(logprob=-1.5), 3: lp(logprob=-0.2)}]
         )
         return [SimpleNamespace(outputs=[sample])]
-
-
-@pytest.fixture
-def fake_vllm(monkeypatch):
-    module = types.ModuleType("vllm")
-
-    class SamplingParams:
-        def __init__(self, **kwargs):
-            self.kwargs = kwargs
-
-    module.SamplingParams = SamplingParams
-    module.TokensPrompt = lambda prompt_token_ids: SimpleNamespace(prompt_token_ids=prompt_token_ids)
-    monkeypatch.setitem(sys.modules, "vllm", module)
-    return module
 
 
 def colocate_trainer(sleep_mode: bool):

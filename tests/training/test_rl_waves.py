@@ -11,15 +11,12 @@
 from __future__ import annotations
 
 import shutil
-import sys
-import types
 from types import SimpleNamespace
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from training.rl import vllm_engine  # noqa: E402
 from training.rl.engines import TransformersEngine, sequence_logprobs  # noqa: E402
 from training.rl.rollout import Rollout, SampleRequest, StartPoint, drive  # noqa: E402
 from training.rl.vllm_engine import VLLMEngine  # noqa: E402
@@ -84,21 +81,6 @@ class RecordingClient:
         self.calls.append(dict(prompts=[list(p) for p in prompts], n=n, max_tokens=max_tokens))
         rows = [_sample(p, k) for p in prompts for k in range(n)]
         return {"completion_ids": [ids for ids, _ in rows], "logprobs": [[[lp] for lp in lps] for _, lps in rows]}
-
-
-@pytest.fixture
-def fake_vllm(monkeypatch):
-    module = types.ModuleType("vllm")
-
-    class SamplingParams:
-        def __init__(self, **kwargs):
-            self.kwargs = kwargs
-
-    module.SamplingParams = SamplingParams
-    module.TokensPrompt = lambda prompt_token_ids: SimpleNamespace(prompt_token_ids=prompt_token_ids)
-    monkeypatch.setitem(sys.modules, "vllm", module)
-    monkeypatch.setattr(vllm_engine, "require", lambda name: None)
-    return module
 
 
 def _vllm_engine(mode: str, backend) -> VLLMEngine:

@@ -79,13 +79,13 @@ class Arm:
         policy = factory(path, max_new_tokens, prompt_view)
         if constrained and self.format != "windowed":
             from harness.manager.model_settings import constrain_actions
+            from training.study.decoding import actions_now
 
             flat = self.format == "flat"
-            constrain_actions(policy, legal_only=flat and legal_only)
-            if flat and decide_after_probe:
-                from training.study.decoding import decide_after_probe as probe_first
-
-                probe_first(policy)
+            probe_first = flat and decide_after_probe
+            constrain_actions(
+                policy, legal_only=flat and legal_only or probe_first, actions=actions_now if probe_first else None
+            )
         return policy
 
 

@@ -9,13 +9,12 @@ gold manager does. :func:`decide_after_probe` sets the policy's generic ``before
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-from harness.manager.llm_policy import LLMPolicy
 from harness.manager.llm_policy import actions_now as legal_now
+from harness.manager.model_settings import constrain_actions
 from harness.manager.policy_types import PolicyInput
-from harness.manager.wire import call_grammar, parse_response
+from harness.manager.wire import parse_response
 
 DECISIONS = ("REPAIR", "FINALIZE_RELATIONS")
 """The two decisions that end a check activation: the repair and the confirmation."""
@@ -42,16 +41,6 @@ def actions_now(inp: PolicyInput) -> list[str]:
 
 def decide_after_probe(policy: Any) -> None:
     """Before each reply of the flat llm ``policy``, set its backend's grammar to the actions :func:`actions_now`
-    allows (the backend must take grammars: ``set_grammar``). Anything else is a ``ValueError``."""
-    backend = getattr(policy, "backend", None)
-    if not isinstance(policy, LLMPolicy) or not hasattr(backend, "set_grammar"):
-        raise ValueError(
-            f"decide_after_probe follows a flat llm manager's inputs; {getattr(policy, 'name', policy)!r} is not one "
-            "(the hier manager's tier 0 writes its checks and probes itself)"
-        )
-
-    def before_reply(inp: PolicyInput) -> None:
-        names = actions_now(inp)
-        backend.set_grammar(functools.partial(call_grammar, names=names or None))
-
-    policy.before_reply = before_reply
+    allows (:func:`harness.manager.model_settings.constrain_actions` with them). Any other policy is a
+    ``ValueError``."""
+    constrain_actions(policy, legal_only=True, actions=actions_now)

@@ -50,6 +50,7 @@ def test_decide_after_probe_narrows_each_reply_grammar_and_refuses_other_policie
     policy.respond(PolicyInput(observation="{}", legal_actions=LEGAL))
     policy.respond(PolicyInput(observation="{}", legal_actions=LEGAL, previous=((PROBE, "{}"),)))
     assert backend.grammars == [
+        call_grammar(()),  # the whole action grammar, then one per reply
         call_grammar((), names=["UPDATE_STATE", "run_probe", "check_execution"]),
         call_grammar((), names=list(LEGAL)),
     ]
@@ -58,5 +59,5 @@ def test_decide_after_probe_narrows_each_reply_grammar_and_refuses_other_policie
         name = "hier"
         tier1 = backend
 
-    with pytest.raises(ValueError, match="'hier' is not one"):
+    with pytest.raises(ValueError, match="hier is not one"):
         decide_after_probe(Tiered())
