@@ -534,6 +534,22 @@ def run_sft(
     return metrics
 
 
+def settings_and_metrics(settings: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
+    """A model card's "Settings" list and "Metrics" table (floats to 6 significant digits), as Markdown lines."""
+    return [
+        "## Settings",
+        "",
+        *(f"- {name}: {value}" for name, value in settings.items()),
+        "",
+        "## Metrics",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        *(f"| {k} | {v:.6g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()),
+        "",
+    ]
+
+
 def write_model_card(
     out_dir: Path, model_args: ModelArguments, data_args: DataArguments, sft_config: SFTConfig, metrics: dict
 ) -> Path:
@@ -558,17 +574,7 @@ def write_model_card(
         f"- loss: {loss_on} (tool-call JSON and `<|im_end|>` included); over-length samples dropped, never truncated",
         "- trained with TRL `SFTTrainer` via `scripts/sft.py`",
         "",
-        "## Settings",
-        "",
-        *(f"- {name}: {value}" for name, value in settings.items()),
-        "",
-        "## Metrics",
-        "",
-        "| metric | value |",
-        "|---|---|",
-        *(f"| {name} | {value:.6g} |" if isinstance(value, float) else f"| {name} | {value} |"
-          for name, value in metrics.items()),
-        "",
+        *settings_and_metrics(settings, metrics),
     ]  # fmt: skip
     path = out_dir / "README.md"
     path.write_text("\n".join(lines), encoding="utf-8")

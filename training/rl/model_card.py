@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.rl.rollout_groups import GROUPS_FILE, summary_lines
-from training.sft import ModelArguments
+from training.sft import ModelArguments, settings_and_metrics
 
 if TYPE_CHECKING:
     from trl import GRPOConfig
@@ -47,16 +47,7 @@ def write_model_card(
         "`llm` policy sends (training/rl/rollout.py)",
         "- trained with TRL `GRPOTrainer` (loss_type dapo) via `scripts/rl.py`",
         "",
-        "## Settings",
-        "",
-        *(f"- {name}: {value}" for name, value in settings.items()),
-        "",
-        "## Metrics",
-        "",
-        "| metric | value |",
-        "|---|---|",
-        *(f"| {k} | {v:.6g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()),
-        "",
+        *settings_and_metrics(settings, metrics),
     ]
     if groups is not None:
         lines += [
