@@ -1,0 +1,6 @@
+"""The check language: typed, JSON-serializable check specs (:mod:`.spec`) and their compilation to a verdict
+computed in the clean verifier (:mod:`.compile`)."""
+
+from harness.checks.spec import CHECK_KINDS, CheckSpec, CheckSpecError, parse_spec, spec_schema
+
+__all__ = ["CHECK_KINDS", "CheckSpec", "CheckSpecError", "parse_spec", "spec_schema"]
