@@ -1,0 +1,218 @@
+"""Spec recall and precision of the question reader (:mod:`harness.manager.reader`) against the gold's specs.
+
+    python scripts/reader_recall.py --config configs/synthesis/default.yaml --split validation
+
+Generates the tasks of the synthesis config (the ``validation`` split by default: the same task ids
+:func:`synthesis.export.split_tasks` puts there), runs each task's reference code once in this process to learn the
+variables every turn writes (names, kinds, frame columns: what ``check_execution`` lists; the slots are never read
+for the reader), and reads every turn with :func:`harness.manager.reader.read_turn`, the earlier turns noted as the
+``read`` policy notes them. The gold's specs are the ones synthesis writes for the turn from its slots
+(:func:`gold_specs`).
+
+Match rule: a reader spec matches a gold spec of the same kind when the key fields of that kind (:data:`KEY_FIELDS`)
+are equal (numbers compared as numbers, lists as sets); each gold spec is matched at most once. Per kind: recall =
+matched gold specs / gold specs, precision = matched reader specs / reader specs. Prints a table and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.checks.spec import CheckSpec
+from harness.manager.reader import NotedTurn, Variable, read_turn, variable_kind
+
+logger = logging.getLogger("reader_recall")
+
+KEY_FIELDS: dict[str, tuple[str, ...]] = {
+    "filter": ("variable", "column", "op", "value"),
+    "aggregate": ("variable", "column", "agg"),
+    "group_aggregate": ("variable", "by", "column", "agg"),
+    "top_k": ("variable", "k", "order"),
+    "sort_order": ("variable", "ascending"),
+    "join_rows": ("variable", "on", "how"),
+    "complete_rows": ("variable", "columns"),
+    "no_missing": ("variable", "columns"),
+    "normalized": ("variable", "column"),
+    "iqr_outliers": ("variable", "column", "k"),
+    "nan_counts": ("variable", "source"),
+    "share": ("variable",),
+    "rounded": ("variable", "decimals"),
+    "param": ("variable", "value"),
+    "corrected_cell": ("variable", "column", "key", "value"),
+    "excluded_rows": ("variable", "column", "value"),
+    "overlap": ("variable",),
+    "unit_scale": ("variable", "factor"),
+    "resample": ("variable", "date_column"),
+}
+"""Check kind -> the fields that must agree for a reader spec to match a gold spec (sources, decimals of values and
+tolerances are left out: they are the same requirement read from different variables or words)."""
+
+
+def _key_value(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return frozenset(_key_value(v) for v in value)
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    return float(value)
+
+
+def spec_key(spec: CheckSpec) -> tuple[Any, ...]:
+    """The match key of ``spec``: its kind and the values of its :data:`KEY_FIELDS`."""
+    data = spec.to_dict()
+    return (spec.kind, *(_key_value(data.get(f)) for f in KEY_FIELDS[spec.kind]))
+
+
+def match(read: Sequence[CheckSpec], gold: Sequence[CheckSpec]) -> tuple[Counter, Counter, Counter]:
+    """Per kind: (gold specs, reader specs, matched pairs) of one turn."""
+    left = Counter(spec_key(s) for s in gold)
+    matched: Counter = Counter()
+    for spec in read:
+        key = spec_key(spec)
+        if left[key] > 0:
+            left[key] -= 1
+            matched[spec.kind] += 1
+    return Counter(s.kind for s in gold), Counter(s.kind for s in read), matched
+
+
+# ---------------------------------------------------------------- tasks, variables and the gold
+def split_task_ids(config: Any, split: str) -> list[tuple[Any, str]]:
+    """``(job, task id)`` of the generated tasks of ``config`` in ``split`` (validation | train | all)."""
+    from synthesis.driver import plan_jobs
+    from synthesis.export import split_tasks
+
+    jobs, skipped = plan_jobs(config)
+    for line in skipped:
+        logger.warning("%s", line)
+    ids = [job.task_id for job in jobs]
+    validation = split_tasks(ids, config.validation_fraction, config.seed)
+    keep = {"all": set(ids), "validation": validation, "train": set(ids) - validation}[split]
+    return [(job, job.task_id) for job in jobs if job.task_id in keep]
+
+
+def turn_variables(spec: Any) -> list[tuple[Variable, ...]]:
+    """Per turn, the variables its reference code wrote (``TurnSpec.writes``), with kinds and frame columns, from one
+    in-process run of the reference code over the task's tables."""
+    from synthesis.domains.writer import write_public
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        public = write_public(spec, Path(tmp))
+        space: dict[str, Any] = {"pd": pd, "BASE_PATH": str(public), "print_result": lambda _: None}
+        for turn in spec.turns:
+            exec(compile(turn.code, f"turn {turn.turn_id}", "exec"), space)  # noqa: S102 - the task's reference code
+            variables = []
+            for name in turn.writes:
+                value = space.get(name)
+                kind = variable_kind(type(value).__name__)
+                columns = tuple(map(str, value.columns)) if isinstance(value, pd.DataFrame) else ()
+                variables.append(Variable(name, kind, columns))
+            out.append(tuple(variables))
+    return out
+
+
+def gold_specs(task: Any) -> dict[str, list[CheckSpec]]:
+    """The gold's specs per turn id: :func:`synthesis.checks.task_specs` of the task."""
+    from synthesis.checks import task_specs
+
+    return {turn_id: list(specs) for turn_id, specs in task_specs(task).items()}
+
+
+# ---------------------------------------------------------------- the measurement
+def measure(config: Any, split: str, limit: int | None = None) -> dict[str, Any]:
+    """Recall and precision per kind over the turns of ``split`` (at most ``limit`` tasks)."""
+    from synthesis.driver import _spec_of
+
+    totals = {"gold": Counter(), "read": Counter(), "matched": Counter()}
+    tasks = split_task_ids(config, split)[:limit]
+    n_turns = 0
+    for job, task_id in tasks:
+        spec = _spec_of(job)
+        variables = turn_variables(spec)
+        gold = gold_specs(spec)
+        noted: list[NotedTurn] = []
+        for turn, written in zip(spec.turns, variables, strict=True):
+            read = read_turn(turn.question, turn.context, written, noted)
+            g, r, m = match(read, gold.get(turn.turn_id, []))
+            totals["gold"] += g
+            totals["read"] += r
+            totals["matched"] += m
+            noted.append(NotedTurn(turn.turn_id, turn.question, turn.context, written))
+            n_turns += 1
+            logger.debug("task %s turn %s: read %s gold %s", task_id, turn.turn_id, read, gold.get(turn.turn_id))
+    kinds = sorted(set(totals["gold"]) | set(totals["read"]))
+    per_kind = {
+        kind: {
+            "gold": totals["gold"][kind],
+            "read": totals["read"][kind],
+            "matched": totals["matched"][kind],
+            "recall": _ratio(totals["matched"][kind], totals["gold"][kind]),
+            "precision": _ratio(totals["matched"][kind], totals["read"][kind]),
+        }
+        for kind in kinds
+    }
+    all_matched = sum(totals["matched"].values())
+    return {
+        "split": split,
+        "tasks": len(tasks),
+        "turns": n_turns,
+        "gold": sum(totals["gold"].values()),
+        "read": sum(totals["read"].values()),
+        "matched": all_matched,
+        "recall": _ratio(all_matched, sum(totals["gold"].values())),
+        "precision": _ratio(all_matched, sum(totals["read"].values())),
+        "per_kind": per_kind,
+    }
+
+
+def _ratio(a: int, b: int) -> float | None:
+    return round(a / b, 4) if b else None
+
+
+def table(result: dict[str, Any]) -> str:
+    """The per-kind table of :func:`measure`'s result."""
+    rows = [f"{'kind':<16} {'gold':>5} {'read':>5} {'match':>5} {'recall':>7} {'precision':>9}"]
+    for kind, row in result["per_kind"].items():
+        rows.append(
+            f"{kind:<16} {row['gold']:>5} {row['read']:>5} {row['matched']:>5} {_show(row['recall']):>7} "
+            f"{_show(row['precision']):>9}"
+        )
+    rows.append(
+        f"{'all':<16} {result['gold']:>5} {result['read']:>5} {result['matched']:>5} {_show(result['recall']):>7} "
+        f"{_show(result['precision']):>9}"
+    )
+    return "\n".join(rows)
+
+
+def _show(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from synthesis.config import SynthesisConfig
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="configs/synthesis/default.yaml", help="A synthesis config (YAML).")
+    parser.add_argument("--split", default="validation", choices=("validation", "train", "all"))
+    parser.add_argument("--limit", type=int, default=None, help="At most this many tasks of the split.")
+    parser.add_argument("--debug", action="store_true", help="Log each turn's reader and gold specs.")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
+    config = SynthesisConfig.from_yaml(args.config)
+    result = measure(config, args.split, args.limit)
+    sys.stdout.write(table(result) + "\n")
+    sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
