@@ -7,19 +7,22 @@ Used in synthesis (the SFT targets) and to play the rest of RL rollouts. It answ
 the same policy manages clean, faulted and benign runs, and decides from its tool results alone. Per turn
 (turn-aligned flow):
 
-- **turn start** -> ``OPEN_STATE``: the issue from the question (template), the turn's constraint texts, and the
-  relations the question names in words (:func:`harness.manager.relations.infer_relations`: "Using the result of
-  turn 3", "Go back to the result of turn 2", "With this revision ... (turn 4)"; ``init`` when it names none).
+- **turn start** -> ``OPEN_STATE``: the issue from the question (template), the turn's constraints as
+  ``{"text", "check"}`` (``check``: the spec that restates the constraint, :func:`synthesis.checks.constraint_checks`;
+  null when no spec states it), and the relations the question names in words
+  (:func:`harness.manager.relations.infer_relations`: "Using the result of turn 3", "Go back to the result of turn 2",
+  "With this revision ... (turn 4)"; ``init`` when it names none).
 - **turn end, state open** -> ``check_execution`` of the turn's latest step, then ``UPDATE_STATE`` with the variables
   that step wrote (as the sandbox reported them) and a conclusion quoting the reported result.
 - **turn end, state updated** -> one verification procedure for every turn end, the same tool calls whatever the
-  run: ``check_execution`` of the latest step, a ``run_probe`` of every constraint the turn states (the code the task
-  writes for the constraint's text), and a ``run_probe`` of every check :mod:`synthesis.checks` writes from the
-  turn's stated requirements (``checks``, by turn id). Then the decision follows from the results: when one shows a
-  violation (a probe that failed with an ``AssertionError``, a step whose verdict is ``failed``) and ``REPAIR`` is
-  legal -> ``REPAIR`` whose ``analytical_evidence`` quotes that result and whose hint names the variable the failed
-  check is about and the requirement it breaks (written from the check, never from a fault record); otherwise
-  ``FINALIZE_RELATIONS(confirm)``. After a repair the same calls run again.
+  run: ``check_execution`` of the latest step, a ``run_check`` of every constraint the turn states with its spec (a
+  ``run_probe`` of the task's own code for a constraint no spec states), and a ``run_check`` of every check
+  :mod:`synthesis.checks` writes from the turn's stated requirements (``checks``, by turn id; typed specs, never
+  code). Then the decision follows from the results: when one shows a violation (a ``run_check`` whose ``passed`` is
+  false, a probe that failed with an ``AssertionError``, a step whose verdict is ``failed``) and ``REPAIR`` is legal ->
+  ``REPAIR`` whose ``analytical_evidence`` quotes that result (the failed check's reason) and whose hint names the
+  variable the failed check is about and the requirement it breaks (written from the check, never from a fault
+  record); otherwise ``FINALIZE_RELATIONS(confirm)``. After a repair the same calls run again.
 - **finalized** -> ``COMMIT_STATE``.
 
 A fault that none of these checks reveals is therefore committed like a clean state: synthesis counts it as
@@ -145,8 +148,17 @@ class GoldPolicy:
 
     # ---------------------------------------------------------------- turn start and turn end: bookkeeping
     def _open(self, inp: PolicyInput) -> str:
-        constraints = [] if inp.turn is None else [{"text": c.text} for c in inp.turn.constraints]
+        constraints: list[dict[str, Any]] = []
+        if inp.turn is not None:
+            stated = self._constraint_checks(inp.turn.turn_id)
+            for c in inp.turn.constraints:
+                check = stated.get(c.text)
+                constraints.append({"text": c.text, "check": None if check is None else check.spec.to_dict()})
         return open_response(inp, constraints, self._text)
+
+    def _constraint_checks(self, turn_id: str) -> dict[str, Check]:
+        """The turn's checks that restate a public constraint, by the constraint's text."""
+        return {c.constraint: c for c in self.checks.get(turn_id, ()) if c.constraint}
 
     def _update(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any]) -> str:
         return update_response(inp, obs, draft, self._text)
@@ -158,12 +170,18 @@ class GoldPolicy:
         plan: list[_Planned] = [] if last is None else [_Planned("check_execution", {"step_id": last})]
         turn = inp.turn
         if turn is not None:
+            stated = self._constraint_checks(turn.turn_id)
             for constraint in turn.constraints:
-                if constraint.code:
+                if (check := stated.get(constraint.text)) is not None:
+                    plan.append(_Planned("run_check", {"spec": check.spec.to_dict()}, check.variable, constraint.text))
+                elif constraint.code:  # a constraint no spec states: its own (public) code
                     variable = _constraint_variable(constraint.code)
                     plan.append(_Planned("run_probe", {"code": constraint.code}, variable, constraint.text))
             for check in self.checks.get(turn.turn_id, ()):
-                plan.append(_Planned("run_probe", {"code": check.code}, check.variable, check.requirement))
+                if not check.constraint:
+                    plan.append(
+                        _Planned("run_check", {"spec": check.spec.to_dict()}, check.variable, check.requirement)
+                    )
         seen: set[str] = set()
         unique = [p for p in plan if not (p.key in seen or seen.add(p.key))]  # type: ignore[func-returns-value]
         return unique[:MAX_TOOL_CALLS]
@@ -233,10 +251,14 @@ def _constraint_variable(code: str) -> str:
 def _violation(result: dict[str, Any]) -> str | None:
     """The quoted evidence when a tool result really shows a violation, else None.
 
-    ``run_probe``: the probe ran (``ok``) and failed with an ``AssertionError``; ``check_execution``: the step's
-    verdict is ``failed``."""
+    ``run_check``: the check ran (``ok``) and did not pass (``passed`` False; None: it could not run); ``run_probe``:
+    the probe ran and failed with an ``AssertionError``; ``check_execution``: the step's verdict is ``failed``."""
     if not result.get("ok"):
         return None
+    if "passed" in result:
+        if result["passed"] is not False:
+            return None
+        return f"run_check failed: {result.get('reason') or result.get('requirement') or 'the check did not pass'}"
     if "verdict" in result:
         if result["verdict"] != "failed":
             return None
