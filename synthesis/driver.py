@@ -288,6 +288,7 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
                 "kept": outcome.kept,
                 "reason": outcome.reason,
                 "detectable": outcome.detectable,
+                "revealed_by": list(outcome.revealed_by),
                 "fault": outcome.fault.to_fault().to_dict(),
                 "injected": outcome.fault.to_dict(),
             }

@@ -157,34 +157,14 @@ class GoldPolicy:
         return open_response(inp, constraints, self._text)
 
     def _constraint_checks(self, turn_id: str) -> dict[str, Check]:
-        """The turn's checks that restate a public constraint, by the constraint's text."""
-        return {c.constraint: c for c in self.checks.get(turn_id, ()) if c.constraint}
+        return _stated_constraints(self.checks, turn_id)
 
     def _update(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any]) -> str:
         return update_response(inp, obs, draft, self._text)
 
     # ---------------------------------------------------------------- turn end: checks and decision
     def _plan(self, inp: PolicyInput, draft: dict[str, Any]) -> list[_Planned]:
-        """The tool calls of a check activation, in order, each with what it verifies (the same on every run)."""
-        last = draft["source_step_end"]
-        plan: list[_Planned] = [] if last is None else [_Planned("check_execution", {"step_id": last})]
-        turn = inp.turn
-        if turn is not None:
-            stated = self._constraint_checks(turn.turn_id)
-            for constraint in turn.constraints:
-                if (check := stated.get(constraint.text)) is not None:
-                    plan.append(_Planned("run_check", {"spec": check.spec.to_dict()}, check.variable, constraint.text))
-                elif constraint.code:  # a constraint no spec states: its own (public) code
-                    variable = _constraint_variable(constraint.code)
-                    plan.append(_Planned("run_probe", {"code": constraint.code}, variable, constraint.text))
-            for check in self.checks.get(turn.turn_id, ()):
-                if not check.constraint:
-                    plan.append(
-                        _Planned("run_check", {"spec": check.spec.to_dict()}, check.variable, check.requirement)
-                    )
-        seen: set[str] = set()
-        unique = [p for p in plan if not (p.key in seen or seen.add(p.key))]  # type: ignore[func-returns-value]
-        return unique[:MAX_TOOL_CALLS]
+        return plan_calls(inp, draft, self.checks)
 
     def _check(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str]) -> str:
         plan = self._plan(inp, draft)
@@ -220,6 +200,45 @@ class GoldPolicy:
         )
 
 
+def _stated_constraints(checks: Mapping[str, Sequence[Check]], turn_id: str) -> dict[str, Check]:
+    """The turn's checks that restate a public constraint, by the constraint's text."""
+    return {c.constraint: c for c in checks.get(turn_id, ()) if c.constraint}
+
+
+def plan_calls(inp: PolicyInput, draft: dict[str, Any], checks: Mapping[str, Sequence[Check]]) -> list[_Planned]:
+    """The tool calls of a check activation, in order, each with what it verifies (the same on every run)."""
+    last = draft["source_step_end"]
+    plan: list[_Planned] = [] if last is None else [_Planned("check_execution", {"step_id": last})]
+    turn = inp.turn
+    if turn is not None:
+        stated = _stated_constraints(checks, turn.turn_id)
+        for constraint in turn.constraints:
+            if (check := stated.get(constraint.text)) is not None:
+                arguments = {"spec": check.spec.to_dict()}
+                plan.append(_Planned("run_check", arguments, check.variable, constraint.text, "constraint"))
+            elif constraint.code:  # a constraint no spec states: its own (public) code
+                variable = _constraint_variable(constraint.code)
+                plan.append(_Planned("run_probe", {"code": constraint.code}, variable, constraint.text, "constraint"))
+        for check in checks.get(turn.turn_id, ()):
+            if not check.constraint:
+                plan.append(_Planned("run_check", {"spec": check.spec.to_dict()}, check.variable, check.requirement))
+    seen: set[str] = set()
+    unique = [p for p in plan if not (p.key in seen or seen.add(p.key))]  # type: ignore[func-returns-value]
+    return unique[:MAX_TOOL_CALLS]
+
+
+def revealed_by(inp: PolicyInput, checks: Mapping[str, Sequence[Check]]) -> tuple[str, ...]:
+    """What the results of the check activation ``inp`` answers show violated, one label per failing call:
+    ``check_execution``, ``constraint`` (a stated constraint, by spec or by its code) or the spec kind of a check
+    written from the turn's stated requirements."""
+    plan = plan_calls(inp, json.loads(inp.observation)["current_draft"], checks)
+    return tuple(
+        planned.label
+        for planned, text in zip(plan, inp.tool_results, strict=False)
+        if _violation(json.loads(text)) is not None
+    )
+
+
 @dataclass(frozen=True)
 class _Planned:
     """One tool call of the verification procedure and what it verifies (the variable and requirement a repair
@@ -229,6 +248,13 @@ class _Planned:
     arguments: dict[str, Any]
     variable: str = ""
     requirement: str = ""
+    origin: str = ""  # "constraint": it restates a stated constraint
+
+    @property
+    def label(self) -> str:
+        if self.origin or self.name != "run_check":
+            return self.origin or self.name
+        return str(self.arguments["spec"]["kind"])
 
     @property
     def key(self) -> str:
