@@ -1,34 +1,47 @@
 """The checks a careful manager writes at a turn end from the turn's stated requirements (:func:`turn_checks`).
 
 The gold manager (:mod:`synthesis.gold`) verifies every turn end the same way, clean, faulted or benign: it runs
-``check_execution`` of the turn's last step, a ``run_probe`` of every constraint the turn states, and a ``run_probe``
-of every check listed here; its decision follows from those results alone. So the checks must be a function of what
-the manager's prompt holds, never of the reference code or of an injected fault.
+``check_execution`` of the turn's last step, a ``run_check`` of every constraint the turn states (the spec that
+restates the constraint, :func:`constraint_checks`; a ``run_probe`` of the constraint's own code when no spec states
+it) and a ``run_check`` of every check listed here; its decision follows from those results alone. So the checks must
+be a function of what the manager's prompt holds, never of the reference code or of an injected fault.
 
-They are written from the turn's ``slots`` (:mod:`synthesis.domains.base`): the structured form of what the question
-and context *state* — the filter ``unit price at least 50`` (``{"column": "unit_price", "op": ">=", "value": 50}``),
-``round to 2 decimals``, ``keeping every order`` (a left join), ``the 3 highest``, ``drop orders with no revenue``, a
-revision ``discount_rate is 0.08``, ``exclude every row with store_id S08``. Each check reads worker variables by the
-names the turn's step reported (the sandbox lists them in ``check_execution``'s result) and the task's public data
-through them; its code is an independent restatement of the requirement (``nlargest`` for a top-k, ``agg('sum')``
-with a tolerance for a rounded total, a count of the rows that meet a filter), not a copy of any reference line, and
-its assertion message says what was found against what the requirement gives, in neutral words.
+A check is a typed spec (:mod:`harness.checks.spec`), never code: this module translates, the harness compiles
+(:func:`harness.checks.compile.compile_check`) and runs it in the clean verifier. The specs are written from the
+turn's ``slots`` (:mod:`synthesis.domains.base`): the structured form of what the question and context *state* — the
+filter ``unit price at least 50`` (a ``filter`` spec), ``round to 2 decimals`` (``rounded``, and the ``decimals`` of
+every recomputed number), ``keeping every order`` (``join_rows``, left), ``the 3 highest`` (``top_k``), ``drop orders
+with no revenue`` (``complete_rows``), ``monthly totals in thousands`` (``resample`` with ``factor`` 1000), a revision
+``discount_rate is 0.08`` (``param``), ``exclude every row with store_id S08`` (``excluded_rows``). Each spec names
+worker variables by the names the turn's step reported (the sandbox lists them in ``check_execution``'s result) and
+public table columns; its requirement is stated in neutral words.
+
+Slot -> kind: filter -> filter; total -> aggregate (the turn's ``agg`` and rounding); groupby -> group_aggregate
+(through the join when one expression joins and groups); sort -> top_k; share -> share; dropna -> complete_rows;
+normalize -> normalized; outlier -> iqr_outliers; missing -> nan_counts; join -> join_rows; overlap -> overlap;
+resample -> resample (the ``unit`` factor of the same variable included); unit -> unit_scale (on a variable that is not
+resampled); round -> rounded; param -> param; correction -> corrected_cell; exclude -> excluded_rows.
 
 A revision holds for the rest of the task: from an ``invalidate`` turn on, every later turn also re-checks the
 revised value (``param``), the corrected cell (``correction``) and the excluded rows (``exclude``) on the variables
 the revision re-derived.
 
-Slots without a check here (``resample``, ``unit``, ``groupby`` inputs the revision left stale, ...) leave some faults
-that no check reveals: the gold manager then commits, and synthesis counts the fault as *undetectable*.
+Slots without a check (``groupby`` inputs the revision left stale, a ``groupby`` with ``min``/``max``, ...) leave some
+faults that no check reveals: the gold manager then commits, and synthesis counts the fault as *undetectable*.
+``skip_kinds`` (the synthesis config's ``gold_skip_check_kinds``) leaves out the checks of some kinds, e.g.
+``unit_scale`` and ``resample`` to measure what was detectable without them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from harness.checks.spec import MAX_DECIMALS, CheckSpec, CheckSpecError, parse_spec
 
 if TYPE_CHECKING:
     from harness.tasks import Task
@@ -42,54 +55,47 @@ MAX_CHECKS = 5
 
 @dataclass(frozen=True)
 class Check:
-    """One probe of a stated requirement.
+    """One check of a stated requirement.
 
     ``variable``: the worker variable it is about (the one a repair hint names); ``requirement``: the requirement in
-    words, as the question or context states it; ``code``: the probe, which passes on a state that meets the
-    requirement and otherwise fails with an ``AssertionError`` saying what it found."""
+    words, as the question or context states it; ``spec``: the typed check (:mod:`harness.checks.spec`) the manager
+    runs with ``run_check``, which passes on a state that meets the requirement and otherwise fails saying what it
+    found; ``constraint``: the text of the public constraint the check restates (empty for a check written from the
+    turn's stated requirements)."""
 
     variable: str
     requirement: str
-    code: str
+    spec: CheckSpec
+    constraint: str = ""
+
+    @property
+    def key(self) -> str:
+        """The spec as canonical JSON (two checks with the same key run the same verdict)."""
+        return json.dumps(self.spec.to_dict(), sort_keys=True)
 
 
-def _lines(*lines: str) -> str:
-    return "\n".join(lines) + "\n"
-
-
-def _say(value: Any) -> str:
-    """``value`` as literal text inside a single-quoted f-string of a probe (quotes turned double, braces doubled)."""
-    text = value if isinstance(value, str) else repr(value)
-    return text.replace("\\", "/").replace("'", '"').replace("{", "{{").replace("}", "}}").replace("\n", " ")
-
-
-def _tolerance(decimals: Any) -> float:
-    """Half a unit in the last stated decimal (a value rounded as asked is within it), else 1e-6."""
-    return 0.5 * 10.0 ** -int(decimals) + 1e-9 if isinstance(decimals, int) else 1e-6
+def _decimals(value: Any) -> int | None:
+    """The stated rounding as a spec's ``decimals`` (None: compared to 1e-6)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_DECIMALS else None
 
 
 # ---------------------------------------------------------------- one check per slot
 def _filter(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
     var, source, column, op, value = (slot[k] for k in ("var", "source", "column", "op", "value"))
-    rule = _say(f"{column} {op} {value!r}")
-    code = _lines(
-        f"_meets = {source}[{column!r}] {op} {value!r}",
-        f"assert len({var}) == int(_meets.sum()), (",
-        f"    f'`{var}` has {{len({var})}} rows; `{source}` has {{int(_meets.sum())}} rows with {rule}')",
-        f"assert bool(({var}[{column!r}] {op} {value!r}).all()), f'some rows of `{var}` do not have {rule}'",
+    spec = parse_spec(
+        {"kind": "filter", "variable": var, "source": source, "column": column, "op": op, "value": value}
     )
-    return [Check(var, f"`{var}` holds exactly the rows of `{source}` with {column} {op} {value!r}", code)]
+    return [Check(var, f"`{var}` holds exactly the rows of `{source}` with {column} {op} {value!r}", spec)]
 
 
 def _total(slot: Mapping[str, Any], slots: Mapping[str, Any]) -> list[Check]:
     var, source, column = slot["var"], slot["source"], slot["column"]
-    agg, decimals = slots.get("agg", "sum"), slots.get("round")
-    code = _lines(
-        f"_expected = float({source}[{column!r}].agg({agg!r}))",
-        f"assert abs(float({var}) - _expected) <= {_tolerance(decimals)!r}, (",
-        f"    f'`{var}` is {{{var}!r}} but the {agg} of {_say(column)} over `{source}` is {{_expected!r}}')",
-    )
-    return [Check(var, f"`{var}` is the {agg} of {column} over `{source}`", code)]
+    agg = slots.get("agg", "sum")
+    spec = parse_spec(
+        {"kind": "aggregate", "variable": var, "source": source, "column": column, "agg": agg,
+         "decimals": _decimals(slots.get("round"))}
+    )  # fmt: skip
+    return [Check(var, f"`{var}` is the {agg} of {column} over `{source}`", spec)]
 
 
 def _groupby(slot: Mapping[str, Any], slots: Mapping[str, Any]) -> list[Check]:
@@ -97,95 +103,53 @@ def _groupby(slot: Mapping[str, Any], slots: Mapping[str, Any]) -> list[Check]:
     agg = slots.get("agg")
     if agg not in ("sum", "mean", "median", "count"):
         return []
-    frame, words = source, f"`{source}`"
+    fields: dict[str, Any] = {"kind": "group_aggregate", "variable": var, "source": source, "by": by}
+    fields |= {"column": column, "agg": agg, "decimals": _decimals(slots.get("round"))}
+    words = f"`{source}`"
     join = slots.get("join")
     if isinstance(join, Mapping) and join.get("var") == var:  # joined and grouped in one expression
-        on, right = join["on"], join["right"]
-        frame = f"_pd.merge({join['left']}, {right}[[{on!r}, {by!r}]], how={join['how']!r}, on={on!r})"
-        words = f"`{join['left']}` joined with `{right}` on {on}"
-    code = _lines(
-        "import pandas as _pd",
-        f"_expected = {frame}.groupby({by!r})[{column!r}].agg({agg!r})",
-        f"_got = {var}",
-        "_names, _groups = sorted(map(str, _got.index)), sorted(map(str, _expected.index))",
-        f"assert _names == _groups, f'`{var}` has groups {{_names[:8]}}; {_say(by)}"
-        f" in {_say(words)} has {{_groups[:8]}}'",
-        "_gap = float((_got.astype(float).reindex(_expected.index) - _expected).abs().max())",
-        f"assert _gap <= {_tolerance(slots.get('round'))!r}, (",
-        f"    f'`{var}` differs from the {agg} of {_say(column)} per {_say(by)} over"
-        f" {_say(words)} by up to {{_gap!r}}')",
-    )
-    return [Check(var, f"`{var}` is the {agg} of {column} per {by} over {words}", code)]
+        fields |= {"source": join["left"], "join_right": join["right"], "join_on": join["on"], "join_how": join["how"]}
+        words = f"`{join['left']}` joined with `{join['right']}` on {join['on']}"
+    return [Check(var, f"`{var}` is the {agg} of {column} per {by} over {words}", parse_spec(fields))]
 
 
 def _sort(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
     var, source, ascending, k = slot["var"], slot["source"], bool(slot["ascending"]), int(slot["k"])
-    pick, order = ("nsmallest", "smallest") if ascending else ("nlargest", "largest")
-    code = _lines(
-        f"_expected = [float(v) for v in {source}.{pick}({k})]",
-        f"_got = [float({source}[{var}])] if isinstance({var}, str) else [float(v) for v in {var}]",
-        f"assert _got == _expected, f'`{var}` holds {{_got}}; the {k} {order} of"
-        f" `{source}` in order are {{_expected}}'",
-    )
-    return [Check(var, f"`{var}` lists the {k} {order} values of `{source}`, {order} first", code)]
+    order = "smallest" if ascending else "largest"
+    spec = parse_spec({"kind": "top_k", "variable": var, "source": source, "k": k, "order": order})
+    return [Check(var, f"`{var}` lists the {k} {order} values of `{source}`, {order} first", spec)]
 
 
 def _share(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
     var = slot["var"]
-    code = _lines(
-        "import pandas as _pd",
-        f"_values = _pd.Series({var}).astype(float)",
-        "_outside = _values[(_values < 0) | (_values > 1)]",
-        f"assert _outside.empty, f'`{var}` has values outside [0, 1]: {{dict(list(_outside.items())[:5])}}'",
-    )
-    return [Check(var, f"`{var}` holds fractions between 0 and 1", code)]
+    return [Check(var, f"`{var}` holds fractions between 0 and 1", parse_spec({"kind": "share", "variable": var}))]
 
 
 def _dropna(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
     var, source, subset = slot["var"], slot["source"], list(slot["subset"])
-    code = _lines(
-        f"_complete = int({source}[list({tuple(subset)!r})].notna().all(axis=1).sum())",
-        f"assert len({var}) == _complete, (",
-        f"    f'`{var}` has {{len({var})}} rows; `{source}` has {{_complete}} rows"
-        f" with all of {_say(subset)} present')",
-    )
-    return [Check(var, f"`{var}` keeps every row of `{source}` with {', '.join(subset)} all present", code)]
+    spec = parse_spec({"kind": "complete_rows", "variable": var, "source": source, "columns": subset})
+    return [Check(var, f"`{var}` keeps every row of `{source}` with {', '.join(subset)} all present", spec)]
 
 
 def _normalize(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
     var, column, synonyms = slot["var"], slot["column"], dict(slot.get("synonyms") or {})
-    code = _lines(
-        f"_values = set({var}[{column!r}].dropna().astype(str))",
-        f"_odd = sorted(v for v in _values if v != v.strip().title() or v in {sorted(synonyms)!r})",
-        f"assert not _odd, f'`{var}` has {_say(column)} values that are not normalised: {{_odd[:8]}}'",
-    )
-    return [Check(var, f"the {column} values of `{var}` are trimmed, in title case, synonyms merged", code)]
+    spec = parse_spec({"kind": "normalized", "variable": var, "column": column, "variants": sorted(synonyms)})
+    return [Check(var, f"the {column} values of `{var}` are trimmed, in title case, synonyms merged", spec)]
 
 
 def _outlier(slot: Mapping[str, Any], slots: Mapping[str, Any]) -> list[Check]:
     var, source, column, k = slot["var"], slot["source"], slot["column"], slot["k"]
-    decimals = slots.get("round")
-    limit = f"_q3 + {k!r} * (_q3 - _q1)" if decimals is None else f"round(_q3 + {k!r} * (_q3 - _q1), {decimals})"
-    code = _lines(
-        f"_q1, _q3 = {source}[{column!r}].quantile([0.25, 0.75])",
-        f"_limit = {limit}",
-        f"_above = int(({source}[{column!r}] > _limit).sum())",
-        f"assert len({var}) == _above, (",
-        f"    f'`{var}` has {{len({var})}} rows; {{_above}} rows of `{source}` have {_say(column)} above "
-        f"Q3 + {k} * IQR = {{_limit}}')",
-    )
-    return [Check(var, f"`{var}` holds the rows of `{source}` with {column} above Q3 + {k} * IQR", code)]
+    spec = parse_spec(
+        {"kind": "iqr_outliers", "variable": var, "source": source, "column": column, "k": float(k),
+         "decimals": _decimals(slots.get("round"))}
+    )  # fmt: skip
+    return [Check(var, f"`{var}` holds the rows of `{source}` with {column} above Q3 + {k} * IQR", spec)]
 
 
 def _missing(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
     var, source = slot["var"], slot["source"]
-    code = _lines(
-        f"_expected = {{str(c): int(n) for c, n in {source}.isna().sum().items() if n}}",
-        f"_got = {{str(c): int(n) for c, n in dict({var}).items() if n}}",
-        f"assert _got == _expected, f'`{var}` counts {{_got}}; the NaN cells per"
-        f" column of `{source}` are {{_expected}}'",
-    )
-    return [Check(var, f"`{var}` counts the NaN cells per column of `{source}`", code)]
+    spec = parse_spec({"kind": "nan_counts", "variable": var, "source": source})
+    return [Check(var, f"`{var}` counts the NaN cells per column of `{source}`", spec)]
 
 
 def _join(slot: Mapping[str, Any], slots: Mapping[str, Any]) -> list[Check]:
@@ -193,87 +157,95 @@ def _join(slot: Mapping[str, Any], slots: Mapping[str, Any]) -> list[Check]:
     grouped = slots.get("groupby")
     if isinstance(grouped, Mapping) and grouped.get("var") == var:
         return []  # joined and grouped in one expression: the groupby check covers the join
-    if how == "left":
-        expected, words = f"len({left})", f"every row of `{left}` once"
-    elif how == "inner":
-        expected, words = f"int({left}[{on!r}].isin(set({right}[{on!r}])).sum())", f"the rows of `{left}` matched"
-    else:
+    if how not in ("left", "inner"):
         return []
-    code = _lines(
-        f"_expected = {expected}",
-        f"assert len({var}) == _expected, f'`{var}` has {{len({var})}} rows;"
-        f" joining on {_say(on)} keeps {{_expected}}'",
-    )
-    return [Check(var, f"`{var}` (a {how} join on {on}) keeps {words}", code)]
+    words = f"every row of `{left}` once" if how == "left" else f"the rows of `{left}` matched"
+    spec = parse_spec({"kind": "join_rows", "variable": var, "left": left, "right": right, "on": on, "how": how})
+    return [Check(var, f"`{var}` (a {how} join on {on}) keeps {words}", spec)]
 
 
 def _overlap(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
     var, left, right = slot["var"], slot["left"], slot["right"]
-    code = _lines(
-        "import pandas as _pd",
-        f"_keys = [set(v.index) if isinstance(v, _pd.DataFrame | _pd.Series) else set(v) for v in ({left}, {right})]",
-        "_common = _keys[0] & _keys[1]",
-        f"assert len({var}) == len(_common), f'`{var}` has {{len({var})}} entries; `{left}` and `{right}` share "
-        "{len(_common)}'",
+    spec = parse_spec({"kind": "overlap", "variable": var, "left": left, "right": right})
+    return [Check(var, f"`{var}` holds what `{left}` and `{right}` have in common", spec)]
+
+
+def _resample(slot: Mapping[str, Any], slots: Mapping[str, Any]) -> list[Check]:
+    """Monthly totals: the ``measure`` summed per calendar month of the date ``column``, in the stated ``unit``."""
+    var, source, date_column, column = slot["var"], slot["source"], slot["column"], slot["measure"]
+    if slot.get("rule", "MS") != "MS":
+        return []
+    unit = slots.get("unit")
+    factor = unit["factor"] if isinstance(unit, Mapping) and unit.get("var") == var else 1
+    spec = parse_spec(
+        {"kind": "resample", "variable": var, "source": source, "date_column": date_column, "column": column,
+         "agg": "sum", "factor": factor, "decimals": _decimals(slots.get("round"))}
+    )  # fmt: skip
+    scale = f", in units of {factor}" if factor != 1 else ""
+    return [Check(var, f"`{var}` is the total of {column} per calendar month of {date_column}{scale}", spec)]
+
+
+def _unit(slot: Mapping[str, Any], slots: Mapping[str, Any]) -> list[Check]:
+    """A stated unit: its values times ``factor`` add up to the source column's total. Monthly totals state their unit
+    in the ``resample`` check (which compares month by month), so a unit on a resampled variable adds none."""
+    var, factor = slot["var"], slot["factor"]
+    resampled = slots.get("resample")
+    if isinstance(resampled, Mapping) and resampled.get("var") == var:
+        return []
+    spec = parse_spec(
+        {"kind": "unit_scale", "variable": var, "source": slot["source"], "column": slot["column"], "factor": factor}
     )
-    return [Check(var, f"`{var}` holds what `{left}` and `{right}` have in common", code)]
+    return [Check(var, f"`{var}` is stated in units of {factor} of {slot['column']}", spec)]
 
 
 def _param(slot: Mapping[str, Any], _: Mapping[str, Any]) -> list[Check]:
     var, new = slot["var"], slot["new"]
-    code = _lines(f"assert {var} == {new!r}, f'`{var}` is {{{var}!r}}; the revision sets it to {_say(new)}'")
-    return [Check(var, f"`{var}` is {new!r} after the revision", code)]
+    return [
+        Check(
+            var, f"`{var}` is {new!r} after the revision", parse_spec({"kind": "param", "variable": var, "value": new})
+        )
+    ]
 
 
 def _correction(slot: Mapping[str, Any], _: Mapping[str, Any], targets: Sequence[str] = ()) -> list[Check]:
     column, key_column, key, new = slot["column"], slot.get("key_column"), slot["key"], slot["new"]
-    out = []
-    for var in dict.fromkeys([slot["var"], *targets]):
-        rows = (
-            f"{var}.loc[{var}.index == {key!r}]" if key_column is None else f"{var}[{var}[{key_column!r}] == {key!r}]"
+    where = f"row {key!r}" if key_column is None else f"{key_column} {key!r}"
+    return [
+        Check(
+            var,
+            f"{column} is {new!r} for {where} in `{var}`",
+            parse_spec(
+                {
+                    "kind": "corrected_cell",
+                    "variable": var,
+                    "column": column,
+                    "key": key,
+                    "value": new,
+                    "key_column": key_column,
+                }
+            ),  # fmt: skip
         )
-        where = _say(f"row {key!r}" if key_column is None else f"{key_column} {key!r}")
-        has_key = "" if key_column is None else f" and {key_column!r} in {var}.columns"
-        code = _lines(
-            "import pandas as _pd",
-            f"if isinstance({var}, _pd.DataFrame) and {column!r} in {var}.columns{has_key}:",
-            f"    _rows = {rows}",
-            f"    _wrong = _rows[{column!r}][_rows[{column!r}] != {new!r}].tolist()",
-            f"    assert not _wrong, f'`{var}` has {_say(column)} = {{_wrong[:3]}} for {where}; the correction "
-            f"is {_say(new)}'",
-        )
-        out.append(Check(var, f"{column} is {new!r} for {where} in `{var}`", code))
-    return out
+        for var in dict.fromkeys([slot["var"], *targets])
+    ]
 
 
 def _exclude(slot: Mapping[str, Any], _: Mapping[str, Any], targets: Sequence[str] = ()) -> list[Check]:
     column, value = slot["column"], slot["value"]
-    out = []
-    for var in dict.fromkeys([slot["var"], *targets]):
-        code = _lines(
-            "import pandas as _pd",
-            f"if isinstance({var}, _pd.DataFrame) and {column!r} in {var}.columns:",
-            f"    _left = int(({var}[{column!r}] == {value!r}).sum())",
-            f"    assert _left == 0, f'`{var}` still has {{_left}} rows with {_say(column)} {_say(value)}'",
+    return [
+        Check(
+            var,
+            f"`{var}` has no row with {column} {value!r}",
+            parse_spec({"kind": "excluded_rows", "variable": var, "column": column, "value": value}),
         )
-        out.append(Check(var, f"`{var}` has no row with {column} {value!r}", code))
-    return out
+        for var in dict.fromkeys([slot["var"], *targets])
+    ]
 
 
 def _round(decimals: Any, _: Mapping[str, Any]) -> list[Check]:
-    if not isinstance(decimals, int) or isinstance(decimals, bool):
+    if _decimals(decimals) is None:
         return []
-    code = _lines(
-        "def _numbers(value):",
-        "    if isinstance(value, dict):",
-        "        value = list(value.values())",
-        "    if isinstance(value, list | tuple):",
-        "        return [x for item in value for x in _numbers(item)]",
-        "    return [value] if isinstance(value, float) else []",
-        f"_long = [x for x in _numbers(result) if abs(x - round(x, {decimals})) > 1e-9]",
-        f"assert not _long, f'`result` reports numbers with more than {decimals} decimals: {{_long[:5]}}'",
-    )
-    return [Check("result", f"every number the turn reports is rounded to {decimals} decimals", code)]
+    spec = parse_spec({"kind": "rounded", "variable": "result", "decimals": decimals})
+    return [Check("result", f"every number the turn reports is rounded to {decimals} decimals", spec)]
 
 
 SLOT_CHECKS = {
@@ -288,6 +260,8 @@ SLOT_CHECKS = {
     "missing": _missing,
     "join": _join,
     "overlap": _overlap,
+    "resample": _resample,
+    "unit": _unit,
     "round": _round,
 }
 """Slot key -> the checks of a turn that states it (the revision slots are handled by :func:`revision_checks`)."""
@@ -299,6 +273,11 @@ def revision_checks(turn: TurnSpec, later_writes: Sequence[str] = ()) -> list[Ch
     that does not follow the revision)."""
     slots = turn.slots
     targets = [v for v in slots.get("recompute", ()) if not later_writes or v in later_writes]
+    return revision_checks_of(slots, targets)
+
+
+def revision_checks_of(slots: Mapping[str, Any], targets: Sequence[str] = ()) -> list[Check]:
+    """The checks of the revision ``slots`` state (``param``, ``correction``, ``exclude``), also on ``targets``."""
     out: list[Check] = []
     if "param" in slots:
         out += _param(slots["param"], slots)
@@ -318,17 +297,82 @@ def slot_checks(turn: TurnSpec) -> list[Check]:
         if isinstance(stated.get(key), Mapping) or (key == "round" and "round" in stated):
             try:
                 out += write(stated[key], tolerances)
-            except (KeyError, TypeError, ValueError) as exc:  # a malformed slot: no check for it, said once
+            except (
+                KeyError,
+                TypeError,
+                ValueError,
+                CheckSpecError,
+            ) as exc:  # a malformed slot: no check for it, said once
                 logger.warning(
                     "turn %s: no check for its %r slot (%s: %s)", turn.turn_id, key, type(exc).__name__, exc
                 )
     return out
 
 
-def turn_checks(task: TaskSpec, turn: TurnSpec) -> tuple[Check, ...]:
+_NAME = r"([A-Za-z_][A-Za-z0-9_]*)"
+_ROUNDED = re.compile(rf"assert all\(abs\(v - round\(v, (\d+)\)\) < 1e-9 for v in {_NAME}\)")
+_SHARE = (
+    re.compile(rf"assert 0 <= {_NAME} <= 1 and "),
+    re.compile(rf"assert \(\(\({_NAME}\) >= 0\) & \(\(\1\) <= 1\)\)\.all\(\)"),
+)
+_ROWS_KEPT = re.compile(rf"assert len\({_NAME}\) == len\({_NAME}\)")
+
+
+def _constraint_spec(code: str, slots: Mapping[str, Any]) -> CheckSpec | None:
+    """The spec that restates a public constraint's ``code`` (the forms the task templates write), None for a form
+    without one (e.g. a set of allowed values, a derived-column rule)."""
+    code = code.strip()
+    if match := _ROUNDED.fullmatch(code):
+        return parse_spec({"kind": "rounded", "variable": match[2], "decimals": int(match[1])})
+    for form in _SHARE:
+        if match := form.match(code):
+            return parse_spec({"kind": "share", "variable": match[1]})
+    join = slots.get("join")
+    if (match := _ROWS_KEPT.fullmatch(code)) and isinstance(join, Mapping) and join.get("how") == "left":
+        if (match[1], match[2]) == (join["var"], join["left"]):
+            return _join(join, {})[0].spec
+    resampled, unit = slots.get("resample"), slots.get("unit")
+    if isinstance(resampled, Mapping) and isinstance(unit, Mapping) and unit["var"] in code and "* " in code:
+        return parse_spec(
+            {"kind": "unit_scale", "variable": unit["var"], "source": resampled["source"],
+             "column": resampled["measure"], "factor": unit["factor"]}
+        )  # fmt: skip
+    revisions = [c.spec for c in revision_checks_of(slots) if c.spec.variable in code]
+    for spec in revisions:
+        value = getattr(spec, "value", None)
+        if value is not None and repr(value) in code:
+            return spec
+    return None
+
+
+def constraint_checks(
+    turn: TurnSpec, skip_kinds: Collection[str] = (), earlier: Sequence[TurnSpec] = ()
+) -> tuple[Check, ...]:
+    """The checks that restate ``turn``'s public constraints as specs (``constraint`` holds the constraint's text),
+    for the constraints whose code has a form a spec states; the others keep their code. ``earlier``: the turns whose
+    constraints an ``invalidate`` turn repeats (their slots name the variables of those constraints)."""
+    out = []
+    for text, code in turn.constraints:
+        if not code:
+            continue
+        spec = None
+        for slots in (turn.slots, *(t.slots for t in earlier)):
+            try:
+                spec = _constraint_spec(code, slots)
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                logger.warning("turn %s: constraint %r: %s: %s", turn.turn_id, text, type(exc).__name__, exc)
+            if spec is not None:
+                break
+        if spec is not None and spec.kind not in skip_kinds:
+            out.append(Check(spec.variable, text, spec, constraint=text))
+    return tuple(out)
+
+
+def turn_checks(task: TaskSpec, turn: TurnSpec, skip_kinds: Collection[str] = ()) -> tuple[Check, ...]:
     """The checks of ``turn`` (at most :data:`MAX_CHECKS`): its own stated requirements first (for an ``invalidate``
     turn, also those of the earlier turns whose variables it re-derives, on those variables), then the standing
-    revisions of the earlier ``invalidate`` turns (the latest first), without repeats."""
+    revisions of the earlier ``invalidate`` turns (the latest first), without repeats and without checks of the kinds
+    in ``skip_kinds`` (e.g. ``("unit_scale", "resample")`` measures what is detectable without them)."""
     index = next(i for i, t in enumerate(task.turns) if t.turn_id == turn.turn_id)
     own = slot_checks(turn)
     if turn.relation == "invalidate":  # "what are X (turn 4) now?": turn 4's requirements, on the re-derived values
@@ -347,16 +391,22 @@ def turn_checks(task: TaskSpec, turn: TurnSpec) -> tuple[Check, ...]:
             revised.add(param["var"])
     checks: dict[str, Check] = {}
     for check in own + standing:
-        checks.setdefault(check.code, check)
+        if check.spec.kind not in skip_kinds:
+            checks.setdefault(check.key, check)
     return tuple(checks.values())[:MAX_CHECKS]
 
 
-def task_checks(task: TaskSpec) -> dict[str, tuple[Check, ...]]:
-    """``{turn_id: turn_checks(task, turn)}`` for every turn of ``task``."""
-    return {turn.turn_id: turn_checks(task, turn) for turn in task.turns}
+def task_checks(task: TaskSpec, skip_kinds: Collection[str] = ()) -> dict[str, tuple[Check, ...]]:
+    """``{turn_id: checks}`` for every turn of ``task``: :func:`turn_checks`, then :func:`constraint_checks`."""
+    out = {}
+    for index, turn in enumerate(task.turns):
+        recomputed = set(turn.slots.get("recompute", ())) if turn.relation == "invalidate" else set()
+        earlier = [t for t in task.turns[:index] if recomputed & set(t.writes)]
+        out[turn.turn_id] = turn_checks(task, turn, skip_kinds) + constraint_checks(turn, skip_kinds, earlier)
+    return out
 
 
-def folder_checks(task: Task) -> dict[str, tuple[Check, ...]]:
+def folder_checks(task: Task, skip_kinds: Collection[str] = ()) -> dict[str, tuple[Check, ...]]:
     """:func:`task_checks` of a written multi-turn task folder: its public turns with the ``writes`` and ``slots`` of
     ``private/synthesis.json`` (no tables are read). ``{}`` for a task that is not multi-turn or has no such file
     (an imported task: its turns are verified by ``check_execution`` and their constraints only)."""
@@ -375,10 +425,11 @@ def folder_checks(task: Task) -> dict[str, tuple[Check, ...]]:
             depends_on=tuple(turn.depends_on),
             relation=turn.relation,
             precision=turn.precision,
+            constraints=tuple((c.text, c.code) for c in turn.constraints),
             writes=tuple(extra.get(turn.turn_id, {}).get("writes", ())),
             slots=extra.get(turn.turn_id, {}).get("slots", {}),
         )
         for turn in task.turns
     )
     spec = TaskSpec(task.id, "", 0, task.name, "", {}, turns)
-    return task_checks(spec)
+    return task_checks(spec, skip_kinds)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.checks.spec import CHECK_KINDS
 from harness.executors import (
     EXECUTION_FIELDS,
     address_field,
@@ -67,6 +68,14 @@ class SynthesisConfig:
     table_turns: int = field(default=6, metadata={"help": "Turns of a question chain over one table (6..30)."})
     fault_types: list[str] | None = field(
         default=None, metadata={"help": "Fault types to inject (synthesis.faults.FAULT_TYPES); null: all."}
+    )
+    gold_skip_check_kinds: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Check kinds (harness.checks.spec.CHECK_KINDS) the gold manager does not write; a constraint "
+            "whose spec is skipped is run as its own code. [unit_scale, resample] measures the detectability "
+            "without the two kinds that reveal unit and resampling faults; []: every kind (the default)."
+        },
     )
     generate_faults: bool = field(default=True, metadata={"help": "Generate faults with the fault library."})
     faults_files: list[str] = field(
@@ -141,6 +150,11 @@ class SynthesisConfig:
             unknown = [t for t in self.fault_types if t not in valid_types]
             if unknown:
                 raise ValueError(f"fault_types: unknown fault type(s) {unknown}; valid fault types: {valid_types}.")
+        unknown = [k for k in self.gold_skip_check_kinds if k not in CHECK_KINDS]
+        if unknown:
+            raise ValueError(
+                f"gold_skip_check_kinds: unknown check kind(s) {unknown}; valid kinds: {sorted(CHECK_KINDS)}."
+            )
         if len(self.n_turns) != 2 or not 6 <= self.n_turns[0] <= self.n_turns[1] <= 30:
             raise ValueError(f"n_turns={self.n_turns}: give [min, max] with 6 <= min <= max <= 30, e.g. [6, 10].")
         if not 6 <= self.table_turns <= 30:

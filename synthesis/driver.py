@@ -252,13 +252,15 @@ def prepare_job(job: Job, config: SynthesisConfig, out: Path, sandbox: Any) -> t
 
 def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
     """Synthesize one task; returns the shard (also written to ``out/shards``). Never raises for a bad task."""
+    from synthesis.checks import folder_checks
     from synthesis.runs import fault_id, run_task
     from synthesis.samples import build_samples, filter_samples
 
     shard: dict[str, Any] = {"index": job.index, "task_id": job.task_id, "source": job.source, "error": None}
     try:
         spec, task, faults = prepare_job(job, config, out, _WORKER.get()["sandbox"])
-        runs = run_task(task, faults, _WORKER.get()["sandbox"], teacher=_WORKER.get()["teacher"])
+        checks = folder_checks(task, config.gold_skip_check_kinds)
+        runs = run_task(task, faults, _WORKER.get()["sandbox"], teacher=_WORKER.get()["teacher"], checks=checks)
     except Exception as exc:  # a task that cannot be synthesized is reported; the run goes on
         shard["error"] = f"task {job.task_id} ({job.source} {job.params}): {type(exc).__name__}: {exc}"
         logger.warning("%s", shard["error"])
@@ -286,6 +288,7 @@ def run_job(job: Job, config: SynthesisConfig, out: Path) -> dict[str, Any]:
                 "kept": outcome.kept,
                 "reason": outcome.reason,
                 "detectable": outcome.detectable,
+                "revealed_by": list(outcome.revealed_by),
                 "fault": outcome.fault.to_fault().to_dict(),
                 "injected": outcome.fault.to_dict(),
             }

@@ -346,31 +346,48 @@ def plot_token_lengths(lengths: Sequence[int], path: Path) -> None:
     plt.close(fig)
 
 
+NEW_CHECK_KINDS = ("unit_scale", "resample")
+"""The check kinds that reveal unit and resampling faults (the gold manager wrote no check for them before)."""
+
+
 def _detectability(kept: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Kept faults per type: ``detectable`` (the gold checks revealed it at its turn), ``undetectable`` (no check
-    did: committed, never supervised as a repair) and ``benign``."""
+    did: committed, never supervised as a repair) and ``benign``; ``new_kinds_only``: detectable faults that only a
+    check of :data:`NEW_CHECK_KINDS` revealed (every failing call at the fault's turn was one of them)."""
     table: dict[str, dict[str, int]] = {}
     for o in kept:
-        row = table.setdefault(o["fault_type"], {"detectable": 0, "undetectable": 0, "benign": 0})
+        row = table.setdefault(o["fault_type"], {"detectable": 0, "undetectable": 0, "benign": 0, "new_kinds_only": 0})
         key = "benign" if o["benign"] else "detectable" if o.get("detectable") else "undetectable"
         row[key] += 1
+        revealed = o.get("revealed_by") or []
+        if key == "detectable" and revealed and set(revealed) <= set(NEW_CHECK_KINDS):
+            row["new_kinds_only"] += 1
     return dict(sorted(table.items()))
 
 
-def _detectability_table(table: dict[str, dict[str, int]]) -> str:
+def _detectability_table(table: dict[str, dict[str, int]], skipped: Sequence[str] = ()) -> str:
     if not table:
         return ""
+    new = " / ".join(NEW_CHECK_KINDS)
     lines = [
         "### Kept faults: detectable from the manager's own checks\n",
         "A fault is *detectable* when a check the gold manager runs at its turn end (check_execution, the stated "
         "constraints, the checks written from the question's stated requirements) shows it; an *undetectable* one is "
-        "committed like a clean state and never supervised as a repair.\n",
-        "| fault type | detectable | undetectable | benign |",
-        "|---|---:|---:|---:|",
+        "committed like a clean state and never supervised as a repair. *Before* counts the detectable faults that a "
+        f"check of another kind than {new} also revealed at the fault's turn (what was detectable before those two "
+        f"kinds; a lower bound, since a check they pushed past the per-turn limit did not run); *only {new}*: the "
+        "ones no other check revealed. A run with `gold_skip_check_kinds: [unit_scale, resample]` measures the "
+        "kept set without them.\n",
+        *([f"This run skipped the check kinds {list(skipped)} (`gold_skip_check_kinds`).\n"] if skipped else []),
+        f"| fault type | detectable before | detectable | only {new} | undetectable | benign |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
-    lines += [f"| {k} | {v['detectable']} | {v['undetectable']} | {v['benign']} |" for k, v in table.items()]
-    total = {c: sum(v[c] for v in table.values()) for c in ("detectable", "undetectable", "benign")}
-    lines.append(f"| **all** | {total['detectable']} | {total['undetectable']} | {total['benign']} |")
+    columns = ("detectable", "new_kinds_only", "undetectable", "benign")
+    for k, v in [*table.items(), ("**all**", {c: sum(r.get(c, 0) for r in table.values()) for c in columns})]:
+        only = v.get("new_kinds_only", 0)
+        lines.append(
+            f"| {k} | {v['detectable'] - only} | {v['detectable']} | {only} | {v['undetectable']} | {v['benign']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -394,7 +411,9 @@ def _card(stats: dict[str, Any], samples: list[dict[str, Any]]) -> str:
         _table("Samples by control action (the action that ends the sample)", s["by_control"]),
         _table("Samples by domain", s["by_domain"]),
         _table("Fault outcomes", stats["faults"]["by_outcome"]),
-        _detectability_table(stats["faults"].get("detectability_by_type", {})),
+        _detectability_table(
+            stats["faults"].get("detectability_by_type", {}), stats.get("config", {}).get("gold_skip_check_kinds", [])
+        ),
         *([card_section(stats["audit"])] if "audit" in stats else []),
         "### Token lengths (Qwen3 chat template with tools)\n",
         "![token lengths](token_lengths.png)\n",

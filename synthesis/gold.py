@@ -7,19 +7,22 @@ Used in synthesis (the SFT targets) and to play the rest of RL rollouts. It answ
 the same policy manages clean, faulted and benign runs, and decides from its tool results alone. Per turn
 (turn-aligned flow):
 
-- **turn start** -> ``OPEN_STATE``: the issue from the question (template), the turn's constraint texts, and the
-  relations the question names in words (:func:`harness.manager.relations.infer_relations`: "Using the result of
-  turn 3", "Go back to the result of turn 2", "With this revision ... (turn 4)"; ``init`` when it names none).
+- **turn start** -> ``OPEN_STATE``: the issue from the question (template), the turn's constraints as
+  ``{"text", "check"}`` (``check``: the spec that restates the constraint, :func:`synthesis.checks.constraint_checks`;
+  null when no spec states it), and the relations the question names in words
+  (:func:`harness.manager.relations.infer_relations`: "Using the result of turn 3", "Go back to the result of turn 2",
+  "With this revision ... (turn 4)"; ``init`` when it names none).
 - **turn end, state open** -> ``check_execution`` of the turn's latest step, then ``UPDATE_STATE`` with the variables
   that step wrote (as the sandbox reported them) and a conclusion quoting the reported result.
 - **turn end, state updated** -> one verification procedure for every turn end, the same tool calls whatever the
-  run: ``check_execution`` of the latest step, a ``run_probe`` of every constraint the turn states (the code the task
-  writes for the constraint's text), and a ``run_probe`` of every check :mod:`synthesis.checks` writes from the
-  turn's stated requirements (``checks``, by turn id). Then the decision follows from the results: when one shows a
-  violation (a probe that failed with an ``AssertionError``, a step whose verdict is ``failed``) and ``REPAIR`` is
-  legal -> ``REPAIR`` whose ``analytical_evidence`` quotes that result and whose hint names the variable the failed
-  check is about and the requirement it breaks (written from the check, never from a fault record); otherwise
-  ``FINALIZE_RELATIONS(confirm)``. After a repair the same calls run again.
+  run: ``check_execution`` of the latest step, a ``run_check`` of every constraint the turn states with its spec (a
+  ``run_probe`` of the task's own code for a constraint no spec states), and a ``run_check`` of every check
+  :mod:`synthesis.checks` writes from the turn's stated requirements (``checks``, by turn id; typed specs, never
+  code). Then the decision follows from the results: when one shows a violation (a ``run_check`` whose ``passed`` is
+  false, a probe that failed with an ``AssertionError``, a step whose verdict is ``failed``) and ``REPAIR`` is legal ->
+  ``REPAIR`` whose ``analytical_evidence`` quotes that result (the failed check's reason) and whose hint names the
+  variable the failed check is about and the requirement it breaks (written from the check, never from a fault
+  record); otherwise ``FINALIZE_RELATIONS(confirm)``. After a repair the same calls run again.
 - **finalized** -> ``COMMIT_STATE``.
 
 A fault that none of these checks reveals is therefore committed like a clean state: synthesis counts it as
@@ -145,28 +148,23 @@ class GoldPolicy:
 
     # ---------------------------------------------------------------- turn start and turn end: bookkeeping
     def _open(self, inp: PolicyInput) -> str:
-        constraints = [] if inp.turn is None else [{"text": c.text} for c in inp.turn.constraints]
+        constraints: list[dict[str, Any]] = []
+        if inp.turn is not None:
+            stated = self._constraint_checks(inp.turn.turn_id)
+            for c in inp.turn.constraints:
+                check = stated.get(c.text)
+                constraints.append({"text": c.text, "check": None if check is None else check.spec.to_dict()})
         return open_response(inp, constraints, self._text)
+
+    def _constraint_checks(self, turn_id: str) -> dict[str, Check]:
+        return _stated_constraints(self.checks, turn_id)
 
     def _update(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any]) -> str:
         return update_response(inp, obs, draft, self._text)
 
     # ---------------------------------------------------------------- turn end: checks and decision
     def _plan(self, inp: PolicyInput, draft: dict[str, Any]) -> list[_Planned]:
-        """The tool calls of a check activation, in order, each with what it verifies (the same on every run)."""
-        last = draft["source_step_end"]
-        plan: list[_Planned] = [] if last is None else [_Planned("check_execution", {"step_id": last})]
-        turn = inp.turn
-        if turn is not None:
-            for constraint in turn.constraints:
-                if constraint.code:
-                    variable = _constraint_variable(constraint.code)
-                    plan.append(_Planned("run_probe", {"code": constraint.code}, variable, constraint.text))
-            for check in self.checks.get(turn.turn_id, ()):
-                plan.append(_Planned("run_probe", {"code": check.code}, check.variable, check.requirement))
-        seen: set[str] = set()
-        unique = [p for p in plan if not (p.key in seen or seen.add(p.key))]  # type: ignore[func-returns-value]
-        return unique[:MAX_TOOL_CALLS]
+        return plan_calls(inp, draft, self.checks)
 
     def _check(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str]) -> str:
         plan = self._plan(inp, draft)
@@ -202,6 +200,45 @@ class GoldPolicy:
         )
 
 
+def _stated_constraints(checks: Mapping[str, Sequence[Check]], turn_id: str) -> dict[str, Check]:
+    """The turn's checks that restate a public constraint, by the constraint's text."""
+    return {c.constraint: c for c in checks.get(turn_id, ()) if c.constraint}
+
+
+def plan_calls(inp: PolicyInput, draft: dict[str, Any], checks: Mapping[str, Sequence[Check]]) -> list[_Planned]:
+    """The tool calls of a check activation, in order, each with what it verifies (the same on every run)."""
+    last = draft["source_step_end"]
+    plan: list[_Planned] = [] if last is None else [_Planned("check_execution", {"step_id": last})]
+    turn = inp.turn
+    if turn is not None:
+        stated = _stated_constraints(checks, turn.turn_id)
+        for constraint in turn.constraints:
+            if (check := stated.get(constraint.text)) is not None:
+                arguments = {"spec": check.spec.to_dict()}
+                plan.append(_Planned("run_check", arguments, check.variable, constraint.text, "constraint"))
+            elif constraint.code:  # a constraint no spec states: its own (public) code
+                variable = _constraint_variable(constraint.code)
+                plan.append(_Planned("run_probe", {"code": constraint.code}, variable, constraint.text, "constraint"))
+        for check in checks.get(turn.turn_id, ()):
+            if not check.constraint:
+                plan.append(_Planned("run_check", {"spec": check.spec.to_dict()}, check.variable, check.requirement))
+    seen: set[str] = set()
+    unique = [p for p in plan if not (p.key in seen or seen.add(p.key))]  # type: ignore[func-returns-value]
+    return unique[:MAX_TOOL_CALLS]
+
+
+def revealed_by(inp: PolicyInput, checks: Mapping[str, Sequence[Check]]) -> tuple[str, ...]:
+    """What the results of the check activation ``inp`` answers show violated, one label per failing call:
+    ``check_execution``, ``constraint`` (a stated constraint, by spec or by its code) or the spec kind of a check
+    written from the turn's stated requirements."""
+    plan = plan_calls(inp, json.loads(inp.observation)["current_draft"], checks)
+    return tuple(
+        planned.label
+        for planned, text in zip(plan, inp.tool_results, strict=False)
+        if _violation(json.loads(text)) is not None
+    )
+
+
 @dataclass(frozen=True)
 class _Planned:
     """One tool call of the verification procedure and what it verifies (the variable and requirement a repair
@@ -211,6 +248,13 @@ class _Planned:
     arguments: dict[str, Any]
     variable: str = ""
     requirement: str = ""
+    origin: str = ""  # "constraint": it restates a stated constraint
+
+    @property
+    def label(self) -> str:
+        if self.origin or self.name != "run_check":
+            return self.origin or self.name
+        return str(self.arguments["spec"]["kind"])
 
     @property
     def key(self) -> str:
@@ -233,10 +277,14 @@ def _constraint_variable(code: str) -> str:
 def _violation(result: dict[str, Any]) -> str | None:
     """The quoted evidence when a tool result really shows a violation, else None.
 
-    ``run_probe``: the probe ran (``ok``) and failed with an ``AssertionError``; ``check_execution``: the step's
-    verdict is ``failed``."""
+    ``run_check``: the check ran (``ok``) and did not pass (``passed`` False; None: it could not run); ``run_probe``:
+    the probe ran and failed with an ``AssertionError``; ``check_execution``: the step's verdict is ``failed``."""
     if not result.get("ok"):
         return None
+    if "passed" in result:
+        if result["passed"] is not False:
+            return None
+        return f"run_check failed: {result.get('reason') or result.get('requirement') or 'the check did not pass'}"
     if "verdict" in result:
         if result["verdict"] != "failed":
             return None

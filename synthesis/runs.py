@@ -64,7 +64,7 @@ from harness.sandbox import Kernel
 from harness.tasks import Task
 from harness.worker.scripted import ScriptedWorker
 from synthesis.checks import Check, folder_checks
-from synthesis.gold import GoldPolicy, LoggedResponse, Teacher
+from synthesis.gold import GoldPolicy, LoggedResponse, Teacher, revealed_by
 from synthesis.replay import Recording, ReplayDiverged, ReplayTap
 
 if TYPE_CHECKING:
@@ -101,6 +101,7 @@ class FaultOutcome:
     kept: bool = False
     reason: str | None = None
     detectable: bool | None = None  # harmful faults: did the gold run's checks reveal it at its turn (None: benign)
+    revealed_by: tuple[str, ...] = ()  # detectable: what the failing calls at its turn were (gold.revealed_by)
 
 
 @dataclass
@@ -408,7 +409,7 @@ def run_task(
             outcome.faulty = play(task, sandbox, NonePolicy(), fault, "faulty", runtime)
             if not faulty_verdict(task, clean, outcome.faulty, fault.benign):
                 outcome.gold = play(task, sandbox, gold(), fault, "gold", runtime)
-            runs.outcomes.append(_judged(task, clean, outcome))
+            runs.outcomes.append(_judged(task, clean, outcome, checks))
         return runs
     turn_index = {turn.turn_id: index for index, turn in enumerate(task.turns)}
     at = {turn_index[f.turn_id] for f in faults}
@@ -446,7 +447,7 @@ def run_task(
                 outcome.gold = play_from_snapshot(
                     task, kernel, gold_snaps[index], gold(), fault, "gold", runtime, joining
                 )
-            runs.outcomes.append(_judged(task, clean, outcome))
+            runs.outcomes.append(_judged(task, clean, outcome, checks))
         if tap is not None:
             runs.joined, runs.served = tap.joined, tap.served
     return runs
@@ -463,7 +464,18 @@ def _release_except(kernel: Kernel, snapshots: dict[int, Snapshot]) -> None:
         kernel.release(checkpoint)
 
 
-def _judged(task: Task, clean: Run, outcome: FaultOutcome) -> FaultOutcome:
+def _judged(task: Task, clean: Run, outcome: FaultOutcome, checks: Mapping[str, Sequence[Check]]) -> FaultOutcome:
     outcome.reason = validate(task, clean, outcome)
     outcome.kept = outcome.reason is None
+    if outcome.detectable and outcome.gold is not None:
+        outcome.revealed_by = fault_turn_violations(outcome.gold, outcome.fault.turn_id, checks)
     return outcome
+
+
+def fault_turn_violations(gold: Run, turn_id: str, checks: Mapping[str, Sequence[Check]]) -> tuple[str, ...]:
+    """The labels of the failing calls (:func:`synthesis.gold.revealed_by`) that led to the gold run's first repair
+    at turn ``turn_id``; ``()`` when it made none there."""
+    for entry in gold.log:
+        if entry.inp.turn is not None and entry.inp.turn.turn_id == turn_id and '"name": "REPAIR"' in entry.response:
+            return revealed_by(entry.inp, checks)
+    return ()

@@ -20,10 +20,12 @@ in ``TurnSpec.writes``)::
     "round":      int                                             (decimals the turn's numbers are rounded to)
     "sort":       {"var": str, "source": str, "ascending": bool, "k": int}   (top-k over a series)
     "join":       {"var": str, "left": str, "right": str, "on": str, "how": "left" | "inner"}
-    "unit":       {"var": str, "factor": int}                     (values divided by factor: 1000 = in thousands)
+    "unit":       {"var": str, "factor": int, "source"?: str, "column"?: str}
+                  (values divided by factor: 1000 = in thousands; of source's column unless the var is resampled)
     "dropna":     {"var": str, "source": str, "subset": [str, ...]}   (rows with NaN in subset dropped)
     "normalize":  {"var": str, "column": str, "synonyms": {variant: canonical}}   (category spelling clean-up)
-    "resample":   {"var": str, "source": str, "column": str, "rule": "MS"}   (monthly totals by date)
+    "resample":   {"var": str, "source": str, "column": str, "measure": str, "rule": "MS"}
+                  (monthly totals of measure by the date column)
     "total":      {"var": str, "source": str, "column": str}       (the agg of a column of a row subset, rounded)
     "share":      {"var": str, "source": str}                     (a fraction in [0, 1] of the source's total)
     "outlier":    {"var": str, "source": str, "column": str, "k": float}     (IQR rule: > Q3 + k * IQR)

@@ -306,7 +306,8 @@ def monthly(s: Schema, fresh: Fresh) -> list[Candidate]:
         f"{var} = ({var}[{var}.index.notna()].resample('MS').sum(){scaled}).round({p})\n"
         f"{var}.index = {var}.index.strftime('%Y-%m')"
     )
-    slots: dict[str, Any] = {"resample": {"var": var, "source": s.clean, "column": s.date, "rule": "MS"}, "round": p}
+    resampled = {"var": var, "source": s.clean, "column": s.date, "measure": s.measure, "rule": "MS"}
+    slots: dict[str, Any] = {"resample": resampled, "round": p}
     constraints = [rounded_check(var, p)]
     context = f"Parse {s.date} as dates; months are calendar months ('YYYY-MM'). Round to {p} decimals."
     if s.money:
