@@ -121,10 +121,16 @@ def turn_variables(spec: Any) -> list[tuple[Variable, ...]]:
 
 
 def gold_specs(task: Any) -> dict[str, list[CheckSpec]]:
-    """The gold's specs per turn id: :func:`synthesis.checks.task_specs` of the task."""
-    from synthesis.checks import task_specs
+    """The gold's specs per turn id: the specs of :func:`synthesis.checks.task_checks` (the turn's stated
+    requirements, its standing revisions and its public constraints restated), each distinct spec once (the gold
+    manager runs each once)."""
+    from synthesis.checks import task_checks
 
-    return {turn_id: list(specs) for turn_id, specs in task_specs(task).items()}
+    out = {}
+    for turn_id, checks in task_checks(task).items():
+        unique = {json.dumps(c.spec.to_dict(), sort_keys=True): c.spec for c in checks}
+        out[turn_id] = list(unique.values())
+    return out
 
 
 # ---------------------------------------------------------------- the measurement
@@ -141,7 +147,8 @@ def measure(config: Any, split: str, limit: int | None = None) -> dict[str, Any]
         gold = gold_specs(spec)
         noted: list[NotedTurn] = []
         for turn, written in zip(spec.turns, variables, strict=True):
-            read = read_turn(turn.question, turn.context, written, noted)
+            constraints = [text for text, _ in turn.constraints]
+            read = read_turn(turn.question, turn.context, written, noted, constraints)
             g, r, m = match(read, gold.get(turn.turn_id, []))
             totals["gold"] += g
             totals["read"] += r

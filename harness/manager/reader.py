@@ -224,7 +224,7 @@ def _first(variables: Sequence[Variable], hint: str = "") -> str | None:
 # ---------------------------------------------------------------- the phrases of one turn
 def _filter_specs(r: _Reading, decimals: int | None) -> list[CheckSpec]:
     ops = "|".join(re.escape(w) for w, _ in OP_WORDS)
-    match = re.search(rf"\bhave ([a-zA-Z][\w ]*?) ({ops}) ({_NUMBER})", r.question)
+    match = re.search(rf"\b(?:have|has|with|where) ([a-zA-Z][\w ]*?) (?:is |are )?({ops}) ({_NUMBER})", r.question)
     if not match:
         return []
     frame = _first(r.written_of("frame"))
@@ -244,7 +244,8 @@ def _filter_specs(r: _Reading, decimals: int | None) -> list[CheckSpec]:
 
 
 def _group_specs(r: _Reading, decimals: int | None) -> list[CheckSpec]:
-    match = re.search(r"\b(total|mean|median|average|sum|count) ([a-zA-Z][\w ]*?) per ([a-zA-Z][\w ]*?)[?,]", r.question)
+    aggs = "|".join(AGG_WORDS)
+    match = re.search(rf"\b({aggs}) ([a-zA-Z][\w ]*?) per ([a-zA-Z][\w ]*?)[?,]", r.question)
     if not match or match.group(3).strip().lower() == "month":
         return []
     agg = AGG_WORDS[match.group(1).lower()]
@@ -318,7 +319,8 @@ def _iqr_specs(r: _Reading) -> list[CheckSpec]:
         return []
     k = re.search(rf"Q3 \+ ({_NUMBER}) \*", r.text)
     limit = re.search(r"\blimit to (\d+) decimals?", r.text, re.IGNORECASE)
-    return [IqrOutliers(frame, source, column, float(k.group(1)) if k else 1.5, int(limit.group(1)) if limit else None)]
+    decimals = int(limit.group(1)) if limit else None
+    return [IqrOutliers(frame, source, column, float(k.group(1)) if k else 1.5, decimals)]
 
 
 def _missing_specs(r: _Reading) -> list[CheckSpec]:
@@ -336,7 +338,12 @@ def _clean_specs(r: _Reading) -> list[CheckSpec]:
     frame = _first(r.written_of("frame"))
     if frame is None:
         return out
-    drop = re.search(r"\bDrop \w+ with no ([\w ]+?) or no ([\w ]+?)[.,;]", r.text)
+    drop = re.search(
+        r"\bDrop \w+ (?:with no|without|with (?:a )?missing) ([\w ]+?) (?:or|and) "
+        r"(?:no |a missing |missing )?([\w ]+?)[.,;]",
+        r.text,
+        re.IGNORECASE,
+    )
     source = r.source_frame(exclude=[frame])
     if drop and source is not None:
         columns = tuple(_column(drop.group(i), r.columns()) for i in (1, 2))
@@ -367,7 +374,8 @@ def _overlap_specs(r: _Reading, decimals: int | None) -> list[CheckSpec]:
 
 
 def _monthly_specs(r: _Reading, decimals: int | None) -> list[CheckSpec]:
-    match = re.search(r"\b(total|mean|median|average) ([a-zA-Z][\w ]*?) per month\b", r.question)
+    match = re.search(r"\b(total|mean|median|average) ([a-zA-Z][\w ]*?) (?:per|by|each|a) month\b", r.question)
+    match = match or re.search(r"\bmonthly (total|mean|median|average) ([a-zA-Z][\w ]*?)[?,.]", r.question)
     if not match:
         return []
     target = _first(r.written_of("series", "scalar"))
@@ -391,7 +399,7 @@ def _own_specs(r: _Reading) -> list[CheckSpec]:
     """The specs of the requirements a (non-revision) turn states."""
     decimals = decimals_of(r.text)
     out: list[CheckSpec] = []
-    out += _clean_specs(r) if re.search(r"\bClean the data\b|\bDrop \w+ with no\b", r.text) else []
+    out += _clean_specs(r) if re.search(r"\bClean the data\b|\bDrop \w+ with(?:out)?\b", r.text, re.I) else []
     if not out and re.search(r"normali[sz]e them", r.context):
         out += _clean_specs(r)
     out += _missing_specs(r)
@@ -409,14 +417,14 @@ def _own_specs(r: _Reading) -> list[CheckSpec]:
 
 
 # ---------------------------------------------------------------- revisions
-_PARAM = re.compile(rf"\b([A-Za-z_]\w*) is ({_NUMBER}), not {_NUMBER}")
+_PARAM = re.compile(rf"\b([A-Za-z_]\w*) is (?:now ({_NUMBER})|({_NUMBER}), not {_NUMBER})")
 _CORRECTION = re.compile(
     rf"\bCorrection: (\w+) = ({_NUMBER}) for (\w+) ([\w.-]+) is a data-entry error; the true value is ({_NUMBER})"
 )
 _CORRECTION_ROW = re.compile(
     rf"\bCorrection: (\w+) = ({_NUMBER}) in data row (\d+)\b.*?the true value is ({_NUMBER})", re.DOTALL
 )
-_EXCLUDE = re.compile(r"\bExclude every row with (\w+) ([\w.-]+?)\.(?:\s|$)")
+_EXCLUDE = re.compile(r"\b(?:Exclude|excluding|Drop) every row with (\w+) (?:= )?'?([\w.-]+?)'?\.(?:\s|$)", re.I)
 _EXCLUDE_EQ = re.compile(r"\bThe rows with (\w+) = '([^']*)' are [\w ]+? excluded")
 
 
@@ -425,7 +433,7 @@ def revision_specs(text: str, variables: Sequence[Variable]) -> list[CheckSpec]:
     out: list[CheckSpec] = []
     frames = [v.name for v in variables if v.kind in ("frame", "series", "scalar")]
     if m := _PARAM.search(text):
-        out.append(Param(m.group(1), _number(m.group(2))))
+        out.append(Param(m.group(1), _number(m.group(2) or m.group(3))))
     if m := _CORRECTION.search(text):
         column, key_column, key, new = m.group(1), m.group(3), _scalar(m.group(4)), _number(m.group(5))
         out += [CorrectedCell(v, column, key, new, key_column) for v in frames]
@@ -465,21 +473,21 @@ def _unique(specs: Iterable[CheckSpec]) -> list[CheckSpec]:
 
 
 def read_turn(
-    question: str, context: str, written: Sequence[Variable], earlier: Sequence[NotedTurn] = ()
+    question: str,
+    context: str,
+    written: Sequence[Variable],
+    earlier: Sequence[NotedTurn] = (),
+    constraints: Sequence[str] = (),
 ) -> list[CheckSpec]:
-    """The check specs of one turn (at most :data:`MAX_SPECS`): what its question and context state, about the
+    """The check specs of one turn: what its question and context state (at most :data:`MAX_SPECS`), about the
     variables it ``written``, read from the variables of the ``earlier`` turns it names; then the revisions of the
-    earlier turns, which still stand (latest first)."""
+    earlier turns, which still stand (latest first); then what its public ``constraints`` texts state."""
     known = tuple(v for t in earlier for v in t.variables)
     written = tuple(written)
     own: list[CheckSpec] = []
     if _is_revision(context):  # "what are X (turn 4) now?": every earlier turn's requirements, on what it recomputed
         recomputed = {v.name for v in written}
-        redo = [NotedTurn(t.turn_id, t.question, t.context, _current(t.variables, written)) for t in earlier]
-        for index, again in enumerate(redo):
-            if _is_revision(again.context) or not recomputed & {v.name for v in again.variables}:
-                continue
-            reading = _Reading(again.question, again.context, again.variables, _sources(again.question, redo[:index]), known)
+        for reading in _readings_again(earlier, written, known):
             own += [s for s in _own_specs(reading) if s.variable in recomputed]
         own += revision_specs(context, written)
     else:
@@ -488,7 +496,71 @@ def read_turn(
     for turn in reversed(earlier):
         if _is_revision(turn.context):
             standing += revision_specs(turn.context, turn.variables)
-    return _unique(own + standing)[:MAX_SPECS]
+    stated = _unique(own + standing)[:MAX_SPECS]
+    return _unique(stated + _constraint_specs(question, context, written, earlier, constraints))
+
+
+def _constraint_specs(
+    question: str, context: str, written: Sequence[Variable], earlier: Sequence[NotedTurn], texts: Sequence[str]
+) -> list[CheckSpec]:
+    """The specs public constraint texts state: ``Round every value to N decimals`` (``rounded`` on the values the
+    turn computed), ``fractions in [0, 1]`` (``share``), ``A left join keeps every ...`` (``join_rows``), ``...
+    amounts are in thousands`` (``unit_scale``) and a revision restated (``X is V.``, ``No row has C V.``, ``C of K V
+    is N.``, on the revised frame). On a revision the first four are about the turns it names (``(turn N)``), read
+    again on the recomputed variables."""
+    readings = [_Reading(question, context, tuple(written), _sources(question, earlier), ())]
+    if _is_revision(context):
+        named = set(re.findall(r"\(turns? (\d+)\)", question))
+        names = {v.name for v in written}
+        readings = [
+            _Reading(r.question, r.context, tuple(v for v in r.written if v.name in names), r.sources, r.known)
+            for r, turn_id in _readings_again(earlier, written, (), with_ids=True)
+            if turn_id in named
+        ]
+    frames = [v.name for v in written if v.kind == "frame"]
+    out: list[CheckSpec] = []
+    for text in texts:
+        found: list[CheckSpec] = []
+        for r in readings:
+            values = [v for v in r.written if v.kind != "frame"]
+            if m := re.search(r"\bRound every value to (\d+) decimals?", text):
+                found = [Rounded(v.name, int(m.group(1))) for v in values[:1]]
+            elif re.search(r"\bfractions (?:are )?in \[0, 1\]", text, re.IGNORECASE):
+                found = _share_specs(_Reading(f"{r.question} share", r.context, r.written, (), ()))
+            elif re.search(r"\bamounts are in thousands\b", text, re.IGNORECASE):
+                found = [s for s in _monthly_specs(r, None) if isinstance(s, UnitScale)]
+            elif re.search(r"\bjoin keeps every\b", text):
+                found = [s for s in _group_specs(r, None) if isinstance(s, JoinRows)]
+            if found:
+                break
+        if m := re.fullmatch(rf"([A-Za-z_]\w*) is ({_NUMBER})\.", text.strip()):
+            found = [Param(m.group(1), _number(m.group(2)))]
+        elif (m := re.fullmatch(r"No row has (\w+) (?:= )?'?([^']+?)'?\.", text.strip())) and frames:
+            found = [ExcludedRows(frames[0], m.group(1), _scalar(m.group(2)))]
+        elif (m := re.fullmatch(rf"(\w+) of (\w+) ([\w.-]+) is ({_NUMBER})\.", text.strip())) and frames:
+            found = [CorrectedCell(frames[0], m.group(1), _scalar(m.group(3)), _number(m.group(4)), m.group(2))]
+        elif (m := re.fullmatch(rf"(\w+) of row (\d+) is ({_NUMBER})\.", text.strip())) and frames:
+            found = [CorrectedCell(frames[0], m.group(1), int(m.group(2)), _number(m.group(3)), None)]
+        out += found
+    return out
+
+
+def _readings_again(
+    earlier: Sequence[NotedTurn], written: Sequence[Variable], known: tuple[Variable, ...], with_ids: bool = False
+) -> list:
+    """The readings of the earlier non-revision turns whose variables a revision recomputed (``written``), on the
+    recomputed variables; with ``with_ids``, ``(reading, turn id)`` pairs."""
+    recomputed = {v.name for v in written}
+    redo = [NotedTurn(t.turn_id, t.question, t.context, _current(t.variables, written)) for t in earlier]
+    out: list = []
+    for index, again in enumerate(redo):
+        if _is_revision(again.context) or not recomputed & {v.name for v in again.variables}:
+            continue
+        reading = _Reading(
+            again.question, again.context, again.variables, _sources(again.question, redo[:index]), known
+        )
+        out.append((reading, again.turn_id) if with_ids else reading)
+    return out
 
 
 def _current(variables: Sequence[Variable], written: Sequence[Variable]) -> tuple[Variable, ...]:

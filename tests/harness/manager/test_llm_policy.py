@@ -558,7 +558,7 @@ def test_a_bad_spec_names_the_problem_the_grammar_and_an_example(spec, reason):
     assert MANAGER_GRAMMAR in message and "\n" not in message
     assert MANAGER_GRAMMAR == (
         "none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL | llm-hf:PATH | freeform:URL | "
-        "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH"
+        "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH | read"
     )
     assert "e.g. --manager rule" in message
 
