@@ -9,9 +9,11 @@ for the reader), and reads every turn with :func:`harness.manager.reader.read_tu
 ``read`` policy notes them. The gold's specs are the ones synthesis writes for the turn from its slots
 (:func:`gold_specs`).
 
-Match rule: a reader spec matches a gold spec of the same kind when the key fields of that kind (:data:`KEY_FIELDS`)
-are equal (numbers compared as numbers, lists as sets); each gold spec is matched at most once. Per kind: recall =
-matched gold specs / gold specs, precision = matched reader specs / reader specs. Prints a table and one JSON line.
+Match rule (:func:`harness.evaluation.spec_metrics.spec_key`, the evaluation's): a reader spec matches a gold spec of
+the same kind when the key fields of that kind (:data:`~harness.evaluation.spec_metrics.KEY_FIELDS`) are equal
+(numbers compared as numbers, lists as sets; sources and tolerances left out); each gold spec is matched at most once.
+Per kind: recall = matched gold specs / gold specs, precision = matched reader specs / reader specs. Prints a table and
+one JSON line.
 """
 
 from __future__ import annotations
@@ -29,59 +31,10 @@ from typing import Any
 import pandas as pd
 
 from harness.checks.spec import CheckSpec
+from harness.evaluation.spec_metrics import match_counts
 from harness.manager.reader import NotedTurn, Variable, read_turn, variable_kind
 
 logger = logging.getLogger("reader_recall")
-
-KEY_FIELDS: dict[str, tuple[str, ...]] = {
-    "filter": ("variable", "column", "op", "value"),
-    "aggregate": ("variable", "column", "agg"),
-    "group_aggregate": ("variable", "by", "column", "agg"),
-    "top_k": ("variable", "k", "order"),
-    "sort_order": ("variable", "ascending"),
-    "join_rows": ("variable", "on", "how"),
-    "complete_rows": ("variable", "columns"),
-    "no_missing": ("variable", "columns"),
-    "normalized": ("variable", "column"),
-    "iqr_outliers": ("variable", "column", "k"),
-    "nan_counts": ("variable", "source"),
-    "share": ("variable",),
-    "rounded": ("variable", "decimals"),
-    "param": ("variable", "value"),
-    "corrected_cell": ("variable", "column", "key", "value"),
-    "excluded_rows": ("variable", "column", "value"),
-    "overlap": ("variable",),
-    "unit_scale": ("variable", "factor"),
-    "resample": ("variable", "date_column"),
-}
-"""Check kind -> the fields that must agree for a reader spec to match a gold spec (sources, decimals of values and
-tolerances are left out: they are the same requirement read from different variables or words)."""
-
-
-def _key_value(value: Any) -> Any:
-    if isinstance(value, list | tuple):
-        return frozenset(_key_value(v) for v in value)
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    return float(value)
-
-
-def spec_key(spec: CheckSpec) -> tuple[Any, ...]:
-    """The match key of ``spec``: its kind and the values of its :data:`KEY_FIELDS`."""
-    data = spec.to_dict()
-    return (spec.kind, *(_key_value(data.get(f)) for f in KEY_FIELDS[spec.kind]))
-
-
-def match(read: Sequence[CheckSpec], gold: Sequence[CheckSpec]) -> tuple[Counter, Counter, Counter]:
-    """Per kind: (gold specs, reader specs, matched pairs) of one turn."""
-    left = Counter(spec_key(s) for s in gold)
-    matched: Counter = Counter()
-    for spec in read:
-        key = spec_key(spec)
-        if left[key] > 0:
-            left[key] -= 1
-            matched[spec.kind] += 1
-    return Counter(s.kind for s in gold), Counter(s.kind for s in read), matched
 
 
 # ---------------------------------------------------------------- tasks, variables and the gold
@@ -149,7 +102,7 @@ def measure(config: Any, split: str, limit: int | None = None) -> dict[str, Any]
         for turn, written in zip(spec.turns, variables, strict=True):
             constraints = [text for text, _ in turn.constraints]
             read = read_turn(turn.question, turn.context, written, noted, constraints)
-            g, r, m = match(read, gold.get(turn.turn_id, []))
+            g, r, m = match_counts(read, gold.get(turn.turn_id, []))
             totals["gold"] += g
             totals["read"] += r
             totals["matched"] += m
