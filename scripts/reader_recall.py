@@ -87,8 +87,9 @@ def gold_specs(task: Any) -> dict[str, list[CheckSpec]]:
 
 
 # ---------------------------------------------------------------- the measurement
-def measure(config: Any, split: str, limit: int | None = None) -> dict[str, Any]:
-    """Recall and precision per kind over the turns of ``split`` (at most ``limit`` tasks)."""
+def measure(config: Any, split: str, limit: int | None = None, strict: bool = False) -> dict[str, Any]:
+    """Recall and precision per kind over the turns of ``split`` (at most ``limit`` tasks); ``strict``: sources and
+    stated decimals must agree too (:data:`~harness.evaluation.spec_metrics.STRICT_FIELDS`)."""
     from synthesis.driver import _spec_of
 
     totals = {"gold": Counter(), "read": Counter(), "matched": Counter()}
@@ -102,7 +103,7 @@ def measure(config: Any, split: str, limit: int | None = None) -> dict[str, Any]
         for turn, written in zip(spec.turns, variables, strict=True):
             constraints = [text for text, _ in turn.constraints]
             read = read_turn(turn.question, turn.context, written, noted, constraints)
-            g, r, m = match_counts(read, gold.get(turn.turn_id, []))
+            g, r, m = match_counts(read, gold.get(turn.turn_id, []), strict)
             totals["gold"] += g
             totals["read"] += r
             totals["matched"] += m
@@ -123,6 +124,7 @@ def measure(config: Any, split: str, limit: int | None = None) -> dict[str, Any]
     all_matched = sum(totals["matched"].values())
     return {
         "split": split,
+        "strict": strict,
         "tasks": len(tasks),
         "turns": n_turns,
         "gold": sum(totals["gold"].values()),
@@ -164,11 +166,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", default="configs/synthesis/default.yaml", help="A synthesis config (YAML).")
     parser.add_argument("--split", default="validation", choices=("validation", "train", "all"))
     parser.add_argument("--limit", type=int, default=None, help="At most this many tasks of the split.")
+    parser.add_argument("--strict", action="store_true", help="Sources and stated decimals must agree too.")
     parser.add_argument("--debug", action="store_true", help="Log each turn's reader and gold specs.")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
     config = SynthesisConfig.from_yaml(args.config)
-    result = measure(config, args.split, args.limit)
+    result = measure(config, args.split, args.limit, args.strict)
     sys.stdout.write(table(result) + "\n")
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     return 0

@@ -55,6 +55,9 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
     "resample": ("variable", "date_column"),
 }
 """Check kind -> the fields that must agree for two specs to state the same requirement."""
+STRICT_FIELDS = ("source", "left", "right", "join_right", "join_on", "join_how", "decimals", "date_column", "factor")
+"""Fields a strict match (``strict=True``) also compares, where the kind has them: the variables a check recomputes
+from and the stated rounding."""
 
 
 def _key_value(value: Any) -> Any:
@@ -65,18 +68,24 @@ def _key_value(value: Any) -> Any:
     return float(value)
 
 
-def spec_key(spec: CheckSpec) -> tuple[Any, ...]:
-    """The match key of ``spec``: its kind and the values of its :data:`KEY_FIELDS`."""
+def spec_key(spec: CheckSpec, strict: bool = False) -> tuple[Any, ...]:
+    """The match key of ``spec``: its kind and the values of its :data:`KEY_FIELDS` (``strict``: and of the
+    :data:`STRICT_FIELDS` it has)."""
     data = spec.to_dict()
-    return (spec.kind, *(_key_value(data.get(f)) for f in KEY_FIELDS.get(spec.kind, tuple(data)[1:])))
+    names = KEY_FIELDS.get(spec.kind, tuple(data)[1:])
+    if strict:
+        names = (*names, *(f for f in STRICT_FIELDS if f in data and f not in names))
+    return (spec.kind, *(_key_value(data.get(f)) for f in names))
 
 
-def match_counts(made: Sequence[CheckSpec], gold: Sequence[CheckSpec]) -> tuple[Counter, Counter, Counter]:
+def match_counts(
+    made: Sequence[CheckSpec], gold: Sequence[CheckSpec], strict: bool = False
+) -> tuple[Counter, Counter, Counter]:
     """Per kind, for one turn: (gold specs, made specs, made specs that matched a gold spec not matched before)."""
-    left = Counter(spec_key(s) for s in gold)
+    left = Counter(spec_key(s, strict) for s in gold)
     matched: Counter = Counter()
     for spec in made:
-        key = spec_key(spec)
+        key = spec_key(spec, strict)
         if left[key] > 0:
             left[key] -= 1
             matched[spec.kind] += 1

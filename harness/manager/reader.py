@@ -193,11 +193,10 @@ class _Reading:
         return [v for v in self.written if v.kind in kinds]
 
     def source_frame(self, column: str | None = None, exclude: Sequence[str] = ()) -> str | None:
-        """The frame a turn reads: among the named turns' frames, a ``*_clean`` one when the text says cleaned, one
-        with ``column``, else the first."""
+        """The frame a turn reads: among the named turns' frames, one with ``column``, a ``*_clean`` one first, else
+        the first."""
         frames = [v for v in self.sources if v.kind == "frame" and v.name not in exclude]
-        if re.search(r"\bclean(?:ed)?\b", self.text, re.IGNORECASE):
-            frames = sorted(frames, key=lambda v: "clean" not in v.name)
+        frames = sorted(frames, key=lambda v: "clean" not in v.name)  # the cleaned table first, said or not
         if column is not None:
             frames = sorted(frames, key=lambda v: bool(v.columns) and column not in v.columns)
         return frames[0].name if frames else None
@@ -431,7 +430,7 @@ _EXCLUDE_EQ = re.compile(r"\bThe rows with (\w+) = '([^']*)' are [\w ]+? exclude
 def revision_specs(text: str, variables: Sequence[Variable]) -> list[CheckSpec]:
     """The specs of the revisions ``text`` states, on the frames the revising turn wrote (``variables``)."""
     out: list[CheckSpec] = []
-    frames = [v.name for v in variables if v.kind in ("frame", "series", "scalar")]
+    frames = [v.name for v in variables if v.name != "result"]  # the reported result holds no rows
     if m := _PARAM.search(text):
         out.append(Param(m.group(1), _number(m.group(2) or m.group(3))))
     if m := _CORRECTION.search(text):

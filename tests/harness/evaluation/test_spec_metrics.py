@@ -32,6 +32,7 @@ def _record(task_id, turn_specs, repairs=(), actor="policy"):
 def test_the_match_key_ignores_sources_and_compares_numbers_as_numbers():
     assert spec_key(Filter("a", "src", "q", ">", 5)) == spec_key(Filter("a", "other", "q", ">", 5.0))
     assert spec_key(Filter("a", "src", "q", ">", 5)) != spec_key(Filter("a", "src", "q", ">=", 5))
+    assert spec_key(Filter("a", "src", "q", ">", 5), strict=True) != spec_key(Filter("a", "other", "q", ">", 5), True)
     gold = [TopK("t", "s", 3, "largest"), Rounded("result", 2), Rounded("result", 2)]
     g, m, hit = match_counts([TopK("t", "x", 3, "largest"), Rounded("result", 4)], gold)
     assert (g["rounded"], m["rounded"], hit["rounded"], hit["top_k"]) == (2, 1, 0, 1)
