@@ -193,10 +193,14 @@ class _Reading:
         return [v for v in self.written if v.kind in kinds]
 
     def source_frame(self, column: str | None = None, exclude: Sequence[str] = ()) -> str | None:
-        """The frame a turn reads: among the named turns' frames, one with ``column``, a ``*_clean`` one first, else
-        the first."""
+        """The frame a turn reads, among the named turns' frames: one with ``column``; for ``For <rows>, ...`` the
+        one whose name shares the most words with ``<rows>``; else the cleaned table (``*_clean``) first."""
         frames = [v for v in self.sources if v.kind == "frame" and v.name not in exclude]
-        frames = sorted(frames, key=lambda v: "clean" not in v.name)  # the cleaned table first, said or not
+        frames = sorted(frames, key=lambda v: "clean" not in v.name)
+        rows = re.match(r"(?:.*?: )?For ([^,?]+),", self.question)
+        if rows:
+            words = set(_tokens(rows.group(1)))
+            frames = sorted(frames, key=lambda v: -len(words & set(v.name.lower().split("_"))))
         if column is not None:
             frames = sorted(frames, key=lambda v: bool(v.columns) and column not in v.columns)
         return frames[0].name if frames else None
@@ -482,10 +486,10 @@ def read_turn(
     variables it ``written``, read from the variables of the ``earlier`` turns it names; then the revisions of the
     earlier turns, which still stand (latest first); then what its public ``constraints`` texts state."""
     known = tuple(v for t in earlier for v in t.variables)
-    written = tuple(written)
+    written = tuple(sorted(written, key=lambda v: v.name == "result"))  # the reported dict is never a computed value
     own: list[CheckSpec] = []
     if _is_revision(context):  # "what are X (turn 4) now?": every earlier turn's requirements, on what it recomputed
-        recomputed = {v.name for v in written}
+        recomputed = {v.name for v in written} - {"result"}  # the reported result is this turn's own
         for reading in _readings_again(earlier, written, known):
             own += [s for s in _own_specs(reading) if s.variable in recomputed]
         own += revision_specs(context, written)
