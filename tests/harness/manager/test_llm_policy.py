@@ -515,7 +515,8 @@ def test_a_tiny_transformers_model_drives_a_whole_episode(sandbox, tiny_folder):
 
 def test_get_policy_builds_every_spec():
     assert list(POLICIES) == [
-        "none", "rule", "window-rule", "windowed", "windowed-hf", "llm", "llm-hf", "freeform", "freeform-hf", "hier"
+        "none", "rule", "window-rule", "windowed", "windowed-hf", "llm", "llm-hf", "freeform", "freeform-hf", "hier",
+        "read",
     ]  # fmt: skip
     assert get_policy("none").active is False and get_policy("rule").name == "rule"
     rule = get_policy("window-rule")
