@@ -1,6 +1,6 @@
 """Spec recall and precision of the question reader (:mod:`harness.manager.reader`) against the gold's specs.
 
-    python scripts/reader_recall.py --config configs/synthesis/default.yaml --split validation
+    python scripts/reader_recall.py --config configs/synthesis/default.yaml --split validation [--question-writer b]
 
 Generates the tasks of the synthesis config (the ``validation`` split by default: the same task ids
 :func:`synthesis.export.split_tasks` puts there), runs each task's reference code once in this process to learn the
@@ -96,7 +96,8 @@ def measure(config: Any, split: str, limit: int | None = None, strict: bool = Fa
     tasks = split_task_ids(config, split)[:limit]
     n_turns = 0
     for job, task_id in tasks:
-        spec = _spec_of(job)
+        writer = getattr(config, "question_writer", None)
+        spec = _spec_of(job) if writer is None else _spec_of(job, writer)
         variables = turn_variables(spec)
         gold = gold_specs(spec)
         noted: list[NotedTurn] = []
@@ -124,6 +125,7 @@ def measure(config: Any, split: str, limit: int | None = None, strict: bool = Fa
     all_matched = sum(totals["matched"].values())
     return {
         "split": split,
+        "question_writer": getattr(config, "question_writer", None),
         "strict": strict,
         "tasks": len(tasks),
         "turns": n_turns,
@@ -166,11 +168,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", default="configs/synthesis/default.yaml", help="A synthesis config (YAML).")
     parser.add_argument("--split", default="validation", choices=("validation", "train", "all"))
     parser.add_argument("--limit", type=int, default=None, help="At most this many tasks of the split.")
+    parser.add_argument(
+        "--question-writer", choices=("a", "b"), default=None, help="The config's question_writer (default: its own)."
+    )
     parser.add_argument("--strict", action="store_true", help="Sources and stated decimals must agree too.")
     parser.add_argument("--debug", action="store_true", help="Log each turn's reader and gold specs.")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
-    config = SynthesisConfig.from_yaml(args.config)
+    overrides = {} if args.question_writer is None else {"question_writer": args.question_writer}
+    if overrides and "question_writer" not in SynthesisConfig.__dataclass_fields__:
+        parser.error("--question-writer: this synthesis config has no question_writer field")
+    config = SynthesisConfig.from_yaml(args.config, **overrides)
     result = measure(config, args.split, args.limit, args.strict)
     sys.stdout.write(table(result) + "\n")
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
