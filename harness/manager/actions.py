@@ -288,8 +288,8 @@ ACTION_SPECS: tuple[ActionSpec, ...] = (
                 },
                 "constraints": {
                     **_CONSTRAINTS_SCHEMA,
-                    "description": "Optional: the state's constraints restated (with the checks the worker's variables "
-                    "now allow); they replace those OPEN_STATE gave.",
+                    "description": "Optional: the state's constraints restated (with the checks the worker's "
+                    "variables now allow); they replace those OPEN_STATE gave.",
                 },
             },
             required=["issue", "source_interval", "used_variables", "conclusions"],

@@ -70,8 +70,9 @@ def check_kind_lines() -> list[str]:
 _CHECKS = "\n".join(
     [
         "# Check specs (run_check)",
-        'A spec is {"kind": <kind>, <field>: <value>, ...}; variable is the worker variable checked, source/left/right',
-        "the variables it is recomputed from, a field with ? may be left out. A failed check is evidence. Kinds:",
+        'A spec is {"kind": <kind>, <field>: <value>, ...}; variable is the worker variable checked,',
+        "source/left/right the variables it is recomputed from, a field with ? may be left out. A failed check is",
+        "evidence. Kinds:",
         *check_kind_lines(),
     ]
 )
@@ -302,8 +303,8 @@ def result_failure(result: Mapping[str, Any]) -> str | None:
     """What a check or probe result shows failed, in one line; ``""`` when it passed; None when ``result`` is not
     the result of a check or probe that ran (another action's, or a call the runtime refused: ``ok`` not true).
     Failed: a ``check_constraint`` that did not pass, a ``run_check`` whose ``passed`` is False (one that could not
-    run, ``passed`` None, gives None), a ``check_execution`` whose verdict is not ``verified``, a ``run_probe`` that did
-    not succeed."""
+    run, ``passed`` None, gives None), a ``check_execution`` whose verdict is not ``verified``, a ``run_probe`` that
+    did not succeed."""
     if result.get("ok") is not True:
         return None
     if "requirement" in result:  # run_check: None when it could not run (no verdict)

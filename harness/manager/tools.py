@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from harness.checks import CheckSpecError, parse_spec
+from harness.checks.compile import compile_check, requirement
 from harness.manager.ast_inspect import Inspector, cap_text
 from harness.sandbox import ExecutionResult, Kernel, SandboxError
 
@@ -421,8 +422,6 @@ def run_check(kernel: Kernel, spec: Any, *, timeout_s: float = 5.0, constraint: 
     ``error_type``/``error_message`` (why it could not run), ``unavailable`` (named variables that are not data), and
     ``constraint`` (the stated constraint's text) when the spec is a stated constraint's check. A malformed spec gives
     ``ok=False`` with the one-line :class:`~harness.checks.CheckSpecError`."""
-    from harness.checks.compile import compile_check, requirement  # TODO(i47): top level once compile lands
-
     try:
         parsed = parse_spec(spec)
     except CheckSpecError as exc:

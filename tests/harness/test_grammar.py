@@ -51,7 +51,8 @@ ACTIONS = [
     make_action("COMMIT_STATE"),
     make_action("run_probe", {"code": "print(df[df['a'] < 3].sum())\nprint('<done>')"}),
     make_action("check_execution", {"step_id": 3}),
-    make_action("run_check", {"spec": {"kind": "top_k", "variable": "top3", "source": "rev", "k": 3, "order": "largest"}}),
+    make_action("run_check", {"spec": {"kind": "top_k", "variable": "top3", "source": "rev", "k": 3,
+                                       "order": "largest"}}),
     make_action(
         "UPDATE_STATE",
         {
@@ -118,7 +119,8 @@ def test_the_grammar_accepts_every_canonical_action(qwen3_grammar, qwen3_tokeniz
         '<tool_call>\n{"name": "run_check", "arguments": {"spec": {"kind": "top_n", "variable": "t"}}}\n</tool_call>',
         '<tool_call>\n{"name": "run_check", "arguments": {"spec": {"kind": "top_k", "variable": "t", "source": "s", '
         '"order": "largest"}}}\n</tool_call>',  # k is missing
-        '<tool_call>\n{"name": "run_check", "arguments": {"spec": {"kind": "share", "variable": "a share"}}}\n</tool_call>',
+        '<tool_call>\n{"name": "run_check", "arguments": {"spec": {"kind": "share", "variable": "a share"}}}\n'
+        "</tool_call>",
         '<tool_call>\n{"name": "run_check", "arguments": {"spec": {"kind": "no_missing", "variable": "t", "columns": '
         "[]}}}\n</tool_call>",
     ],

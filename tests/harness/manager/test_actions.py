@@ -77,7 +77,10 @@ VALID = {
         "constraints": [
             {"text": "exclude returns"},
             {"text": "2023", "code": "assert True"},
-            {"text": "top 3", "check": {"kind": "top_k", "variable": "top3", "source": "rev", "k": 3, "order": "largest"}},
+            {
+                "text": "top 3",
+                "check": {"kind": "top_k", "variable": "top3", "source": "rev", "k": 3, "order": "largest"},
+            },
         ],
         "relations": [{"type": "init"}],
     },
@@ -86,7 +89,9 @@ VALID = {
         "source_interval": {"start_step": 3, "end_step": 5},
         "used_variables": ["df", "avg"],
         "conclusions": ["avg is 12.5"],
-        "constraints": [{"text": "rounded to 2 decimals", "check": {"kind": "rounded", "variable": "avg", "decimals": 2}}],
+        "constraints": [
+            {"text": "rounded to 2 decimals", "check": {"kind": "rounded", "variable": "avg", "decimals": 2}}
+        ],
     },
     "FINALIZE_RELATIONS": {
         "mode": "revise",
