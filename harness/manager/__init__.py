@@ -1,12 +1,13 @@
 """State-manager runtime: records, the action protocol and its wire format.
 
 - :mod:`harness.manager.records` — ``AnalyticalState`` and its parts, ``ManagerObservation`` (what the model sees);
-- :mod:`harness.manager.actions` — the 13 actions declared once; ``tool_schemas()``, ``ACTION_KIND``, validation;
+- :mod:`harness.manager.actions` — the 14 actions declared once; ``tool_schemas()``, ``ACTION_KIND``, validation;
 - :mod:`harness.manager.wire` — ``parse_response`` (Qwen3/Hermes text or OpenAI ``tool_calls``) and
   ``render_action``;
 - :mod:`harness.manager.lifecycle` — which control action is legal after which; action and repair budgets;
 - :mod:`harness.manager.tools` — the read-only tools (``inspect_python`` via :mod:`harness.manager.ast_inspect`,
-  ``compile_python``, ``check_execution``, ``run_probe``, ``check_constraint``, ``load_state``);
+  ``compile_python``, ``check_execution``, ``run_probe``, ``check_constraint``, ``run_check`` (a typed check spec of
+  :mod:`harness.checks`), ``load_state``);
 - :mod:`harness.manager.hints` — fixed reference-only hint text; :mod:`harness.manager.episode` — the episode record.
 
 - :mod:`harness.manager.runtime` — :class:`ManagerRuntime`: plays an episode (the harness owns state ids,

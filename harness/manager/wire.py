@@ -155,6 +155,11 @@ class ReplyLimits:
 
 _CODE_KEYS = frozenset({"code"})
 _NAME_KEYS = frozenset({"used_variables", "error_variable", "related_state_id", "state_id"})
+_SPEC_NAME_KEYS = frozenset(
+    {"variable", "source", "left", "right", "column", "columns", "by", "on", "join_right", "join_on", "key_column"}
+    | {"date_column", "variants"}
+)
+"""A check spec's names (variables, columns, spellings): bounded like variable names."""
 
 
 def _bounded(schema: Any, limits: ReplyLimits, key: str | None = None) -> Any:
@@ -175,6 +180,8 @@ def _bounded(schema: Any, limits: ReplyLimits, key: str | None = None) -> Any:
     if "const" in out or "enum" in out:
         return out
     kind = out.get("type")
+    if isinstance(kind, list) and "string" in kind:  # a spec's scalar value: a string among other types
+        out["maxLength"] = limits.name_chars
     if kind == "array":
         out["maxItems"] = min(out.get("maxItems", limits.items), limits.items)
     elif kind == "integer":
@@ -182,7 +189,7 @@ def _bounded(schema: Any, limits: ReplyLimits, key: str | None = None) -> Any:
     elif kind == "string":
         if key in _CODE_KEYS:
             out["maxLength"] = limits.code_chars
-        elif key in _NAME_KEYS:
+        elif key in _NAME_KEYS or key in _SPEC_NAME_KEYS or "pattern" in out:
             out["maxLength"] = limits.name_chars
         elif key == "issue":
             out["maxLength"] = limits.issue_chars
@@ -193,18 +200,28 @@ def _bounded(schema: Any, limits: ReplyLimits, key: str | None = None) -> Any:
     return out
 
 
+def _undescribed(schema: Any) -> Any:
+    """``schema`` without its ``description`` texts (they guide the model in the tool list; the grammar, sent with
+    every constrained request, needs only the structure). A property named ``description`` is a dict: it stays."""
+    if isinstance(schema, list):
+        return [_undescribed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: _undescribed(v) for k, v in schema.items() if k != "description" or not isinstance(v, str)}
+
+
 def call_schema(names: Collection[str] | None = None, limits: ReplyLimits | None = ReplyLimits()) -> dict[str, Any]:
     """The JSON schema of one call object ``{"name": ..., "arguments": {...}}``: one alternative per action (all, or
-    those in ``names``), each with its arguments' schema, the cross-argument rules a schema can state
-    (:func:`_grammar_arguments`) and the decoding bounds ``limits`` (:class:`ReplyLimits`; None: unbounded); the
-    ``x-guidance`` separators are :func:`render_action`'s (``", "`` and ``": "``, no other whitespace), so a
-    constrained reply is written the way the SFT data writes it."""
+    those in ``names``), each with its arguments' schema (without descriptions), the cross-argument rules a schema
+    can state (:func:`_grammar_arguments`) and the decoding bounds ``limits`` (:class:`ReplyLimits`; None:
+    unbounded); the ``x-guidance`` separators are :func:`render_action`'s (``", "`` and ``": "``, no other
+    whitespace), so a constrained reply is written the way the SFT data writes it."""
     specs = [spec for spec in ACTION_SPECS if names is None or spec.name in names]
     if not specs:
         raise ValueError(f"call_schema: no action among {sorted(names or ())}")
 
     def arguments(spec: Any) -> dict[str, Any]:
-        schema = _grammar_arguments(spec.name, spec.parameters)
+        schema = _undescribed(_grammar_arguments(spec.name, spec.parameters))
         return schema if limits is None else _bounded(schema, limits)
 
     alternatives = [
