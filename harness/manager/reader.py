@@ -489,10 +489,15 @@ def read_turn(
     written = tuple(sorted(written, key=lambda v: v.name == "result"))  # the reported dict is never a computed value
     own: list[CheckSpec] = []
     if _is_revision(context):  # "what are X (turn 4) now?": every earlier turn's requirements, on what it recomputed
-        recomputed = {v.name for v in written} - {"result"}  # the reported result is this turn's own
-        for reading in _readings_again(earlier, written, known):
+        # what must be recomputed: what the turn wrote and the results of the turns it names, rewritten or not (a
+        # result the worker left stale is checked against the revised data all the same)
+        named = set(re.findall(r"\(turns? (\d+)\)", question))
+        due = {v.name: v for v in written}
+        due.update({v.name: v for t in earlier if t.turn_id in named for v in t.variables if v.name not in due})
+        recomputed = set(due) - {"result"}  # the reported result is this turn's own
+        for reading in _readings_again(earlier, tuple(due.values()), known):
             own += [s for s in _own_specs(reading) if s.variable in recomputed]
-        own += revision_specs(context, written)
+        own += revision_specs(context, tuple(due.values()))
     else:
         own += _own_specs(_Reading(question, context, written, _sources(question, earlier), known))
     standing: list[CheckSpec] = []

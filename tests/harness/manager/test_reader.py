@@ -257,3 +257,14 @@ def test_nothing_stated_gives_no_spec_and_a_turn_caps_its_stated_specs():
     assert read_turn("Load data/orders.csv. How many orders are there?", "", [ORDERS]) == []
     many = [NotedTurn(str(i), "x", f"Exclude every row with store_id S0{i}.", (ORDERS, CLEAN)) for i in range(1, 5)]
     assert len(read_turn("Using the result of turn 4: go on.", "", [Variable("x")], many)) == 5
+
+
+def test_a_revision_rechecks_the_named_results_the_worker_left_stale():
+    grouped = NotedTurn(
+        "3", "Using the result of turn 2: What is the mean revenue per region?", "Round to 2 decimals.",
+        (Variable("revenue_mean_by_region", "series"),),
+    )  # fmt: skip
+    q = "With this revision, what are the mean revenue per region (turn 3) now?"
+    c = "Exclude every row with store_id S02. Earlier results that used the old figures are stale; recompute them."
+    specs = read_turn(q, c, (ORDERS, CLEAN), [LOAD, CLEANED, grouped])  # the worker did not rewrite turn 3's result
+    assert GroupAggregate("revenue_mean_by_region", "orders_clean", "region", "revenue", "mean", 2) in specs
