@@ -114,13 +114,18 @@ CHECK_COLUMNS = [
     ("variant", lambda r: r[0]),
     ("faults detected", lambda r: (r[1].get("fault_detection") or {}).get("detection_rate")),
     ("faults", lambda r: (r[1].get("fault_detection") or {}).get("faults")),
+    (
+        "detectable faults detected",
+        lambda r: (((r[1].get("fault_detection") or {}).get("detectable")) or {}).get("detection_rate"),
+    ),
     ("false repairs / clean turn", lambda r: (r[1].get("fault_detection") or {}).get("false_repair_rate")),
     ("clean turns", lambda r: (r[1].get("fault_detection") or {}).get("clean_turns")),
     ("spec recall", lambda r: (r[1].get("spec_scores") or {}).get("recall")),
     ("spec precision", lambda r: (r[1].get("spec_scores") or {}).get("precision")),
 ]
 CHECK_NOTE = (
-    "\nFaults detected: faulted episodes whose fault turn the manager repaired; false repairs: repaired turns of "
+    "\nFaults detected: faulted episodes whose fault turn the manager repaired (detectable: of the faults the suite "
+    "marks detectable by the gold's checks; n/a when none is marked); false repairs: repaired turns of "
     "clean episodes. Spec recall/precision: the manager's run_check specs against the gold's (per kind in "
     "results.json); n/a when the suite's tasks carry no gold specs.\n"
 )

@@ -11,8 +11,10 @@
   ``turns.<turn id>.checks`` (a list of spec objects, :data:`GOLD_CHECKS_KEY`), written by synthesis; a suite
   without them has no spec scores (None).
 - **fault detection** (:func:`fault_detection`): in faulted episodes, the share whose fault turn the manager
-  repaired (``detected``); in clean episodes, the share of the turns it saw that it repaired (``false_repairs``, every
-  one of them a false alarm).
+  repaired (``detected``), and the same over the faults the suite marks detectable (``detectable``: the fault line's
+  ``detectable``, which synthesis sets when the gold manager's checks reveal the fault at its turn; None when no
+  fault line says); in clean episodes, the share of the turns it saw that it repaired (``false_repairs``, every one of
+  them a false alarm).
 """
 
 from __future__ import annotations
@@ -185,16 +187,21 @@ def spec_scores(
     }
 
 
-def fault_detection(records: Sequence[Any], fault_turn: Any) -> dict[str, Any]:
+def fault_detection(records: Sequence[Any], fault_turn: Any, detectable: Any = None) -> dict[str, Any]:
     """Repairs of faults and false repairs (see the module docstring); ``fault_turn(record)`` gives the injected
-    fault's turn id of a faulted episode, None for a clean one."""
+    fault's turn id of a faulted episode, None for a clean one; ``detectable(record)`` whether its fault is marked
+    detectable (True, False or None: not marked)."""
     faults = detected = clean_turns = false_repairs = 0
+    marked: Counter = Counter()
     for record in records:
         repaired = {str(r.get("turn_id")) for r in record.repairs}
         turn = fault_turn(record)
         if turn is not None:
             faults += 1
             detected += str(turn) in repaired
+            flag = None if detectable is None else detectable(record)
+            if flag is not None:
+                marked[(bool(flag), str(turn) in repaired)] += 1
             continue
         seen = {str(a.get("turn_id")) for a in record.activations if a.get("turn_id") is not None}
         clean_turns += len(seen)
@@ -206,5 +213,13 @@ def fault_detection(records: Sequence[Any], fault_turn: Any) -> dict[str, Any]:
         "clean_turns": clean_turns,
         "false_repairs": false_repairs,
         "false_repair_rate": _ratio(false_repairs, clean_turns),
-        "detectable": None,  # the suite does not record which faults the gold's checks reveal
+        "detectable": None
+        if not marked
+        else {
+            "faults": marked[(True, True)] + marked[(True, False)],
+            "detected": marked[(True, True)],
+            "detection_rate": _ratio(marked[(True, True)], marked[(True, True)] + marked[(True, False)]),
+            "undetectable_repaired": marked[(False, True)],
+            "undetectable": marked[(False, True)] + marked[(False, False)],
+        },
     }

@@ -362,7 +362,11 @@ def summarize_variant(
         "n_turns": sum(len(v) for v in by_task.values()),
         "relation_accuracy": relation_accuracy(records, tasks),
         "spec_scores": spec_scores(records, {task_id: info.gold_specs for task_id, info in tasks.items()}),
-        "fault_detection": fault_detection(records, lambda record: eval_meta(record).get("fault_turn")),
+        "fault_detection": fault_detection(
+            records,
+            lambda record: eval_meta(record).get("fault_turn"),
+            lambda record: eval_meta(record).get("fault_detectable"),
+        ),
         **view_summary(records),
         "manager": manager_statistics(records),
         "worker": worker_statistics(records),

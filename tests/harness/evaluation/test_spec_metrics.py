@@ -66,3 +66,8 @@ def test_fault_detection_counts_repairs_at_the_fault_turn_and_false_repairs_of_c
     result = fault_detection([faulted, missed, clean], lambda r: turns.get(id(r)))
     assert result["faults"] == 2 and result["detected"] == 1 and result["detection_rate"] == 0.5
     assert result["clean_turns"] == 3 and result["false_repairs"] == 1 and result["detectable"] is None
+    marks = {id(faulted): True, id(missed): False}
+    split = fault_detection([faulted, missed, clean], lambda r: turns.get(id(r)), lambda r: marks.get(id(r)))
+    assert split["detectable"] == {
+        "faults": 1, "detected": 1, "detection_rate": 1.0, "undetectable_repaired": 0, "undetectable": 1
+    }  # fmt: skip
