@@ -27,7 +27,8 @@ from harness.manager.model_settings import constrain_actions
 from harness.manager.runtime import ManagerRuntime
 from harness.manager.wire import parse_response
 from harness.worker import Fault, ScriptedWorker
-from tests.harness.manager.test_hier import call, sandbox, task  # noqa: F401  (fixtures)
+from harness.manager.actions import ACTION_SPECS
+from tests.harness.manager.test_hier import actions, call, correct, play, sandbox, task  # noqa: F401  (fixtures)
 from tests.harness.test_grammar import needs_grammar
 
 BY_REGION = {"kind": "group_aggregate", "variable": "by_region", "source": "clean", "by": "region",
@@ -176,6 +177,36 @@ def test_without_a_model_or_with_a_raising_backend_tier0_confirms(sandbox, task)
     assert parse_response(alone.respond(inp)).action.name == "FINALIZE_RELATIONS" and alone.written == []
     with pytest.raises(ValueError, match="writes='code'"):
         HierPolicy(None, writes="code")
+
+
+needs_run_check = pytest.mark.skipif(
+    "run_check" not in {spec.name for spec in ACTION_SPECS}, reason="the run_check action is not in the runtime yet"
+)
+
+
+@needs_run_check
+def test_in_a_whole_episode_the_written_check_finds_the_fault_and_the_repair_fixes_it(sandbox, task):  # noqa: F811
+    replies = {"2": render_checks_reply([BY_REGION])}
+    backend = ChecksBackend(lambda turn_id, messages: replies.get(turn_id, '{"checks": []}'))
+    policy = HierPolicy(backend, writes="checks")
+    code = task.load_answers()["2"].code.replace(*MEAN_NOT_SUM)
+    record, spy = play(sandbox, task, policy, "2", code)
+    assert backend.turns == ["1", "2", "3", "4", "5"]  # one model call per state, none for the repaired state
+    assert [(r["turn_id"], r["variable"]) for r in record.repairs] == [("2", "by_region")]
+    checks = [act for act in record.activations if act["turn_id"] == "2" and any(
+        a["parsed"] and a["parsed"]["name"] == "run_check" for a in act["actions"])]  # fmt: skip
+    names = [[a["parsed"]["name"] for a in act["actions"]] for act in checks]
+    assert names == [
+        ["check_execution", "run_check", "REPAIR"],
+        ["check_execution", "run_check", "FINALIZE_RELATIONS"],
+    ]
+    failed, repaired = (json.loads(act["actions"][1]["result"]) for act in checks)
+    assert failed["passed"] is False and failed["variable"] == "by_region" and repaired["passed"] is True
+    repair = checks[0]["actions"][2]
+    assert repair["actor"] == HARNESS and checks[0]["actions"][1]["actor"] == POLICY
+    evidence = repair["parsed"]["arguments"]["analytical_evidence"]
+    assert " ".join(failed["reason"].split())[:100] in evidence.replace(" equals ", "==").replace(" is ", "=")
+    assert correct(record) and policy.rejected == [] and policy.stats.calls == 5
 
 
 # ---------------------------------------------------------------- the reply, the prompt, the grammar
