@@ -13,6 +13,7 @@ import pytest
 
 from harness.checks.spec import CHECK_KINDS, parse_spec
 from harness.llm import ChatReply
+from harness.manager.actions import ACTION_SPECS
 from harness.manager.hier import HARNESS, POLICY, HierPolicy, evidence_texts, quotes_tool_result
 from harness.manager.hier_checks import (
     MAX_CHECKS,
@@ -27,7 +28,6 @@ from harness.manager.model_settings import constrain_actions
 from harness.manager.runtime import ManagerRuntime
 from harness.manager.wire import parse_response
 from harness.worker import Fault, ScriptedWorker
-from harness.manager.actions import ACTION_SPECS
 from tests.harness.manager.test_hier import actions, call, correct, play, sandbox, task  # noqa: F401  (fixtures)
 from tests.harness.test_grammar import needs_grammar
 
