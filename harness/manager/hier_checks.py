@@ -248,7 +248,7 @@ def failed_check(specs: Sequence[CheckSpec], results: Sequence[Mapping[str, Any]
         reason = " ".join(str(result.get("reason") or "the check failed").split())
         return FailedCheck(
             variable=variable,
-            reasoning=f"{variable} does not meet what the turn requires: {requirement}",
+            reasoning=f"the turn requires: {requirement}",
             evidence=f"check {spec.kind} on {variable} failed: {reason}",
         )
     return None

@@ -13,7 +13,6 @@ import pytest
 
 from harness.checks.spec import CHECK_KINDS, parse_spec
 from harness.llm import ChatReply
-from harness.manager.actions import ACTION_SPECS
 from harness.manager.hier import HARNESS, POLICY, HierPolicy, evidence_texts, quotes_tool_result
 from harness.manager.hier_checks import (
     MAX_CHECKS,
@@ -85,8 +84,8 @@ def faulted(sandbox, task):  # noqa: F811
     backend = ChecksBackend(lambda turn_id, messages: replies.get(turn_id, '{"checks": []}'))
     policy = HierPolicy(backend, writes="checks")
     inp = first_request(sandbox, task, policy, MEAN_NOT_SUM)
-    legal = (*inp.legal_actions, "run_check")  # the runtime's action set gains run_check with the run_check tool
-    return policy, backend, dataclasses.replace(inp, legal_actions=legal)
+    assert "run_check" in inp.legal_actions
+    return policy, backend, inp
 
 
 # ---------------------------------------------------------------- tier 0 runs tier 1's checks and decides
@@ -105,8 +104,8 @@ def test_a_failed_check_is_repaired_by_tier0_quoting_it_with_no_further_model_ca
     assert repair.name == "REPAIR"
     assert repair.arguments["error_hint"] == {
         "error_variable": "by_region",
-        "faulty_reasoning": "by_region does not meet what the turn requires: by_region is the sum of revenue per "
-        "region over clean, rounded to 2 decimals",
+        "faulty_reasoning": "the turn requires: by_region is the sum of revenue per region over clean, rounded to 2 "
+        "decimals",
     }
     assert repair.arguments["analytical_evidence"] == f"check group_aggregate on by_region failed: {REASON}"
     assert policy.vet(call("REPAIR", **repair.arguments), failed) is None  # the evidence rule takes the check
@@ -137,8 +136,7 @@ def test_a_passing_check_or_one_that_could_not_run_confirms(faulted, passed, leg
     policy.tier1_messages(inp)  # the plan exists: nothing to ask
     decision = parse_response(policy.respond(nxt)).action
     assert decision.name == "FINALIZE_RELATIONS" and decision.arguments["mode"] == "confirm"
-    assert evidence_texts(nxt.previous) == ([] if passed is not False or not legal else [json.dumps(
-        {"reason": REASON, "requirement": result["requirement"]})])  # fmt: skip
+    assert evidence_texts(nxt.previous[-1:]) == []  # nothing a REPAIR could quote
 
 
 def test_malformed_specs_are_dropped_and_recorded_and_a_bad_reply_is_rejected(sandbox, task):  # noqa: F811
@@ -150,7 +148,6 @@ def test_malformed_specs_are_dropped_and_recorded_and_a_bad_reply_is_rejected(sa
     inp = first_request(sandbox, task, policy)
     assert [r["turn_id"] for r in policy.rejected] == ["1"] and policy.stats.rejected == 1
     assert policy.rejected[0]["reason"].startswith("unparseable: the reply must be one JSON object")
-    inp = dataclasses.replace(inp, legal_actions=(*inp.legal_actions, "run_check"))
     first = parse_response(policy.respond(inp))
     assert first.action.arguments["spec"] == BY_REGION  # the valid spec still runs
     errors = policy.written[-1]["errors"]
@@ -169,7 +166,7 @@ def test_without_a_model_or_with_a_raising_backend_tier0_confirms(sandbox, task)
 
     policy = HierPolicy(ChecksBackend(broken), writes="checks")
     inp = first_request(sandbox, task, policy, turn="1")
-    text = policy.respond(dataclasses.replace(inp, legal_actions=(*inp.legal_actions, "run_check")))
+    text = policy.respond(inp)
     parsed = parse_response(text)
     assert parsed.action.name == "FINALIZE_RELATIONS" and policy.stats.failures == 1
     assert parsed.thought.startswith("tier-1 reply rejected (the backend raised ConnectionError")
@@ -179,12 +176,6 @@ def test_without_a_model_or_with_a_raising_backend_tier0_confirms(sandbox, task)
         HierPolicy(None, writes="code")
 
 
-needs_run_check = pytest.mark.skipif(
-    "run_check" not in {spec.name for spec in ACTION_SPECS}, reason="the run_check action is not in the runtime yet"
-)
-
-
-@needs_run_check
 def test_in_a_whole_episode_the_written_check_finds_the_fault_and_the_repair_fixes_it(sandbox, task):  # noqa: F811
     replies = {"2": render_checks_reply([BY_REGION])}
     backend = ChecksBackend(lambda turn_id, messages: replies.get(turn_id, '{"checks": []}'))
