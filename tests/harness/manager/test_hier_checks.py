@@ -12,7 +12,7 @@ import re
 import pytest
 
 from harness.checks.spec import CHECK_KINDS, parse_spec
-from harness.llm import ChatReply
+from harness.llm import ChatReply, OpenAIChatBackend
 from harness.manager.hier import HARNESS, POLICY, HierPolicy, evidence_texts, quotes_tool_result
 from harness.manager.hier_checks import (
     MAX_CHECKS,
@@ -21,6 +21,7 @@ from harness.manager.hier_checks import (
     compact_spec,
     parse_checks_reply,
     render_checks_reply,
+    specs_of_calls,
 )
 from harness.manager.hier_prompts import CHECKS_SYSTEM
 from harness.manager.model_settings import constrain_actions
@@ -29,6 +30,7 @@ from harness.manager.wire import parse_response
 from harness.worker import Fault, ScriptedWorker
 from tests.harness.manager.test_hier import actions, call, correct, play, sandbox, task  # noqa: F401  (fixtures)
 from tests.harness.test_grammar import needs_grammar
+from tests.harness.test_llm import FakeOpenAI, completion
 
 BY_REGION = {"kind": "group_aggregate", "variable": "by_region", "source": "clean", "by": "region",
              "column": "revenue", "agg": "sum", "decimals": 2}  # fmt: skip
@@ -227,6 +229,14 @@ def test_the_reply_round_trips_and_is_parsed_strictly():
             parse_checks_reply(bad)
 
 
+def test_a_target_is_rendered_from_the_specs_of_run_check_calls():
+    full = parse_spec({**TOP, "column": None}).to_dict()  # a caller may write the defaults out
+    calls = [call("check_execution", step_id=1), call("run_check", spec=full), "garbage", call("run_check", spec=TOP),
+             call("run_check", spec=BY_REGION)]  # fmt: skip
+    assert specs_of_calls(calls) == [parse_spec(TOP), parse_spec(BY_REGION)]
+    assert render_checks_reply(specs_of_calls(calls)) == json.dumps({"checks": [TOP, BY_REGION]})
+
+
 def test_the_prompt_lists_every_kind_on_one_line():
     lines = [line for line in CHECKS_SYSTEM.splitlines() if line.startswith("- ") and "(" in line]
     assert [line.split("(")[0] for line in lines] == [f"- {kind}" for kind in CHECK_KINDS]
@@ -282,12 +292,13 @@ def test_the_grammar_admits_exactly_the_valid_specs(checks_token_grammar, qwen3_
         assert (parse_checks_reply(text).errors == ()) is valid  # the parser agrees
 
 
-def test_constrained_decoding_uses_the_checks_grammar():
-    class Backend:
-        def set_grammar(self, grammar):
-            self.grammar = grammar
-
-    policy = HierPolicy(Backend(), writes="checks")
-    constrain_actions(policy)
-    assert policy.tier1.grammar is checks_grammar
+def test_constrained_decoding_sends_the_checks_grammar_to_an_endpoint():
+    """constrain_actions on a hier:llm:URL policy whose tier 1 writes checks: vLLM's guided decoding gets the checks
+    grammar, not the action grammar."""
+    with FakeOpenAI([(200, completion('{"checks": []}'))]) as server:
+        policy = HierPolicy(OpenAIChatBackend(server.url, "m"), writes="checks")
+        constrain_actions(policy)
+        policy.tier1.chat([{"role": "user", "content": "1"}])
+    (post,) = server.posts()
+    assert post["body"]["structured_outputs"] == {"grammar": checks_grammar()}
     assert checks_grammar().startswith("start: reply\nreply: %json {")
