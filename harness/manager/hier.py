@@ -244,6 +244,8 @@ class HierPolicy:
         obs = json.loads(inp.observation)
         legal = set(inp.legal_actions)
         draft = obs["current_draft"]
+        if draft is None or "COMMIT_STATE" in legal:
+            self._plans.clear()  # a state's checks live until it is committed or abandoned (or the episode ends)
         if _is_check(draft, legal):
             return self._check(inp, draft, legal)
         if obs["event_type"] in SEGMENT_EVENTS or "COMMIT_STATE" in legal:

@@ -200,6 +200,8 @@ def test_in_a_whole_episode_the_written_check_finds_the_fault_and_the_repair_fix
     evidence = repair["parsed"]["arguments"]["analytical_evidence"]
     assert " ".join(failed["reason"].split())[:100] in evidence.replace(" equals ", "==").replace(" is ", "=")
     assert correct(record) and policy.rejected == [] and policy.stats.calls == 5
+    clean, _ = play(sandbox, task, policy)  # the next episode's states are asked afresh, not given the last ones'
+    assert backend.turns[5:] == ["1", "2", "3", "4", "5"] and clean.repairs == [] and correct(clean)
 
 
 # ---------------------------------------------------------------- the reply, the prompt, the grammar
