@@ -203,8 +203,8 @@ recomputed from; `column`, `by`, `on`, `columns` name columns. A field marked ? 
 {chr(10).join(check_kind_lines())}
 
 # Rules
-Write only what the question states, on variables the state shows (its used variables or a committed state's). A
-check the question does not ask for can fail on a correct answer, and a false repair costs more than a missed one.
+Write only what the question and its context state, on the worker variables the draft state lists. A check the
+question does not ask for can fail on a correct answer, and a false repair costs more than a missed one.
 
 # Reply
 Exactly one JSON object and nothing else: {{"checks": [{{"kind": ..., ...}}, ...]}}, at most {MAX_CHECKS} checks;
