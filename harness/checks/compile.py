@@ -135,7 +135,8 @@ def _group_aggregate(s: GroupAggregate) -> str:
     if s.join_right is not None:
         on, right = s.join_on, s.join_right
         left_cols = list(dict.fromkeys([on, col]))
-        frame = f"{src}[{left_cols!r}].merge({right}[{[on, by]!r}], how={s.join_how!r}, on={on!r})"
+        right_cols = list(dict.fromkeys([on, by]))
+        frame = f"{src}[{left_cols!r}].merge({right}[{right_cols!r}], how={s.join_how!r}, on={on!r})"
         where = f"`{src}` joined ({s.join_how}) with `{right}` on {on}"
     else:
         frame, where = f"{src}[{list(dict.fromkeys([by, col]))!r}]", f"`{src}`"

@@ -231,3 +231,14 @@ def test_every_kind_compiles_for_odd_values():
             code = compile_check(spec)
             ast.parse(code)
             assert "`v`" in requirement(spec)
+
+
+def test_labels_and_values_with_quotes_braces_and_newlines_reach_the_message_intact(kernel):
+    label, value = 'it\'s {x}\n"q"', 'say "hi" {0} ünï'
+    assert kernel.execute(f"odd = pd.DataFrame({{{label!r}: [{value!r}, 'b', {value!r}], 'n': [1, -2, 3]}})").ok
+    excluded = parse_spec({"kind": "excluded_rows", "variable": "odd", "column": label, "value": value})
+    result = kernel.probe(compile_check(excluded))
+    assert not result.ok and result.error_type == "AssertionError"
+    assert f"`odd` still has 2 rows with {label} {value!r}; required: none" in result.error_message
+    kept = parse_spec({"kind": "filter", "variable": "odd", "source": "odd", "column": "n", "op": ">", "value": -3})
+    assert kernel.probe(compile_check(kept)).ok
