@@ -171,14 +171,20 @@ def _top_k(s: TopK) -> str:
     v, src, k, order = s.variable, s.source, s.k, s.order
     pick = "nlargest" if order == "largest" else "nsmallest"
     series = src if s.column is None else f"{src}[{s.column!r}]"
-    frame = () if s.column is None else (f"elif hasattr({v}, 'columns'):", f"    _ckv = {v}[{s.column!r}].tolist()")
-    read = "\n".join(
-        (
-            f"if isinstance({v}, str):",
-            f"    _ckv = [_cks[{v}]]",
-            *frame,
+    if s.column is None:
+        values = _values_of(v, "_ckv")
+    else:
+        values = (
+            f"if hasattr({v}, 'columns'):",
+            f"    _ckv = {v}[{s.column!r}].tolist()",
             "else:",
             *(f"    {line}" for line in _values_of(v, "_ckv")),
+        )
+    read = "\n".join(
+        (
+            *values,
+            "if _ckv and all(isinstance(_cka, str) for _cka in _ckv):  # labels of the source: their values",
+            "    _ckv = [_cks[_cka] for _cka in _ckv]",
             "_ckgot = [float(_cka) for _cka in _ckv]",
         )
     )
