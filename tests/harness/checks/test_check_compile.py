@@ -250,3 +250,23 @@ def test_labels_and_values_with_quotes_braces_and_newlines_reach_the_message_int
     assert f"`odd` still has 2 rows with {label} {value!r}; required: none" in result.error_message
     kept = parse_spec({"kind": "filter", "variable": "odd", "source": "odd", "column": "n", "op": ">", "value": -3})
     assert kernel.probe(compile_check(kept)).ok
+
+
+def test_requirements_in_words_and_a_json_spec_compiles_like_its_dataclass():
+    top = {"kind": "top_k", "variable": "top3", "source": "revenue_by_store", "k": 3, "order": "largest"}
+    assert requirement(top) == "`top3` lists the 3 largest values of `revenue_by_store`, largest first"
+    joined = {"kind": "group_aggregate", "variable": "per_region", "source": "sales", "by": "region"}
+    joined |= {"column": "amount", "agg": "sum", "decimals": 2}
+    joined |= {"join_right": "stores", "join_on": "store", "join_how": "left"}
+    assert requirement(joined) == (
+        "`per_region` is the sum of amount per region over `sales` joined (left) with `stores` on store, "
+        "rounded to 2 decimals"
+    )
+    assert compile_check(top) == compile_check(parse_spec(top))
+
+
+def test_an_error_in_a_source_is_not_a_failed_check(kernel):
+    assert kernel.execute("total = 43.0").ok
+    spec = {"kind": "aggregate", "variable": "total", "source": "sales", "column": "no_such_column", "agg": "sum"}
+    result = kernel.probe(compile_check(spec))
+    assert not result.ok and result.error_type == "KeyError"
