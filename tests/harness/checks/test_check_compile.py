@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.checks.compile import COMPILERS, compile_check, requirement
+from harness.checks.requirements import REQUIREMENTS
 from harness.checks.spec import CHECK_KINDS, parse_spec
 from harness.sandbox import Sandbox, SandboxConfig
 from harness.sandbox.probes import names_read, projections
@@ -145,7 +146,7 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
 
 
 def test_every_kind_has_a_case_and_a_compiler():
-    assert set(CASES) == set(CHECK_KINDS) == set(COMPILERS)
+    assert set(CASES) == set(CHECK_KINDS) == set(COMPILERS) == set(REQUIREMENTS)
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))
