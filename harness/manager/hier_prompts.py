@@ -17,6 +17,11 @@ model (tier 1) is asked one question per state check: does the updated state hol
 The function-tool list (:func:`tier1_tool_schemas`) is :func:`~harness.manager.actions.tool_schemas` filtered to the
 read-only tools (:data:`TIER1_TOOLS`) and the two decisions (:data:`DECISIONS`): the same names and argument schemas
 as the flat ``llm`` policy, so both speak one decision vocabulary.
+
+When tier 1 writes checks (``HierPolicy(writes="checks")``) its conversation is two messages, once per state:
+:data:`CHECKS_SYSTEM` (what a check is, the check kinds one line each as the flat prompt lists them,
+:func:`~harness.manager.prompts.check_kind_lines`, and the reply shape of :mod:`harness.manager.hier_checks`) and
+:func:`render_checks_request` (the sections of the decision prompt and how many checks will run); no tools.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.manager.actions import tool_schemas
+from harness.manager.hier_checks import MAX_CHECKS
+from harness.manager.prompts import check_kind_lines
 from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from harness.untrusted import neutralize
 
@@ -146,16 +153,7 @@ def render_decision(
     tier 1 may still take in this activation, the decision included. The turn, the draft, the checks and the index
     are untrusted text, so the whole message passes through :func:`harness.untrusted.neutralize` (the headings hold no
     token string)."""
-    parts = [f"# Check state {draft.get('id')} ({event_type})"]
-    if turn is not None:
-        parts += ["## Public turn", json.dumps(dict(turn), ensure_ascii=False)]
-    parts += ["## Draft state", *draft_lines(draft)]
-    parts += ["## Executions checked by the harness"]
-    parts += [json.dumps(step_view(c), ensure_ascii=False) for c in checks] or ["(no executed step)"]
-    if unchecked is not None:
-        parts.append(f"Steps {unchecked[0]}-{unchecked[1]} of the state were not re-checked (use check_execution).")
-    rows = [json.dumps(dict(row), ensure_ascii=False) for row in index]
-    parts += ["## Committed states", *(rows or ["(none)"])]
+    parts = [f"# Check state {draft.get('id')} ({event_type})", *_state_parts(turn, draft, checks, index, unchecked)]
     shown = []
     for name in decisions:
         if name == "REPAIR":
@@ -168,4 +166,63 @@ def render_decision(
         f"Legal decisions: {'; '.join(shown)}.",
         f"You may take {budget} action(s) in all: up to {budget - 1} tool call(s), then the decision.",
     ]
+    return neutralize("\n".join(parts))
+
+
+def _state_parts(
+    turn: Mapping[str, Any] | None,
+    draft: Mapping[str, Any],
+    checks: Sequence[Mapping[str, Any]],
+    index: Sequence[Mapping[str, Any]],
+    unchecked: tuple[int, int] | None = None,
+) -> list[str]:
+    """The sections both tier-1 prompts show: the public turn, the draft state, the executions tier 0 checked (and
+    the state's steps it did not re-check) and the committed-state index."""
+    parts = ["## Public turn", json.dumps(dict(turn), ensure_ascii=False)] if turn is not None else []
+    parts += ["## Draft state", *draft_lines(draft)]
+    parts += ["## Executions checked by the harness"]
+    parts += [json.dumps(step_view(c), ensure_ascii=False) for c in checks] or ["(no executed step)"]
+    if unchecked is not None:
+        parts.append(f"Steps {unchecked[0]}-{unchecked[1]} of the state were not re-checked (use check_execution).")
+    rows = [json.dumps(dict(row), ensure_ascii=False) for row in index]
+    return [*parts, "## Committed states", *(rows or ["(none)"])]
+
+
+# ---------------------------------------------------------------- tier 1 as a check writer
+CHECKS_SYSTEM = f"""\
+You write the checks a turn of a data-analysis session requires. A worker agent answered the turn's question by
+running Python cells in a persistent interpreter; the harness recorded its state (issue, variables with their
+values, conclusions) and checked that its steps executed. Read what the question asks for (a filter rule, a
+rounding, the top N, an order, a join, a revised value, ...) and write each requirement as a check on the worker
+variable that holds it. The harness runs every check in a clean process: when one fails it repairs the state and
+quotes the failure to the worker; when all pass it confirms the state.
+
+# Check kinds: kind(fields): what passes
+`variable` is the worker variable checked; `source`, `left`, `right` and `join_right` name the worker variables it is
+recomputed from; `column`, `by`, `on`, `columns` name columns. A field marked ? may be left out.
+{chr(10).join(check_kind_lines())}
+
+# Rules
+Write only what the question and its context state, on the worker variables the draft state lists. A check the
+question does not ask for can fail on a correct answer, and a false repair costs more than a missed one.
+
+# Reply
+Exactly one JSON object and nothing else: {{"checks": [{{"kind": ..., ...}}, ...]}}, at most {MAX_CHECKS} checks;
+{{"checks": []}} when the question states nothing a kind covers."""
+
+
+def render_checks_request(
+    *,
+    event_type: str,
+    turn: Mapping[str, Any] | None,
+    draft: Mapping[str, Any],
+    checks: Sequence[Mapping[str, Any]],
+    index: Sequence[Mapping[str, Any]],
+    room: int,
+) -> str:
+    """The user message that asks tier 1 for the turn's checks: the sections of :func:`render_decision` (the public
+    turn, the draft, tier 0's execution checks, the committed states) and the number of checks that will run
+    (``room``). Untrusted text, so the whole message passes through :func:`harness.untrusted.neutralize`."""
+    parts = [f"# Checks for state {draft.get('id')} ({event_type})", *_state_parts(turn, draft, checks, index)]
+    parts += ["## Write the checks", f'Reply {{"checks": [...]}} with at most {room} check(s) this turn requires.']
     return neutralize("\n".join(parts))
