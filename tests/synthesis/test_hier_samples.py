@@ -14,7 +14,6 @@ from harness.manager.actions import make_action
 from harness.manager.hier import HIER_SYSTEM, HierPolicy
 from harness.manager.hier_prompts import tier1_tool_schemas
 from harness.manager.wire import render_action
-from synthesis.checks import Check
 from synthesis.config import SynthesisConfig
 from synthesis.gold import GoldPolicy
 from synthesis.runs import play
@@ -28,14 +27,6 @@ from synthesis.samples import (
 )
 
 META = {"task_id": "builtin-retail-sales", "domain": "retail", "fault_type": "x", "fault_id": "f", "source": "t"}
-
-
-def _revealing(task, fault):
-    """A check of the faulted turn's reported result against the clean answer, with a message that the gold's
-    REPAIR evidence quotes: fails on the faulted state only."""
-    expected = task.load_answers()[fault.turn_id].answer
-    code = f"assert result == {expected!r}, 'result is ' + repr(result)\n"
-    return (Check("result", "the reported result is what the data gives", code),)
 
 
 class Replay:
@@ -56,8 +47,8 @@ def fault(candidates):
 
 
 @pytest.fixture(scope="module")
-def gold_runs(sandbox, task, fault):
-    checks = {fault.turn_id: _revealing(task, fault)}
+def gold_runs(sandbox, task, fault, region_checks):
+    checks = region_checks  # the check turn 2 states: fails on the faulted state only
     clean = play(task, sandbox, GoldPolicy(checks=checks), None, "clean")
     faulted = play(task, sandbox, GoldPolicy(checks=checks), fault, "gold")
     return {None: clean, fault: faulted}
@@ -110,12 +101,12 @@ def test_the_policy_attributes_the_actors(sandbox, task, candidates, gold_runs, 
     assert {a.label for a in activations if a.start_phase == "updated"} == {"clean", "repair", "post_repair"}
     repair = next(a for a in activations if a.label == "repair")
     names = [e.response for e in repair.entries]
-    assert '"check_execution"' in names[0] and '"run_probe"' in names[1] and '"REPAIR"' in names[-1]
-    # the decision's conversation holds tier 1's probe and its result, not tier 0's check
+    assert '"check_execution"' in names[0] and '"run_check"' in names[1] and '"REPAIR"' in names[-1]
+    # the decision's conversation holds tier 1's check and its result, not tier 0's check_execution
     builder = HierPolicy(None)
     messages = builder.tier1_messages(repair.entries[-1].inp)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert "run_probe" in messages[2]["content"] and messages[3]["content"].startswith("<tool_response>")
+    assert "run_check" in messages[2]["content"] and messages[3]["content"].startswith("<tool_response>")
     assert builder.tier1_messages(repair.entries[0].inp) is None  # tier 0's check_execution
     # a cell that raised: the gold's REPAIR is tier 0's, no hier sample
     crash = next(f for f in candidates if f.turn_id == "2" and f.fault_type == "execution_error")
