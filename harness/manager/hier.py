@@ -52,17 +52,28 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.checks.spec import CheckSpec
 from harness.llm import DEFAULT_MAX_REPLY_CHARS, ChatBackend, HFChatBackend, Message, OpenAIChatBackend, cut_reply
 from harness.manager.bookkeeping import open_response, update_response
+from harness.manager.hier_checks import (
+    MAX_CHECKS,
+    ChecksReply,
+    ChecksReplyError,
+    checks_grammar,
+    compact_spec,
+    failed_check,
+    parse_checks_reply,
+)
+from harness.manager.hier_evidence import MIN_QUOTE_CHARS, evidence_texts, quotes_tool_result
 from harness.manager.hier_prompts import (
+    CHECKS_SYSTEM,
     DECISIONS,
     HIER_SYSTEM,
     TIER1_TOOLS,
+    render_checks_request,
     render_decision,
     tier1_tool_schemas,
 )
@@ -78,6 +89,8 @@ from harness.specs import ManagerSpec
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["HARNESS", "MIN_QUOTE_CHARS", "POLICY", "HierPolicy", "evidence_texts", "quotes_tool_result"]
+
 HARNESS, POLICY = "harness", "policy"
 """The two values of :attr:`HierPolicy.last_actor`: tier 0 (the harness) or tier 1 (the model) wrote the response."""
 
@@ -85,94 +98,8 @@ TIER1_MIN_ACTIONS = 4
 """Actions of the check activation a budget must leave for tier 1 (tool calls and the decision) after tier 0's
 ``check_execution`` of the latest step: ``max_actions`` must be larger."""
 
-MIN_QUOTE_CHARS = 12
-"""A REPAIR's evidence quotes a tool result when they share a run of this many normalized characters (or a number)."""
-
 REJECTED_RAW_CHARS = 1_500
 """Characters of a rejected raw reply quoted in the confirming response's ``<think>`` block (``rejected`` has all)."""
-
-EVIDENCE_FIELDS: dict[str, tuple[str, ...]] = {
-    "check_execution": ("verdict", "error_type", "error_message"),
-    "run_probe": ("reason", "values", "stdout", "stderr", "display", "results", "error_type", "error_message"),
-}
-"""The fields of a tool result that a REPAIR's evidence may quote, by tool: what a check computed (a failed step's
-error) or what a probe printed, returned or raised (a stated constraint's probe adds its ``reason`` and operand
-``values``). Never the worker's code, stdout, results or variables that ``check_execution`` echoes, nor the other
-tools' texts (compile and inspect results describe the manager's own code, ``load_state`` an earlier claim)."""
-
-_NUMBER = re.compile(r"(?<![\w.])-?(?:\d+\.\d+|\d{3,})(?![\w]|\.\d)")
-_NOT_ALNUM = re.compile(r"[^0-9a-z]+")
-
-
-# ---------------------------------------------------------------- the evidence rule
-
-
-def _leaves(value: Any, top: bool = True) -> Iterator[str]:
-    """The texts of a decoded tool result: every leaf value and every key below the top level (the tool's own field
-    names, such as ``verdict`` or ``stdout_tail``, are not evidence)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not top:
-                yield str(key)
-            yield from _leaves(item, top=False)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _leaves(item, top=False)
-    elif value is not None and not isinstance(value, bool):
-        yield str(value)
-
-
-def _normalized(text: str) -> str:
-    """Lower case, every run of characters other than letters and digits as one space."""
-    return _NOT_ALNUM.sub(" ", text.lower()).strip()
-
-
-def _numbers(text: str) -> set[float]:
-    return {float(n) for n in _NUMBER.findall(text)}
-
-
-def quotes_tool_result(evidence: str, results: Iterable[str]) -> bool:
-    """Whether ``evidence`` (a REPAIR's ``analytical_evidence``) quotes one of ``results`` (tool result texts).
-
-    The rule: a result text is decoded (JSON) into its leaf values and nested keys, not its top-level field names
-    (a text that is not JSON is taken whole); then either the evidence and that text share a number written with a
-    decimal point or with at least three digits (compared as numbers: ``51996.97`` matches ``51996.970``), or they
-    share a run of at least :data:`MIN_QUOTE_CHARS` characters once both are normalized (lower case, every run of
-    characters that are not letters or digits as one space: ``KeyError: 'Regio'`` matches the fields
-    ``"KeyError"``, ``"'Regio'"``). A necessary condition for a repair, not a proof that it is right."""
-    wanted = _normalized(evidence)
-    numbers = _numbers(evidence)
-    for text in results:
-        try:
-            value = json.loads(text)
-        except (json.JSONDecodeError, TypeError):
-            value = text
-        joined = " | ".join(_leaves(value)) if isinstance(value, dict | list) else str(value)
-        if numbers & _numbers(joined):
-            return True
-        haystack = _normalized(joined)
-        if any(wanted[i : i + MIN_QUOTE_CHARS] in haystack for i in range(len(wanted) - MIN_QUOTE_CHARS + 1)):
-            return True
-    return False
-
-
-def evidence_texts(previous: Iterable[tuple[str, str]], strict: bool = True) -> list[str]:
-    """The quotable part of each successful check and probe among ``previous`` (``PolicyInput.previous``: the raw
-    response of each action of the activation and its result text): the :data:`EVIDENCE_FIELDS` of the result, as
-    JSON. A response that does not parse (``strict``: the wire format the runtime parsed it with), a result that is
-    not a JSON object with ``ok: true`` (refused, illegal, a failed call) and every other tool give nothing."""
-    texts = []
-    for raw, result in previous:
-        parsed = parse_response(raw, strict=strict)
-        fields = EVIDENCE_FIELDS.get(parsed.action.name) if parsed.ok and parsed.action is not None else None
-        try:
-            value = json.loads(result) if fields else None
-        except (json.JSONDecodeError, TypeError):
-            continue
-        if isinstance(value, dict) and value.get("ok") is True:
-            texts.append(json.dumps({key: value[key] for key in fields if key in value}, ensure_ascii=False))
-    return texts
-
 
 # ---------------------------------------------------------------- the policy
 
@@ -200,7 +127,18 @@ class _Check:
     results: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass
+class _Plan:
+    """The checks tier 1 wrote for one state (kept across its repairs) and the note the first response shows."""
+
+    specs: tuple[CheckSpec, ...]
+    note: str
+    announced: bool = False
+
+
 CONFIRM = {"mode": "confirm", "relations": [], "conflict_evidence": ""}
+WRITES = ("decisions", "checks")
+"""What tier 1 writes (:class:`HierPolicy`'s ``writes``): a decision, or the checks tier 0 runs and decides from."""
 
 
 class HierPolicy:
@@ -213,6 +151,8 @@ class HierPolicy:
         max_actions: the activation's action budget (the runtime's ``max_actions``).
         max_repairs: the state's repair budget (shown to tier 1).
         strict_wire: parse tier 1's replies as strictly as the runtime does (its ``strict_wire``).
+        writes: ``decisions`` (tier 1 decides with tools) or ``checks`` (tier 1 writes check specs, tier 0 runs them
+            and decides: see the module docstring).
     """
 
     active = True
@@ -226,7 +166,10 @@ class HierPolicy:
         max_actions: int = MAX_ACTIONS,
         max_repairs: int = Lifecycle().max_repairs,
         strict_wire: bool = True,
+        writes: str = "decisions",
     ):
+        if writes not in WRITES:
+            raise ValueError(f"writes={writes!r}: tier 1 writes one of {', '.join(WRITES)}; use one of them.")
         if max_actions <= TIER1_MIN_ACTIONS:
             raise ValueError(
                 f"max_actions={max_actions}: tier 0 needs one check and tier 1 at least {TIER1_MIN_ACTIONS} actions "
@@ -236,8 +179,12 @@ class HierPolicy:
         self.tier0 = RulePolicy(unit_steps)
         self.max_actions, self.max_repairs, self.strict_wire = max_actions, max_repairs, strict_wire
         self.tier0_checks = 1
-        self.system = HIER_SYSTEM
-        self.tools: list[dict[str, Any]] = tier1_tool_schemas()
+        self.writes = writes
+        self.system = CHECKS_SYSTEM if writes == "checks" else HIER_SYSTEM
+        self.tools: list[dict[str, Any]] = [] if writes == "checks" else tier1_tool_schemas()
+        self.reply_grammar = checks_grammar if writes == "checks" else None
+        self.written: list[dict[str, Any]] = []
+        self._plans: dict[tuple[str | None, str | None], _Plan] = {}
         self.last_actor: str = HARNESS
         self.stats = Tier1Stats()
         self.rejected: list[dict[str, Any]] = []
@@ -245,7 +192,14 @@ class HierPolicy:
     # ---------------------------------------------------------------- dispatch
     def respond(self, inp: PolicyInput) -> str:
         """The response to ``inp``: tier 0's (:meth:`tier0_respond`), or, where tier 1 answers and a backend is set,
-        the backend's reply to :meth:`tier1_messages` when :meth:`vet` accepts it, else :meth:`fallback`."""
+        the backend's reply to :meth:`tier1_messages` when :meth:`vet` accepts it, else :meth:`fallback`. With
+        ``writes="checks"``: the backend answers :meth:`tier1_messages` when it asks, :meth:`take_checks` keeps the
+        checks, and tier 0 answers."""
+        if self.writes == "checks":
+            messages = self.tier1_messages(inp) if self.tier1 is not None else None
+            if messages is not None:
+                self._ask_checks(inp, messages)
+            return self.tier0_respond(inp)
         context = self._tier1_context(inp) if self.tier1 is not None else None
         if context is None:
             return self.tier0_respond(inp)
@@ -255,7 +209,12 @@ class HierPolicy:
         """Tier 1's conversation when ``inp`` is tier 1's to answer (the check activation after tier 0's checks, no
         failed execution, the runtime did not refuse tier 1's previous call), whether or not a backend is set; None
         when tier 0 answers it. An outside driver (:class:`envs.ManagerEnv` with ``format="hier"``) answers it in
-        tier 1's place, through :meth:`vet` and :meth:`fallback`."""
+        tier 1's place, through :meth:`vet` and :meth:`fallback`. With ``writes="checks"``: the check-writing
+        conversation at the activation's first request after tier 0's execution checks, once per state (None
+        after), answered through :meth:`take_checks`."""
+        if self.writes == "checks":
+            found = self._checks_context(inp)
+            return None if found is None else self.checks_messages(inp, *found)
         context = self._tier1_context(inp)
         return None if context is None else self.messages(inp, *context)
 
@@ -300,19 +259,14 @@ class HierPolicy:
             return None, check
         if "REPAIR" not in legal:
             return call("ABANDON_STATE"), check
-        variable, reasoning, evidence = failed
-        evidence = evidence[:400]
-        try:
-            render_repair_hint(variable, reasoning, evidence)
-        except HintError:  # the error message reads as code (an assignment): say it in words
-            evidence = evidence.replace("==", " equals ").replace("=", " is ")
-        hint = {"error_variable": variable, "faulty_reasoning": reasoning}
-        return call("REPAIR", {"analytical_evidence": evidence, "error_hint": hint}), check
+        return _repair(*failed), check
 
     def _check(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str]) -> str:
         response, check = self._tier0_check(inp, draft, legal)
         if response is not None:
             return response
+        if self.writes == "checks":
+            return self._run_checks(inp, draft, legal, check)
         own = inp.previous[len(check.steps) :]
         if own and _refused(own[-1][1]):
             return self.fallback(inp, f"the runtime refused it: {own[-1][1][:300]}", own[-1][0])
@@ -331,7 +285,109 @@ class HierPolicy:
             return None
         return obs, draft, check
 
-    # ---------------------------------------------------------------- tier 1
+    # ---------------------------------------------------------------- tier 1 writes checks, tier 0 runs them
+    def _room(self, check: _Check) -> int:
+        """The checks one activation can run: its budget less tier 0's execution checks and the decision."""
+        return min(MAX_CHECKS, self.max_actions - len(check.steps) - 1)
+
+    @staticmethod
+    def _plan_key(inp: PolicyInput, draft: dict[str, Any] | None) -> tuple[str | None, str | None]:
+        return (inp.turn.turn_id if inp.turn is not None else None, (draft or {}).get("id"))
+
+    def _checks_context(self, inp: PolicyInput) -> tuple[dict[str, Any], dict[str, Any], _Check] | None:
+        """``(observation, draft, checks)`` when tier 1 is asked for checks now (see :meth:`tier1_messages`)."""
+        obs = json.loads(inp.observation)
+        draft = obs["current_draft"]
+        legal = set(inp.legal_actions)
+        if not _is_check(draft, legal) or self._plan_key(inp, draft) in self._plans:
+            return None
+        response, check = self._tier0_check(inp, draft, legal)
+        return None if response is not None or len(inp.previous) > len(check.steps) else (obs, draft, check)
+
+    def checks_messages(
+        self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], check: _Check
+    ) -> list[Message]:
+        """Tier 1's check-writing conversation: :data:`~.hier_prompts.CHECKS_SYSTEM` and the request."""
+        user = render_checks_request(
+            event_type=obs["event_type"],
+            turn=turn_view(inp),
+            draft=draft,
+            checks=check.results,
+            index=obs["committed_state_index"],
+            room=self._room(check),
+        )
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+    def take_checks(self, inp: PolicyInput, text: str) -> ChecksReply | None:
+        """Keep the checks of tier 1's reply ``text`` to ``inp`` for its state (tier 0 runs them, this activation and
+        after each repair) and record them in :attr:`written`; a malformed spec is dropped, its error recorded. A
+        reply that is not the checks object is rejected (:attr:`rejected`) and the state gets no check: None."""
+        obs = json.loads(inp.observation)
+        key = self._plan_key(inp, obs["current_draft"])
+        check = self._tier0_check(inp, obs["current_draft"], set(inp.legal_actions))[1]
+        try:
+            reply = parse_checks_reply(text, self._room(check))
+        except ChecksReplyError as error:
+            self._reject(inp, key, f"unparseable: {error}", text)
+            return None
+        kept = [compact_spec(spec) for spec in reply.specs]
+        self.written.append({"turn_id": key[0], "state_id": key[1], "specs": kept, "errors": list(reply.errors)})
+        note = f"tier-1 checks: {len(kept)} written"
+        if reply.errors:
+            note += f", {len(reply.errors)} dropped ({'; '.join(reply.errors)}); reply: {_quoted(text)}"
+        self._plans[key] = _Plan(reply.specs, note)
+        return reply
+
+    def _reject(self, inp: PolicyInput, key: tuple[str | None, str | None], reason: str, raw: str) -> None:
+        """A tier-1 checks reply that gives no checks: recorded like a rejected decision; the state gets none."""
+        obs = json.loads(inp.observation)
+        self.stats.rejected += 1
+        self.rejected.append(
+            {"turn_id": key[0], "event_type": obs["event_type"], "state_id": key[1], "reason": reason, "raw": raw}
+        )
+        self.written.append({"turn_id": key[0], "state_id": key[1], "specs": [], "errors": [reason]})
+        logger.info("%s: tier-1 checks rejected at turn %s (%s)", self.name, key[0], reason)
+        self._plans[key] = _Plan((), f"tier-1 reply rejected ({reason}); no check written. reply: {_quoted(raw)}")
+
+    def _ask_checks(self, inp: PolicyInput, messages: list[Message]) -> None:
+        """Tier 1's backend answers ``messages``; :meth:`take_checks` keeps its checks. Never raises."""
+        assert self.tier1 is not None
+        self.stats.calls += 1
+        try:
+            reply = self.tier1.chat(messages, tools=None)
+            self.stats.prompt_tokens += reply.prompt_tokens
+            self.stats.completion_tokens += reply.completion_tokens
+            text = cut_reply(reply_to_text(reply), DEFAULT_MAX_REPLY_CHARS)[0]
+        except Exception as exc:  # a failing backend costs the checks, never the episode
+            self.stats.failures += 1
+            logger.warning("%s: tier 1 failed: %s: %s", self.name, type(exc).__name__, exc)
+            obs = json.loads(inp.observation)
+            self._reject(inp, self._plan_key(inp, obs["current_draft"]), f"the backend raised {type(exc).__name__}: "
+                         f"{exc}", "")  # fmt: skip
+            return
+        self.take_checks(inp, text)
+
+    def _run_checks(self, inp: PolicyInput, draft: dict[str, Any], legal: set[str], check: _Check) -> str:
+        """After tier 0's execution checks: ``run_check`` each check tier 1 wrote for the state, then decide with no
+        model call: REPAIR from the first check that failed (ABANDON_STATE when the repair budget is spent), else
+        confirm. The first response after tier 1's reply carries its note in a ``<think>`` block."""
+        plan = self._plans.get(self._plan_key(inp, draft))
+        specs = plan.specs[: self._room(check)] if plan is not None else ()
+        own = inp.previous[len(check.steps) :]
+        note = ""
+        if plan is not None and not plan.announced:
+            plan.announced, note = True, f"{THINK_OPEN}{_escaped(plan.note)}{THINK_CLOSE}\n"
+        if len(own) < len(specs) and "run_check" in legal:
+            self.last_actor = POLICY  # tier 1 wrote the spec; tier 0 only sends it
+            return note + call("run_check", {"spec": compact_spec(specs[len(own)])})
+        failed = failed_check(specs, [_decoded(result) for _, result in own])
+        if failed is None:
+            return note + call("FINALIZE_RELATIONS", CONFIRM)
+        if "REPAIR" not in legal:
+            return note + call("ABANDON_STATE")
+        return note + _repair(failed.variable, failed.reasoning, failed.evidence)
+
+    # ---------------------------------------------------------------- tier 1 decides
     def messages(self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], check: _Check) -> list[Message]:
         """Tier 1's conversation for its next reply in this check activation (see :mod:`.hier_prompts`)."""
         start = draft["source_step_start"]
@@ -430,10 +486,7 @@ class HierPolicy:
         entry = {"turn_id": turn_id, "event_type": obs["event_type"], "state_id": draft.get("id")}
         self.rejected.append({**entry, "reason": reason, "raw": raw})
         logger.info("%s: tier-1 reply rejected at turn %s (%s); confirming", self.name, turn_id, reason)
-        quoted = (
-            json.dumps(raw[:REJECTED_RAW_CHARS], ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
-        )
-        note = f"tier-1 reply rejected ({_escaped(reason)}); confirmed by the harness. reply: {quoted}"
+        note = f"tier-1 reply rejected ({_escaped(reason)}); confirmed by the harness. reply: {_quoted(raw)}"
         return f"{THINK_OPEN}{note}{THINK_CLOSE}\n{call('FINALIZE_RELATIONS', CONFIRM)}"
 
 
@@ -454,6 +507,24 @@ def _unreadable(exc: Exception) -> str:
 def _escaped(text: str) -> str:
     """``text`` on one line, without ``<`` and ``>`` (it goes inside a ``<think>`` block)."""
     return " ".join(text.split()).replace("<", "(").replace(">", ")")
+
+
+def _quoted(raw: str) -> str:
+    """``raw`` as a JSON string for a ``<think>`` block: capped, ``<`` and ``>`` escaped."""
+    quoted = json.dumps(raw[:REJECTED_RAW_CHARS], ensure_ascii=False)
+    return quoted.replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _repair(variable: str, reasoning: str, evidence: str) -> str:
+    """Tier 0's REPAIR naming ``variable``: evidence capped; a text that reads as code (an assignment) said in
+    words, so that the harness accepts the hint."""
+    reasoning, evidence = reasoning[:300], evidence[:400]
+    try:
+        render_repair_hint(variable, reasoning, evidence)
+    except HintError:
+        reasoning, evidence = (t.replace("==", " equals ").replace("=", " is ") for t in (reasoning, evidence))
+    hint = {"error_variable": variable, "faulty_reasoning": reasoning}
+    return call("REPAIR", {"analytical_evidence": evidence, "error_hint": hint})
 
 
 def _decoded(result: str) -> dict[str, Any]:

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, fields
 from typing import Any
 
+from harness.checks.spec import CHECK_KINDS, spec_schema
 from harness.manager.actions import tool_schemas
+from harness.manager.hier_checks import MAX_CHECKS
 from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from harness.untrusted import neutralize
 
@@ -146,16 +149,7 @@ def render_decision(
     tier 1 may still take in this activation, the decision included. The turn, the draft, the checks and the index
     are untrusted text, so the whole message passes through :func:`harness.untrusted.neutralize` (the headings hold no
     token string)."""
-    parts = [f"# Check state {draft.get('id')} ({event_type})"]
-    if turn is not None:
-        parts += ["## Public turn", json.dumps(dict(turn), ensure_ascii=False)]
-    parts += ["## Draft state", *draft_lines(draft)]
-    parts += ["## Executions checked by the harness"]
-    parts += [json.dumps(step_view(c), ensure_ascii=False) for c in checks] or ["(no executed step)"]
-    if unchecked is not None:
-        parts.append(f"Steps {unchecked[0]}-{unchecked[1]} of the state were not re-checked (use check_execution).")
-    rows = [json.dumps(dict(row), ensure_ascii=False) for row in index]
-    parts += ["## Committed states", *(rows or ["(none)"])]
+    parts = [f"# Check state {draft.get('id')} ({event_type})", *_state_parts(turn, draft, checks, index, unchecked)]
     shown = []
     for name in decisions:
         if name == "REPAIR":
@@ -168,4 +162,98 @@ def render_decision(
         f"Legal decisions: {'; '.join(shown)}.",
         f"You may take {budget} action(s) in all: up to {budget - 1} tool call(s), then the decision.",
     ]
+    return neutralize("\n".join(parts))
+
+
+def _state_parts(
+    turn: Mapping[str, Any] | None,
+    draft: Mapping[str, Any],
+    checks: Sequence[Mapping[str, Any]],
+    index: Sequence[Mapping[str, Any]],
+    unchecked: tuple[int, int] | None = None,
+) -> list[str]:
+    """The sections both tier-1 prompts show: the public turn, the draft state, the executions tier 0 checked (and
+    the state's steps it did not re-check) and the committed-state index."""
+    parts = ["## Public turn", json.dumps(dict(turn), ensure_ascii=False)] if turn is not None else []
+    parts += ["## Draft state", *draft_lines(draft)]
+    parts += ["## Executions checked by the harness"]
+    parts += [json.dumps(step_view(c), ensure_ascii=False) for c in checks] or ["(no executed step)"]
+    if unchecked is not None:
+        parts.append(f"Steps {unchecked[0]}-{unchecked[1]} of the state were not re-checked (use check_execution).")
+    rows = [json.dumps(dict(row), ensure_ascii=False) for row in index]
+    return [*parts, "## Committed states", *(rows or ["(none)"])]
+
+
+# ---------------------------------------------------------------- tier 1 as a check writer
+def _type_text(schema: Mapping[str, Any]) -> str:
+    """A field's type in a kind line: nothing for a string, ``int``, ``number``, ``bool``, ``a|b`` for an enum,
+    ``[strings]`` for a list, ``scalar`` for a number, string or bool."""
+    options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
+    option = options[0] if options else schema
+    if "enum" in option:
+        return "|".join(str(v) for v in option["enum"])
+    kind = option.get("type")
+    if isinstance(kind, list):
+        return "scalar"
+    return {"integer": "int", "number": "number", "boolean": "bool", "array": "[strings]"}.get(str(kind), "")
+
+
+def kind_lines() -> list[str]:
+    """One line per check kind, generated from :data:`~harness.checks.spec.CHECK_KINDS` and
+    :func:`~harness.checks.spec.spec_schema`: ``kind(field, field: type, field?=default): what passes``; a field
+    marked ``?`` may be left out (null, or the default shown)."""
+    lines = []
+    for kind, cls in CHECK_KINDS.items():
+        schema = spec_schema(kind)
+        defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+        shown = []
+        for name, prop in schema["properties"].items():
+            if name == "kind":
+                continue
+            typed = _type_text(prop)
+            mark = ""
+            if name in defaults:
+                default = defaults[name]
+                mark = "?" if default in (None, ()) else f"?={default}"
+            shown.append(f"{name}{mark}" + (f": {typed}" if typed else ""))
+        lines.append(f"- {kind}({', '.join(shown)}): {cls.summary}")
+    return lines
+
+
+CHECKS_SYSTEM = f"""\
+You write the checks a turn of a data-analysis session requires. A worker agent answered the turn's question by
+running Python cells in a persistent interpreter; the harness recorded its state (issue, variables with their
+values, conclusions) and checked that its steps executed. Read what the question asks for (a filter rule, a
+rounding, the top N, an order, a join, a revised value, ...) and write each requirement as a check on the worker
+variable that holds it. The harness runs every check in a clean process: when one fails it repairs the state and
+quotes the failure to the worker; when all pass it confirms the state.
+
+# Check kinds: kind(fields): what passes
+Fields without a type are strings: `variable`, `source`, `left`, `right`, `join_right` name worker variables
+(`variable` is the one checked), the others name columns. A field marked ? may be left out.
+{chr(10).join(kind_lines())}
+
+# Rules
+Write only what the question states, on variables the state shows (its used variables or a committed state's). A
+check the question does not ask for can fail on a correct answer, and a false repair costs more than a missed one.
+
+# Reply
+Exactly one JSON object and nothing else: {{"checks": [{{"kind": ..., ...}}, ...]}}, at most {MAX_CHECKS} checks;
+{{"checks": []}} when the question states nothing a kind covers."""
+
+
+def render_checks_request(
+    *,
+    event_type: str,
+    turn: Mapping[str, Any] | None,
+    draft: Mapping[str, Any],
+    checks: Sequence[Mapping[str, Any]],
+    index: Sequence[Mapping[str, Any]],
+    room: int,
+) -> str:
+    """The user message that asks tier 1 for the turn's checks: the sections of :func:`render_decision` (the public
+    turn, the draft, tier 0's execution checks, the committed states) and the number of checks that will run
+    (``room``). Untrusted text, so the whole message passes through :func:`harness.untrusted.neutralize`."""
+    parts = [f"# Checks for state {draft.get('id')} ({event_type})", *_state_parts(turn, draft, checks, index)]
+    parts += ["## Write the checks", f'Reply {{"checks": [...]}} with at most {room} check(s) this turn requires.']
     return neutralize("\n".join(parts))
