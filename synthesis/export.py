@@ -7,12 +7,13 @@ Written under ``OUT/``:
   ``validation_fraction`` of them (at least one when the fraction is > 0 and there are two or more tasks) form
   ``validation``. Columns: ``messages`` (``[{role, content}]``), ``tools`` (the function schemas, stored with the
   ``datasets.Json`` feature so each row reads back as exactly its format's list — :func:`harness.manager.actions.
-  tool_schemas` or :func:`harness.manager.hier_prompts.tier1_tool_schemas` — a plain struct column would merge the
-  schemas' keys and add nulls), ``kind``, ``label``, ``control`` (the control action that ends the sample:
-  OPEN_STATE ... REPAIR), ``format`` (``flat`` or ``hier``, :data:`synthesis.samples.FORMATS`; a shard written before
-  the formats holds flat samples only), ``turn_id``, ``task_id``, ``domain``, ``fault_type``, ``fault_id``,
-  ``source``, ``n_tokens`` (Qwen3 chat-template tokens; 0 when not counted) and ``content_hash``. Samples are
-  deduplicated across tasks by ``content_hash`` (first in task order wins).
+  tool_schemas` or :func:`harness.manager.hier_prompts.tier1_tool_schemas`, none for ``hier_checks`` — a plain struct
+  column would merge the schemas' keys and add nulls), ``kind``, ``label``, ``control`` (the control action that ends
+  the sample: OPEN_STATE ... REPAIR), ``format`` (``flat``, ``hier`` or ``hier_checks``,
+  :data:`synthesis.samples.FORMATS`; a shard written before the formats holds flat samples only), ``turn_id``,
+  ``task_id``, ``domain``, ``fault_type``, ``fault_id``, ``source``, ``n_tokens`` (Qwen3 chat-template tokens; 0 when
+  not counted) and ``content_hash``. Samples are deduplicated across tasks by ``content_hash`` (first in task order
+  wins).
 - ``README.md`` (dataset card: counts by domain, fault type, relation, kind, format, label, control action; the
   leakage audit as a table; the token-length histogram as text and as ``token_lengths.png``), ``stats.json`` (its
   ``audit`` key: :func:`synthesis.audit.audit` over the exported samples of every format, with the task folders,
@@ -406,7 +407,11 @@ def _card(stats: dict[str, Any], samples: list[dict[str, Any]]) -> str:
         _table("Kept faults by turn relation", stats["faults"]["kept_by_relation"]),
         _table("Turn relations in the tasks", stats["turn_relations"]),
         _table("Samples by kind", s["by_kind"]),
-        _table("Samples by format (flat: the `llm` manager; hier: tier 1 of the `hier` manager)", s["by_format"]),
+        _table(
+            "Samples by format (flat: the `llm` manager; hier: tier 1 of the `hier` manager; hier_checks: tier 1 "
+            "writing the turn's checks)",
+            s["by_format"],
+        ),
         _table("Samples by label", s["by_label"]),
         _table("Samples by control action (the action that ends the sample)", s["by_control"]),
         _table("Samples by domain", s["by_domain"]),
