@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.checks.compile import compile_check
 from harness.checks.spec import parse_spec
 from harness.manager.relations import infer_relations
 from synthesis.checks import MAX_CHECKS, constraint_checks, slot_checks, task_checks, turn_checks
@@ -75,30 +76,48 @@ def kernel_factory(sandbox):
 
 
 def test_every_check_passes_on_the_clean_run_and_fails_when_its_requirement_is_broken(kernel_factory):
-    broken = 0
+    """Every compiled check (the stated requirements' and the restated constraints') passes on every clean turn of
+    three tasks and of a task with monthly totals in thousands; a filtered table missing a row and monthly totals
+    in the wrong unit fail with an AssertionError that names the variable."""
+    tasks = (generate_task("commerce", seed, n_turns=10) for seed in range(6))
+    monthly = next(s for s in tasks if any("unit" in t.slots for t in s.turns))
+    specs = [generate_task(domain, 0, n_turns=8) for domain in ("commerce", "healthcare", "finance")] + [monthly]
+    broken, kinds = [], set()
     with tempfile.TemporaryDirectory() as tmp:
-        for domain in ("commerce", "healthcare", "finance"):
-            spec = generate_task(domain, 0, n_turns=8)
-            root = Path(tmp) / domain
+        for spec in specs:
+            root = Path(tmp) / f"{spec.domain}-{spec.seed}-{len(spec.turns)}"
             root.mkdir()
+            checks = task_checks(spec)
             with kernel_factory(_write_public(spec, root)) as kernel:
                 for turn in spec.turns:
                     assert kernel.execute(turn.code).ok
-                    for check in turn_checks(spec, turn):
-                        result = kernel.probe(check.code, timeout=10)
-                        assert result.ok, (domain, turn.turn_id, check.requirement, result.error_message)
-                    filters = turn.slots.get("filter")
-                    if isinstance(filters, dict) and broken < 2:  # one row dropped from the filtered table
+                    for check in checks[turn.turn_id]:
+                        kinds.add(check.spec.kind)
+                        result = kernel.probe(compile_check(check.spec), timeout=10)
+                        assert result.ok, (spec.domain, turn.turn_id, check.spec, result.error_message)
+                    for key, edit, revealing in (
+                        ("filter", "{v} = {v}.iloc[1:]", {"filter"}),
+                        ("unit", "{v} = {v} * 1000", {"resample", "unit_scale"}),
+                    ):
+                        slot = turn.slots.get(key)
+                        if not isinstance(slot, dict) or key in broken:
+                            continue
                         checkpoint = kernel.checkpoint()
-                        kernel.execute(f"{filters['var']} = {filters['var']}.iloc[1:]")
-                        check = next(c for c in turn_checks(spec, turn) if c.variable == filters["var"])
-                        result = kernel.probe(check.code, timeout=10)
-                        assert not result.ok and result.error_type == "AssertionError"
-                        assert f"`{filters['var']}` has" in result.error_message
+                        kernel.execute(edit.format(v=slot["var"]))
+                        failed = {
+                            c.spec.kind: kernel.probe(compile_check(c.spec), timeout=10)
+                            for c in checks[turn.turn_id]
+                            if c.variable == slot["var"] and c.spec.kind in revealing
+                        }
+                        assert set(failed) == revealing, (key, failed)
+                        for result in failed.values():
+                            assert not result.ok and result.error_type == "AssertionError"
+                            assert f"`{slot['var']}`" in result.error_message
                         kernel.restore(checkpoint)
                         kernel.release(checkpoint)
-                        broken += 1
-    assert broken == 2
+                        broken.append(key)
+    assert sorted(broken) == ["filter", "unit"]
+    assert {"resample", "unit_scale", "filter", "group_aggregate", "rounded", "corrected_cell"} <= kinds
 
 
 def test_a_malformed_slot_gets_no_check_and_a_warning_naming_it(caplog):
