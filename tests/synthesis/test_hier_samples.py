@@ -12,7 +12,8 @@ import pytest
 from harness.llm import ChatReply
 from harness.manager.actions import make_action
 from harness.manager.hier import HIER_SYSTEM, HierPolicy
-from harness.manager.hier_prompts import tier1_tool_schemas
+from harness.manager.hier_checks import render_checks_reply
+from harness.manager.hier_prompts import CHECKS_SYSTEM, tier1_tool_schemas
 from harness.manager.wire import render_action
 from synthesis.config import SynthesisConfig
 from synthesis.gold import GoldPolicy
@@ -26,6 +27,11 @@ from synthesis.samples import (
     token_counter,
 )
 
+REGION_SPEC = {
+    "kind": "group_aggregate", "variable": "by_region", "source": "clean", "by": "region", "column": "revenue",
+    "agg": "sum", "decimals": 2,
+}  # fmt: skip
+"""The spec of the check turn 2 states (the ``region_checks`` fixture)."""
 META = {"task_id": "builtin-retail-sales", "domain": "retail", "fault_type": "x", "fault_id": "f", "source": "t"}
 
 
@@ -161,11 +167,36 @@ def test_hier_samples_filter_and_count_with_their_own_tools(gold_runs, fault, qw
     assert filter_samples([broken], None, 40960)[1] == {"illegal sequence": 1}
 
 
+def test_hier_checks_samples_are_what_the_check_writer_is_sent_and_replay_the_gold_decisions(sandbox, task, gold_runs):
+    """Tier 1 of ``hier`` writing checks, answered with the hier_checks samples' replies in order: it is asked with
+    exactly the samples' conversations, and tier 0 running those checks repairs what the gold repaired."""
+    for injected, run in gold_runs.items():
+        fault_turn = None if injected is None else injected.turn_id
+        samples = build_samples(run.log, META, fault_turn=fault_turn, benign=False, kinds=[], formats=["hier_checks"])
+        assert len(samples) == len(task.turns) and {s["format"] for s in samples} == {"hier_checks"}
+        assert all(s["tools"] == [] and s["messages"][0]["content"] == CHECKS_SYSTEM for s in samples)
+        replies = [s["messages"][-1]["content"] for s in samples]
+        assert replies[1] == render_checks_reply([REGION_SPEC]) and replies[0] == '{"checks": []}'
+        backend = Replay(replies)
+        policy = HierPolicy(backend, writes="checks")
+        record = play(task, sandbox, policy, injected, "hier").record
+        assert not backend.replies and not policy.rejected
+        assert [messages for messages, _ in backend.asked] == [s["messages"][:-1] for s in samples]
+        gold = run.record
+        assert [(r["turn_id"], r["variable"]) for r in record.repairs] == [
+            (r["turn_id"], r["variable"]) for r in gold.repairs
+        ]
+        assert record.final_answers == gold.final_answers
+    assert {s["label"] for s in samples} == {"clean", "repair"}
+
+
 def test_the_formats_field_is_validated_and_changes_the_fingerprint():
     from synthesis.driver import config_fingerprint
 
-    assert SynthesisConfig().formats == ["flat", "hier"]
-    with pytest.raises(ValueError, match=r"^formats=\['tree'\]: use a non-empty subset of \['flat', 'hier'\]\.$"):
+    assert SynthesisConfig().formats == ["flat", "hier", "hier_checks"]
+    with pytest.raises(
+        ValueError, match=r"^formats=\['tree'\]: use a non-empty subset of \['flat', 'hier', 'hier_checks'\]\.$"
+    ):
         SynthesisConfig(formats=["tree"])
     with pytest.raises(ValueError, match="formats=\\[\\]"):
         SynthesisConfig(formats=[])
@@ -178,7 +209,12 @@ def test_the_synthesis_exports_both_formats(synthesized):
     stats = json.loads((synthesized / "stats.json").read_text())
     rows = [r for split in load_from_disk(str(synthesized / "dataset")).values() for r in split]
     by_format = Counter(r["format"] for r in rows)
-    assert stats["samples"]["by_format"] == dict(sorted(by_format.items())) and set(by_format) == {"flat", "hier"}
+    assert stats["samples"]["by_format"] == dict(sorted(by_format.items()))
+    assert set(by_format) == {"flat", "hier", "hier_checks"}
+    writer = [r for r in rows if r["format"] == "hier_checks"]
+    assert all(r["tools"] == [] and r["messages"][0]["content"] == CHECKS_SYSTEM for r in writer)
+    assert all(isinstance(json.loads(r["messages"][-1]["content"])["checks"], list) for r in writer)
+    assert any(json.loads(r["messages"][-1]["content"])["checks"] for r in writer)  # the gold's specs as targets
     hier = [r for r in rows if r["format"] == "hier"]
     assert all(r["tools"] == tier1_tool_schemas() and r["kind"] == "atomic" for r in hier)
     assert all(r["messages"][0]["content"] == HIER_SYSTEM for r in hier)
