@@ -374,20 +374,19 @@ def _detectability_table(table: dict[str, dict[str, int]], skipped: Sequence[str
         "### Kept faults: detectable from the manager's own checks\n",
         "A fault is *detectable* when a check the gold manager runs at its turn end (check_execution, the stated "
         "constraints, the checks written from the question's stated requirements) shows it; an *undetectable* one is "
-        "committed like a clean state and never supervised as a repair. *Before* counts the detectable faults that a "
-        f"check of another kind than {new} also revealed at the fault's turn (what was detectable before those two "
-        f"kinds; a lower bound, since a check they pushed past the per-turn limit did not run); *only {new}*: the "
-        "ones no other check revealed. A run with `gold_skip_check_kinds: [unit_scale, resample]` measures the "
-        "kept set without them.\n",
+        f"committed like a clean state and never supervised as a repair. *Only {new}*: the detectable faults that no "
+        f"other check revealed at their turn (the gold manager wrote no {new} check before those kinds existed; a "
+        "constraint then ran as its own code). Detectability without them is measured by a run with "
+        "`gold_skip_check_kinds: [unit_scale, resample]`.\n",
         *([f"This run skipped the check kinds {list(skipped)} (`gold_skip_check_kinds`).\n"] if skipped else []),
-        f"| fault type | detectable before | detectable | only {new} | undetectable | benign |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| fault type | detectable | only {new} | undetectable | benign |",
+        "|---|---:|---:|---:|---:|",
     ]
     columns = ("detectable", "new_kinds_only", "undetectable", "benign")
-    for k, v in [*table.items(), ("**all**", {c: sum(r.get(c, 0) for r in table.values()) for c in columns})]:
-        only = v.get("new_kinds_only", 0)
+    total = {c: sum(r.get(c, 0) for r in table.values()) for c in columns}
+    for k, v in [*table.items(), ("**all**", total)]:
         lines.append(
-            f"| {k} | {v['detectable'] - only} | {v['detectable']} | {only} | {v['undetectable']} | {v['benign']} |"
+            f"| {k} | {v['detectable']} | {v.get('new_kinds_only', 0)} | {v['undetectable']} | {v['benign']} |"
         )
     return "\n".join(lines) + "\n"
 
