@@ -1,7 +1,7 @@
 """State-manager runtime: records, the action protocol and its wire format.
 
 - :mod:`harness.manager.records` — ``AnalyticalState`` and its parts, ``ManagerObservation`` (what the model sees);
-- :mod:`harness.manager.actions` — the 13 actions declared once; ``tool_schemas()``, ``ACTION_KIND``, validation;
+- :mod:`harness.manager.actions` — the 14 actions declared once; ``tool_schemas()``, ``ACTION_KIND``, validation;
 - :mod:`harness.manager.wire` — ``parse_response`` (Qwen3/Hermes text or OpenAI ``tool_calls``) and
   ``render_action``;
 - :mod:`harness.manager.lifecycle` — which control action is legal after which; action and repair budgets;

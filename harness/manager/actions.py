@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, cast
 
+from harness.checks import CHECK_KINDS, CheckSpecError, parse_spec, spec_schema
 from harness.registry import lookup
 from harness.tasks.checks import RELATIONS
 
@@ -61,6 +62,74 @@ _RELATIONS_SCHEMA: dict[str, Any] = {"type": "array", "items": _RELATION_SCHEMA}
 
 _CODE_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "description": "Python source code."}
 
+IDENTIFIER_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _check_spec_schema() -> dict[str, Any]:
+    """:func:`harness.checks.spec_schema` with the rules of :func:`~harness.checks.parse_spec` a schema can state
+    added: a worker variable is an identifier, a ``columns`` list names at least one column."""
+    schema = spec_schema()
+    for alternative, cls in zip(schema["oneOf"], CHECK_KINDS.values(), strict=True):
+        properties = alternative["properties"]
+        for f in fields(cls):
+            if f.metadata.get("role") == "variable":
+                for option in properties[f.name].get("anyOf", [properties[f.name]]):
+                    if option.get("type") == "string":
+                        option["pattern"] = IDENTIFIER_PATTERN
+        if "columns" in properties:
+            properties["columns"]["minItems"] = 1
+    return schema
+
+
+CHECK_SPEC_SCHEMA: dict[str, Any] = _check_spec_schema()
+"""A typed check spec (:mod:`harness.checks`): ``oneOf`` over every kind. The validator does not read ``oneOf``;
+:func:`_spec_problem` parses the spec instead; the action grammar (:func:`harness.manager.wire.call_schema`) admits
+only specs of this schema (what it cannot state, :func:`~harness.checks.parse_spec` refuses: a Python keyword as a
+variable, ``join_right`` without ``join_on`` and ``join_how``)."""
+
+SPEC_PARAMETER_DESCRIPTION = "A check spec: an object with a kind (listed in the system prompt) and its fields."
+"""What the function-tool list says of a spec argument (:meth:`ActionSpec.tool` shows it instead of the whole
+``oneOf``, whose kinds the system prompt lists one line each)."""
+
+_CONSTRAINTS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "description": "Conditions the result must satisfy (filters, units, rounding rules, assumptions).",
+    "items": {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "minLength": 1, "description": "The constraint in words."},
+            "code": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Optional standalone Python check that raises if it is violated.",
+            },
+            "check": {
+                "anyOf": [CHECK_SPEC_SCHEMA, {"type": "null"}],
+                "description": "Optional check spec of the constraint (run it with run_check), or null.",
+            },
+        },
+        "required": ["text"],
+        "additionalProperties": False,
+    },
+}
+
+
+def _spec_problem(spec: Any, path: str) -> str | None:
+    """The one-line :class:`~harness.checks.CheckSpecError` of a malformed spec at ``path``, else None."""
+    try:
+        parse_spec(spec)
+    except CheckSpecError as exc:
+        return f"{path}: {exc}"
+    return None
+
+
+def _constraints_problem(arguments: dict[str, Any]) -> str | None:
+    for index, constraint in enumerate(arguments.get("constraints", ())):
+        if constraint.get("check") is not None:
+            if error := _spec_problem(constraint["check"], f"arguments.constraints[{index}].check"):
+                return error
+    return None
+
 
 def _relations_problem(relations: list[dict[str, Any]], path: str) -> str | None:
     """The relation rules: init stands alone and names no state; the other types name one; combine needs
@@ -82,10 +151,16 @@ def _relations_problem(relations: list[dict[str, Any]], path: str) -> str | None
 
 
 def _check_open(arguments: dict[str, Any]) -> str | None:
-    return _relations_problem(arguments["relations"], "arguments.relations")
+    return _constraints_problem(arguments) or _relations_problem(arguments["relations"], "arguments.relations")
+
+
+def _check_run(arguments: dict[str, Any]) -> str | None:
+    return _spec_problem(arguments["spec"], "arguments.spec")
 
 
 def _check_update(arguments: dict[str, Any]) -> str | None:
+    if error := _constraints_problem(arguments):
+        return error
     interval = arguments["source_interval"]
     if interval["start_step"] > interval["end_step"]:
         return (
@@ -132,11 +207,23 @@ class ActionSpec:
     """Cross-argument rules a JSON schema cannot express; runs on schema-valid arguments, returns an error or None."""
 
     def tool(self) -> dict[str, Any]:
-        """This action as one OpenAI/Qwen3 function tool."""
+        """This action as one OpenAI/Qwen3 function tool; a check spec argument is shown as an object (the system
+        prompt lists the check kinds, one line each), not as its whole schema."""
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+            "function": {"name": self.name, "description": self.description, "parameters": _shown(self.parameters)},
         }
+
+
+def _shown(schema: Any) -> Any:
+    """``schema`` with every check spec schema (:data:`CHECK_SPEC_SCHEMA`'s ``oneOf``) replaced by a plain object."""
+    if isinstance(schema, list):
+        return [_shown(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("oneOf") is CHECK_SPEC_SCHEMA["oneOf"]:
+        return {"type": "object", **({"description": schema["description"]} if "description" in schema else {})}
+    return {key: _shown(value) for key, value in schema.items()}
 
 
 ACTION_SPECS: tuple[ActionSpec, ...] = (
@@ -160,23 +247,7 @@ ACTION_SPECS: tuple[ActionSpec, ...] = (
                     "minLength": 1,
                     "description": "The analytical question this state settles, in one sentence.",
                 },
-                "constraints": {
-                    "type": "array",
-                    "description": "Conditions the result must satisfy (filters, units, rounding rules, assumptions).",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "text": {"type": "string", "minLength": 1, "description": "The constraint in words."},
-                            "code": {
-                                "type": "string",
-                                "minLength": 1,
-                                "description": "Optional standalone Python check that raises if it is violated.",
-                            },
-                        },
-                        "required": ["text"],
-                        "additionalProperties": False,
-                    },
-                },
+                "constraints": _CONSTRAINTS_SCHEMA,
                 "relations": {
                     **_RELATIONS_SCHEMA,
                     "description": "Provisional relations to committed states; use one init relation if none fits.",
@@ -215,7 +286,13 @@ ACTION_SPECS: tuple[ActionSpec, ...] = (
                     "description": "What the state established, one fact per item, with the numbers the trace shows.",
                     "items": {"type": "string", "minLength": 1},
                 },
-            }
+                "constraints": {
+                    **_CONSTRAINTS_SCHEMA,
+                    "description": "Optional: the state's constraints restated (with the checks the worker's "
+                    "variables now allow); they replace those OPEN_STATE gave.",
+                },
+            },
+            required=["issue", "source_interval", "used_variables", "conclusions"],
         ),
         _check_update,
     ),
@@ -302,6 +379,15 @@ ACTION_SPECS: tuple[ActionSpec, ...] = (
         "Run an isolated verification program over the task data and the worker's current variables; the worker's "
         "state is not changed. Print what you want to see.",
         _object({"code": _CODE_SCHEMA}),
+    ),
+    ActionSpec(
+        "run_check",
+        "tool",
+        "Run a typed check of one requirement over the worker's current variables in an isolated verifier; the "
+        "worker's state is not changed. The result says whether it passed and, if not, what was found against what "
+        "is required.",
+        _object({"spec": {**CHECK_SPEC_SCHEMA, "description": SPEC_PARAMETER_DESCRIPTION}}),
+        _check_run,
     ),
     ActionSpec(
         "load_state",

@@ -4,8 +4,11 @@ the kernel checkpoints.
 The runtime's activation (:meth:`~harness.manager.runtime.ManagerRuntime.activation`) applies each legal action here:
 
 - tools (:func:`run_tool`) run with :mod:`harness.manager.tools`; ``run_probe`` of a code that is one of the draft's
-  stated constraints is checked as that constraint (:func:`~harness.manager.tools.check_constraint`);
-- the control actions (:func:`apply_control`): OPEN_STATE opens a draft with the next free id; UPDATE_STATE binds
+  stated constraints is checked as that constraint (:func:`~harness.manager.tools.check_constraint`); ``run_check``
+  (:func:`~harness.manager.tools.run_check`) of a spec equal to one of the draft's constraint checks is that
+  constraint's check (its result names the constraint);
+- the control actions (:func:`apply_control`): OPEN_STATE opens a draft with the next free id and its constraints
+  (text, optional code, optional check spec); UPDATE_STATE (whose constraints, when given, replace the draft's) binds
   ``used_variables`` to ``VariableRef(name, version, value)`` from ``kernel.variables()`` and sets the source
   interval: the whole turn in the turn flow, the given inclusive interval clipped to the pending steps in the segment
   flow; FINALIZE_RELATIONS confirms or revises the draft's relations; COMMIT_STATE assigns ``S1, S2, ...``,
@@ -24,7 +27,7 @@ with ``checkpoint_id: None``. :func:`release_checkpoints` frees those an abandon
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.manager import tools
 from harness.manager.actions import Action
@@ -66,6 +69,11 @@ def run_tool(rt: Runtime, act: Action) -> tools.ToolResult:
         if args["code"] in codes:  # a stated constraint: checked as one (adds passed, reason, operand values)
             return tools.check_constraint(rt.kernel, args["code"], timeout_s=timeout)
         return tools.run_probe(rt.kernel, args["code"], timeout_s=timeout)
+    if act.name == "run_check":
+        spec = tools.spec_dict(args["spec"])
+        stated = rt.draft.constraints if rt.draft is not None else ()
+        text = next((c.text for c in stated if c.check is not None and c.check == spec), None)
+        return tools.run_check(rt.kernel, args["spec"], timeout_s=timeout, constraint=text)
     if act.name == "load_state":
         return tools.load_state(args["state_id"], {k: s.to_dict() for k, s in rt.committed.items()})
     return TOOL_FUNCTIONS[act.name](args["code"])
@@ -85,11 +93,16 @@ def _open(rt: Runtime, act: Action, turn: Turn) -> str:
     rt.draft = AnalyticalState(
         id=rt.next_state_id(),
         issue=args["issue"],
-        constraints=tuple(Constraint(c["text"], c.get("code")) for c in args["constraints"]),
+        constraints=_constraints(args["constraints"]),
         relations=tuple(Relation(r["type"], r.get("related_state_id")) for r in args["relations"]),
     )
     rt.draft_repairs = 0
     return f"OPEN_STATE: opened {rt.draft.id} for turn {turn.turn_id}."
+
+
+def _constraints(given: list[dict[str, Any]]) -> tuple[Constraint, ...]:
+    """OPEN_STATE's / UPDATE_STATE's constraints (their specs already checked by the action's validation)."""
+    return tuple(Constraint.of(c["text"], c.get("code"), c.get("check")) for c in given)
 
 
 def _interval(rt: Runtime, act: Action) -> tuple[int, int]:
@@ -115,7 +128,7 @@ def _update(rt: Runtime, act: Action, turn: Turn) -> str:
     rt.draft = AnalyticalState(
         id=rt.draft.id,
         issue=args["issue"],
-        constraints=rt.draft.constraints,
+        constraints=_constraints(args["constraints"]) if "constraints" in args else rt.draft.constraints,
         used_variables=tuple(bound),
         conclusions=tuple(args["conclusions"]),
         relations=rt.draft.relations,

@@ -25,19 +25,65 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
+from harness.checks import CHECK_KINDS, spec_schema
+from harness.manager.actions import ACTION_SPECS
 from harness.manager.policy_types import PolicyInput, turn_view
 from harness.manager.records import ManagerObservation
 from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from harness.tasks import Turn
 from harness.untrusted import neutralize
 
+_TOOL_NAMES = ", ".join(spec.name for spec in ACTION_SPECS if spec.kind == "tool")
+
+
+def _enum(schema: dict[str, Any]) -> list[Any] | None:
+    """The allowed values of a field's schema (an ``enum``, possibly nullable), else None."""
+    options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
+    return options[0].get("enum") if len(options) == 1 else None
+
+
+def check_kind_lines() -> list[str]:
+    """The check kinds of :data:`harness.checks.CHECK_KINDS` from their JSON schemas: a line of the allowed values of
+    each field that has the same ones in several kinds (``agg``), then one line per kind: the kind, its fields (``?``
+    optional, ``:a|b`` the allowed values of the others) and its summary: ``- top_k(variable, source, k,
+    order:largest|smallest, column?): variable lists ...``."""
+    schemas = {kind: spec_schema(kind) for kind in CHECK_KINDS}
+    seen: dict[str, list[tuple[Any, ...]]] = {}
+    for schema in schemas.values():
+        for name, sub in schema["properties"].items():
+            if (enum := _enum(sub)) is not None and name != "kind":
+                seen.setdefault(name, []).append(tuple(enum))
+    shared = {name: enums[0] for name, enums in seen.items() if len(enums) > 1 and len(set(enums)) == 1}
+    lines = [f"{name}: {'|'.join(map(str, values))}" for name, values in shared.items()]
+    for kind, schema in schemas.items():
+        listed = []
+        for name, sub in schema["properties"].items():
+            if name == "kind":
+                continue
+            enum = _enum(sub) if name not in shared else None
+            optional = "" if name in schema["required"] else "?"
+            listed.append(f"{name}{optional}{':' + '|'.join(map(str, enum)) if enum else ''}")
+        lines.append(f"- {kind}({', '.join(listed)}): {schema['description'].replace('`', '')}")
+    return lines
+
+
+_CHECKS = "\n".join(
+    [
+        "# Check specs (run_check)",
+        'A spec is {"kind": <kind>, <field>: <value>, ...}; variable is the worker variable checked,',
+        "source/left/right the variables it is recomputed from, a field with ? may be left out. A failed check is",
+        "evidence. Kinds:",
+        *check_kind_lines(),
+    ]
+)
+
 _FORMAT = f"""\
 # Response format
 Every response holds exactly ONE action: optionally a short <think>...</think> block, then one
 {TOOL_CALL_OPEN}{{"name": <action name>, "arguments": {{...}}}}{TOOL_CALL_CLOSE}
 and nothing else. Never two calls, never a tool action together with a control action, no prose outside the tags.
-Tool actions (check_execution, inspect_python, compile_python, run_probe, load_state) are read-only: their result
-comes back to you and the activation continues. Control actions (RESUME_WORKER, OPEN_STATE, UPDATE_STATE,
+Tool actions ({_TOOL_NAMES}) are read-only:
+their result comes back to you and the activation continues. Control actions (RESUME_WORKER, OPEN_STATE, UPDATE_STATE,
 FINALIZE_RELATIONS, COMMIT_STATE, REPAIR, ABANDON_STATE, ABSTAIN) end the activation. Use only the actions listed as
 legal now; an activation allows at most 8 actions. A malformed or illegal response is refused and the reason is
 returned to you; it still uses up one action."""
@@ -71,9 +117,10 @@ _CHECKLIST = """\
 # Checklist at the end of a turn or segment
 1. UPDATE_STATE: the issue as actually addressed, one inclusive interval of worker steps, the variables the
    conclusions rely on (names only), and the conclusions with the numbers the trace shows.
-2. Check before you conclude: check_execution on the steps that produced the result; for each constraint, write a
-   short check of it (its code when the public turn gives one), compile_python and run_probe it; inspect_python a
-   cell when its inputs or filters matter; load_state an upstream state when the result depends on it.
+2. Check before you conclude: check_execution on the steps that produced the result; for each requirement the turn
+   states, write a check spec as the constraint's check (in UPDATE_STATE's constraints) and run_check it; for one no
+   kind covers, a short check (its code when the public turn gives one), compile_python and run_probe it;
+   inspect_python a cell when its inputs or filters matter; load_state an upstream state when the result depends on it.
 3. If a tool result shows a concrete error, REPAIR. Otherwise FINALIZE_RELATIONS (confirm the provisional relations,
    or revise them with the evidence), then COMMIT_STATE.
 
@@ -123,6 +170,8 @@ MANAGER_SYSTEM_POLICY = f"""\
 
 {_flows(checklist=True)}
 
+{_CHECKS}
+
 {_FORMAT}"""
 
 FREEFORM_SYSTEM = f"""\
@@ -133,6 +182,8 @@ FREEFORM_SYSTEM = f"""\
 {_REPAIR}
 
 {_flows(checklist=False)}
+
+{_CHECKS}
 
 {_FORMAT}"""
 
@@ -251,10 +302,14 @@ def tool_response_body(content: str) -> str | None:
 def result_failure(result: Mapping[str, Any]) -> str | None:
     """What a check or probe result shows failed, in one line; ``""`` when it passed; None when ``result`` is not
     the result of a check or probe that ran (another action's, or a call the runtime refused: ``ok`` not true).
-    Failed: a ``check_constraint`` that did not pass, a ``check_execution`` whose verdict is not ``verified``, a
-    ``run_probe`` that did not succeed."""
+    Failed: a ``check_constraint`` that did not pass, a ``run_check`` whose ``passed`` is False (one that could not
+    run, ``passed`` None, gives None), a ``check_execution`` whose verdict is not ``verified``, a ``run_probe`` that
+    did not succeed."""
     if result.get("ok") is not True:
         return None
+    if "requirement" in result:  # run_check: None when it could not run (no verdict)
+        passed = result.get("passed")
+        return None if passed is None else "" if passed else f"run_check failed: {result.get('reason')}"
     if "passed" in result:
         return "" if result["passed"] is not False else f"check_constraint failed: {result.get('reason')}"
     if "verdict" in result:

@@ -6,7 +6,8 @@ All records are frozen dataclasses with a lossless JSON round trip: ``Record.fro
 
 Types chosen here (the harness owns the bookkeeping, so ids are harness-made strings such as ``"S3"``):
 
-- ``Constraint(text: str, code: str | None)`` — ``code`` is an optional standalone executable check.
+- ``Constraint(text: str, code: str | None, check: dict | None)`` — ``code`` is an optional standalone executable
+  check, ``check`` an optional typed check spec (:mod:`harness.checks`) as its canonical dict.
 - ``VariableRef(name: str, version: int, value: str)`` — ``(name, version)`` identifies one value in the sandbox
   (``harness.sandbox.result.VariableInfo``); ``value`` is the sandbox's short summary of it.
 - ``Relation(type: str, related_state_id: str | None)`` — ``type`` in :data:`RELATION_TYPES`; ``init`` has no
@@ -27,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
+from harness.checks import CheckSpecError, parse_spec
 from harness.manager.actions import RELATION_TYPES
 
 __all__ = [
@@ -133,21 +135,37 @@ def _to_dict(record: object) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Constraint:
-    """A condition the state's result must satisfy; ``code`` optionally checks it standalone (raises if violated)."""
+    """A condition the state's result must satisfy; ``code`` optionally checks it standalone (raises if violated),
+    ``check`` is an optional typed check spec of it (the parsed spec's :meth:`~harness.checks.CheckSpec.to_dict`;
+    :meth:`of` builds it from any valid spec). ``to_dict`` leaves ``check`` out when there is none."""
 
     text: str
     code: str | None = None
+    check: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, text: str, code: str | None = None, check: Any = None) -> Constraint:
+        """A constraint whose ``check`` (a spec as JSON, a :class:`~harness.checks.CheckSpec` or None) is stored as
+        the parsed spec's dict; a malformed spec raises :class:`~harness.checks.CheckSpecError`."""
+        return cls(text, code, None if check is None else parse_spec(check).to_dict())
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_dict(self)
+        out = {"text": self.text, "code": self.code}
+        if self.check is not None:
+            out["check"] = dict(self.check)
+        return out
 
     @classmethod
     def from_dict(cls, data: object, where: str = "Constraint") -> Constraint:
-        d = _fields_of(data, where, ("text", "code"), optional=("code",))
-        return cls(
-            text=_check(where, "text", d["text"], "str"),
-            code=_check(where, "code", d.get("code"), "str", nullable=True),
-        )
+        d = _fields_of(data, where, ("text", "code", "check"), optional=("code", "check"))
+        try:
+            return cls.of(
+                _check(where, "text", d["text"], "str"),
+                _check(where, "code", d.get("code"), "str", nullable=True),
+                d.get("check"),
+            )
+        except CheckSpecError as exc:
+            raise ValueError(f"{where}.check: {exc}") from None
 
 
 @dataclass(frozen=True)

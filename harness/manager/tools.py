@@ -1,12 +1,13 @@
 """The manager's read-only tools: ``inspect_python``, ``compile_python``, ``check_execution``, ``run_probe`` (and
-``check_constraint``) and ``load_state``.
+``check_constraint``), ``run_check`` and ``load_state``.
 
 Every tool takes plain arguments and returns a :class:`ToolResult`; none of them raises for bad arguments (a wrong
 type, an unknown step or state id, a closed kernel): the result has ``ok=False`` and an ``error`` that names the
 argument and the fix. ``content`` is JSON-serialisable and compact (long texts are capped); ``render()`` is the text
 handed back to the manager model. None of the tools can change the worker's state: the AST tools never execute code,
 ``check_execution``/``load_state`` read records, and probes run in the episode's clean verifier over the worker's
-variables exported as data (:meth:`harness.sandbox.Kernel.probe`).
+variables exported as data (:meth:`harness.sandbox.Kernel.probe`); ``run_check`` runs a typed check spec
+(:mod:`harness.checks`) there, compiled by the harness, so its verdict is the harness's, never the worker's.
 
 Usage::
 
@@ -16,6 +17,7 @@ Usage::
     check_execution(3, claimed_code, {s.step_id: s for s in steps})      # steps: ExecutedStep.from_result(...)
     run_probe(kernel, "len(df[df.x > 100])").content["display"]
     check_constraint(kernel, "assert round(share, 2) == share").content["passed"]
+    run_check(kernel, {"kind": "rounded", "variable": "share", "decimals": 2}).content["passed"]
     load_state("S2", committed_states)
 """
 
@@ -31,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from harness.checks import CheckSpecError, parse_spec
+from harness.checks.compile import compile_check, requirement
 from harness.manager.ast_inspect import Inspector, cap_text
 from harness.sandbox import ExecutionResult, Kernel, SandboxError
 
@@ -405,6 +409,67 @@ def check_constraint(kernel: Kernel, constraint_code: str, *, timeout_s: float =
         if values:
             content["values"] = values
     return ToolResult(True, content)
+
+
+# ---- run_check ------------------------------------------------------------------------------------------------------
+def run_check(kernel: Kernel, spec: Any, *, timeout_s: float = 5.0, constraint: str | None = None) -> ToolResult:
+    """Run a typed check spec (a JSON object or a :class:`~harness.checks.CheckSpec`) in the clean verifier: the
+    harness compiles it (:func:`harness.checks.compile.compile_check`) and runs the code like a probe.
+
+    ``content``: ``passed`` (True; False when the check's assertion failed; None when it could not run: a variable
+    that does not exist or is not data, another error, a timeout), ``kind``, ``variable``, ``requirement`` (in
+    words), ``reason`` (the assertion message: what was found against what is required; None unless failed),
+    ``error_type``/``error_message`` (why it could not run), ``unavailable`` (named variables that are not data), and
+    ``constraint`` (the stated constraint's text) when the spec is a stated constraint's check. A malformed spec gives
+    ``ok=False`` with the one-line :class:`~harness.checks.CheckSpecError`."""
+    try:
+        parsed = parse_spec(spec)
+    except CheckSpecError as exc:
+        return _fail(str(exc))
+    if err := _check_timeout(timeout_s):
+        return _fail(err)
+    result = _probe(kernel, compile_check(parsed), timeout_s)
+    if isinstance(result, str):
+        return _fail(result)
+    content = {**check_outcome(result), "kind": parsed.kind, "variable": parsed.variable}
+    content["requirement"] = cap_text(requirement(parsed), 300)
+    if constraint is not None:
+        content["constraint"] = cap_text(constraint, 300)
+    order = ("passed", "kind", "variable", "requirement", "constraint", "reason", "error_type", "error_message")
+    return ToolResult(True, {k: content[k] for k in (*order, "unavailable") if k in content})
+
+
+def check_outcome(result: ExecutionResult) -> dict[str, Any]:
+    """A compiled check's verdict from its probe result: ``passed`` (None when it could not run), ``reason`` (the
+    assertion message of a failed check), ``error_type``/``error_message`` and ``unavailable``."""
+    failed = result.error_type == "AssertionError" and not result.timed_out
+    if result.ok:
+        passed, reason = True, None
+    elif failed:
+        passed, reason = False, cap_text(result.error_message, 500) or "the check's assertion failed (no message)"
+    else:
+        passed, reason = None, None
+    error_type = "TimeoutError" if result.timed_out else None if result.ok or failed else result.error_type
+    error_message = None
+    if error_type is not None:
+        error_message = "timed out before finishing" if result.timed_out else cap_text(result.error_message, 300)
+    unavailable = {name: cap_text(why, 300) for name, why in list(result.unavailable.items())[:10]}
+    return {
+        "passed": passed,
+        "reason": reason,
+        "error_type": error_type,
+        "error_message": error_message,
+        "unavailable": unavailable,
+    }
+
+
+def spec_dict(spec: Any) -> dict[str, Any] | None:
+    """The canonical dict of a spec (:meth:`CheckSpec.to_dict`), or None when it is malformed: two specs that mean the
+    same compare equal as dicts (defaults filled in)."""
+    try:
+        return parse_spec(spec).to_dict()
+    except CheckSpecError:
+        return None
 
 
 # ---- load_state -----------------------------------------------------------------------------------------------------

@@ -155,6 +155,11 @@ class ReplyLimits:
 
 _CODE_KEYS = frozenset({"code"})
 _NAME_KEYS = frozenset({"used_variables", "error_variable", "related_state_id", "state_id"})
+_SPEC_NAME_KEYS = frozenset(
+    {"variable", "source", "left", "right", "column", "columns", "by", "on", "join_right", "join_on", "key_column"}
+    | {"date_column", "variants"}
+)
+"""A check spec's names (variables, columns, spellings): bounded like variable names."""
 
 
 def _bounded(schema: Any, limits: ReplyLimits, key: str | None = None) -> Any:
@@ -175,6 +180,8 @@ def _bounded(schema: Any, limits: ReplyLimits, key: str | None = None) -> Any:
     if "const" in out or "enum" in out:
         return out
     kind = out.get("type")
+    if isinstance(kind, list) and "string" in kind:  # a spec's scalar value: a string among other types
+        out["maxLength"] = limits.name_chars
     if kind == "array":
         out["maxItems"] = min(out.get("maxItems", limits.items), limits.items)
     elif kind == "integer":
@@ -182,7 +189,7 @@ def _bounded(schema: Any, limits: ReplyLimits, key: str | None = None) -> Any:
     elif kind == "string":
         if key in _CODE_KEYS:
             out["maxLength"] = limits.code_chars
-        elif key in _NAME_KEYS:
+        elif key in _NAME_KEYS or key in _SPEC_NAME_KEYS or "pattern" in out:
             out["maxLength"] = limits.name_chars
         elif key == "issue":
             out["maxLength"] = limits.issue_chars

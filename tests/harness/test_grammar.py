@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.checks import CHECK_KINDS
 from harness.import_utils import is_available
 from harness.llm import HFChatBackend, OpenAIChatBackend
 from harness.manager.actions import make_action, tool_schemas
@@ -50,7 +51,23 @@ ACTIONS = [
     make_action("COMMIT_STATE"),
     make_action("run_probe", {"code": "print(df[df['a'] < 3].sum())\nprint('<done>')"}),
     make_action("check_execution", {"step_id": 3}),
-]
+    make_action("run_check", {"spec": {"kind": "top_k", "variable": "top3", "source": "rev", "k": 3,
+                                       "order": "largest"}}),
+    make_action(
+        "UPDATE_STATE",
+        {
+            "issue": "big orders",
+            "source_interval": {"start_step": 0, "end_step": 1},
+            "used_variables": ["big"],
+            "conclusions": ["12 orders"],
+            "constraints": [
+                {"text": "amount over 1.5", "check": {"kind": "filter", "variable": "big", "source": "df",
+                                                      "column": "amount", "op": ">", "value": 1.5}},
+                {"text": "no check", "check": None},
+            ],
+        },
+    ),
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +93,8 @@ def test_call_grammar_writes_added_tags_as_tokens_and_others_as_text():
     ]
     with pytest.raises(ValueError, match="no action among"):
         call_schema({"NOT_AN_ACTION"})
+    check_grammar = call_grammar(names=["run_check"])  # the text the vLLM path sends as structured_outputs
+    assert all(f'{{"const": "{kind}"}}' in check_grammar for kind in CHECK_KINDS)
 
 
 @needs_grammar
@@ -97,6 +116,13 @@ def test_the_grammar_accepts_every_canonical_action(qwen3_grammar, qwen3_tokeniz
         '<tool_call>\n{"name": "COMMIT_STATE", "arguments": {}}\n</tool_call>\n\nand some prose',
         'Sure! <tool_call>\n{"name": "COMMIT_STATE", "arguments": {}}\n</tool_call>',
         '<tool_call>\n{"name":"COMMIT_STATE","arguments":{}}\n</tool_call>',  # not render_action's separators
+        '<tool_call>\n{"name": "run_check", "arguments": {"spec": {"kind": "top_n", "variable": "t"}}}\n</tool_call>',
+        '<tool_call>\n{"name": "run_check", "arguments": {"spec": {"kind": "top_k", "variable": "t", "source": "s", '
+        '"order": "largest"}}}\n</tool_call>',  # k is missing
+        '<tool_call>\n{"name": "run_check", "arguments": {"spec": {"kind": "share", "variable": "a share"}}}\n'
+        "</tool_call>",
+        '<tool_call>\n{"name": "run_check", "arguments": {"spec": {"kind": "no_missing", "variable": "t", "columns": '
+        "[]}}}\n</tool_call>",
     ],
 )
 def test_the_grammar_rejects_malformed_calls(qwen3_grammar, qwen3_tokenizer, text):

@@ -241,7 +241,7 @@ def test_freeform_keeps_the_lifecycle_and_repair_protocol_and_drops_schema_and_c
     for dropped in (
         "# Checklist at the end of a turn or segment",
         "Check before you conclude",
-        "for each constraint, write a",
+        "write a check spec as the constraint's check",
         "follow the checklist",
         "inside the pending steps, check,",
         "as analytical states: the issue a stretch of work settles, its constraints, the variables it relied on",
@@ -256,4 +256,4 @@ def test_freeform_shares_its_paragraphs_with_the_main_prompt():
     paragraphs = FREEFORM_SYSTEM.split("\n\n")
     assert paragraphs[0].startswith(main[0].split(" an explicit, checkable record")[0])
     rest = [p for p in paragraphs[1:] if not p.startswith("# Flow:")]
-    assert len(rest) == 4 and all(p in main for p in rest)
+    assert len(rest) == 5 and all(p in main for p in rest)

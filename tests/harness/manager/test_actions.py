@@ -34,13 +34,15 @@ TOOL = {
     "inspect_python": ["code"],
     "compile_python": ["code"],
     "run_probe": ["code"],
+    "run_check": ["spec"],
     "load_state": ["state_id"],
 }
+OPTIONAL = {"UPDATE_STATE": ["constraints"]}
 
 
 def test_tools_list_matches_design_section_3() -> None:
     listed = tool_schemas()
-    assert len(listed) == 13
+    assert len(listed) == 14
     assert [t["function"]["name"] for t in listed] == [*CONTROL, *TOOL]
     for entry in listed:
         assert set(entry) == {"type", "function"} and entry["type"] == "function"
@@ -50,7 +52,8 @@ def test_tools_list_matches_design_section_3() -> None:
         parameters = function["parameters"]
         expected = {**CONTROL, **TOOL}[function["name"]]
         assert parameters["type"] == "object"
-        assert list(parameters["properties"]) == sorted(expected)  # keys sorted: see tool_schemas
+        optional = OPTIONAL.get(function["name"], [])
+        assert list(parameters["properties"]) == sorted(expected + optional)  # keys sorted: see tool_schemas
         assert parameters["required"] == expected
         assert parameters["additionalProperties"] is False
     json.dumps(listed)  # JSON-serialisable as given to a chat template or an endpoint
@@ -71,7 +74,14 @@ VALID = {
     "RESUME_WORKER": {},
     "OPEN_STATE": {
         "issue": "revenue per store",
-        "constraints": [{"text": "exclude returns"}, {"text": "2023", "code": "assert True"}],
+        "constraints": [
+            {"text": "exclude returns"},
+            {"text": "2023", "code": "assert True"},
+            {
+                "text": "top 3",
+                "check": {"kind": "top_k", "variable": "top3", "source": "rev", "k": 3, "order": "largest"},
+            },
+        ],
         "relations": [{"type": "init"}],
     },
     "UPDATE_STATE": {
@@ -79,6 +89,9 @@ VALID = {
         "source_interval": {"start_step": 3, "end_step": 5},
         "used_variables": ["df", "avg"],
         "conclusions": ["avg is 12.5"],
+        "constraints": [
+            {"text": "rounded to 2 decimals", "check": {"kind": "rounded", "variable": "avg", "decimals": 2}}
+        ],
     },
     "FINALIZE_RELATIONS": {
         "mode": "revise",
@@ -96,6 +109,7 @@ VALID = {
     "inspect_python": {"code": "x = 1"},
     "compile_python": {"code": "x = ("},
     "run_probe": {"code": "print(len(df))"},
+    "run_check": {"spec": {"kind": "share", "variable": "shares"}},
     "load_state": {"state_id": "S1"},
 }
 
@@ -131,8 +145,23 @@ def test_every_action_accepts_a_valid_call(name: str) -> None:
         ),
         (
             "OPEN_STATE",
-            {**VALID["OPEN_STATE"], "constraints": [{"text": "t", "check": "x"}]},
-            "OPEN_STATE: arguments.constraints[0]: unexpected argument(s) 'check'; allowed: text, code",
+            {**VALID["OPEN_STATE"], "constraints": [{"text": "t", "verify": "x"}]},
+            "OPEN_STATE: arguments.constraints[0]: unexpected argument(s) 'verify'; allowed: text, code, check",
+        ),
+        (
+            "OPEN_STATE",
+            {**VALID["OPEN_STATE"], "constraints": [{"text": "t", "check": {"kind": "share"}}]},
+            "OPEN_STATE: arguments.constraints[0].check: share.variable is missing",
+        ),
+        (
+            "UPDATE_STATE",
+            {**VALID["UPDATE_STATE"], "constraints": [{"text": "t", "check": {"kind": "top_n", "variable": "x"}}]},
+            "UPDATE_STATE: arguments.constraints[0].check: check kind 'top_n' is unknown",
+        ),
+        (
+            "run_check",
+            {"spec": {"kind": "rounded", "variable": "share", "decimals": -1}},
+            "run_check: arguments.spec: rounded.decimals=-1 is out of range",
         ),
         (
             "UPDATE_STATE",

@@ -17,7 +17,14 @@ def test_action_sets_are_the_protocol_of_design_section_3():
         "RESUME_WORKER", "OPEN_STATE", "UPDATE_STATE", "FINALIZE_RELATIONS",
         "COMMIT_STATE", "REPAIR", "ABANDON_STATE", "ABSTAIN",
     }  # fmt: skip
-    assert set(TOOL_ACTIONS) == {"check_execution", "inspect_python", "compile_python", "run_probe", "load_state"}
+    assert set(TOOL_ACTIONS) == {
+        "check_execution",
+        "inspect_python",
+        "compile_python",
+        "run_probe",
+        "run_check",
+        "load_state",
+    }
 
 
 def test_clean_turn_open_update_check_finalize_commit():

@@ -9,7 +9,7 @@ import argparse
 import json
 import shutil
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.checks import CHECK_KINDS
 from harness.llm import ChatReply
 from harness.manager.actions import ACTION_NAMES, make_action, tool_schemas
 from harness.manager.llm_policy import LLMPolicy, message_to_text, reply_to_text
@@ -182,6 +183,21 @@ def test_the_evidence_digest_counts_failures_and_quotes_the_first():
     assert render_evidence([constraint]).endswith(": 1 failed: check_constraint failed: evaluated to False]")
     mismatch = json.dumps({"ok": True, "step_id": 4, "verdict": "code_mismatch"})
     assert render_evidence([mismatch]).endswith("1 failed: check_execution of step 4: verdict code_mismatch]")
+    check = {"ok": True, "passed": False, "kind": "share", "variable": "s", "requirement": "r", "reason": "s is 1.2"}
+    assert render_evidence([json.dumps(check)]).endswith(": 1 failed: run_check failed: s is 1.2]")
+    not_run = json.dumps({**check, "passed": None, "reason": None, "error_type": "NameError"})  # no verdict
+    assert render_evidence([not_run]) == NO_CHECK
+    assert render_evidence([json.dumps({**check, "passed": True})]).endswith("1 check passed; no probe has run]")
+
+
+def test_both_system_prompts_list_every_check_kind_with_its_fields():
+    for kind, cls in CHECK_KINDS.items():
+        line = next(line for line in MANAGER_SYSTEM_POLICY.splitlines() if line.startswith(f"- {kind}("))
+        assert line in FREEFORM_SYSTEM.splitlines()
+        assert all(f.name in line.split("):")[0] for f in fields(cls)), line
+    assert (
+        "order:largest|smallest" in MANAGER_SYSTEM_POLICY and "agg: sum|mean|median|count|min|max" in FREEFORM_SYSTEM
+    )
 
 
 def test_each_tool_response_carries_the_digest_of_the_results_up_to_it():

@@ -53,6 +53,7 @@ def _observation() -> ManagerObservation:
 RECORDS = [
     Constraint("text only"),
     Constraint("with code", code="assert x > 0"),
+    Constraint.of("with a check", check={"kind": "rounded", "variable": "x", "decimals": 2}),
     VariableRef("x", 0, ""),
     *[Relation(kind, None if kind == "init" else "S1") for kind in RELATION_TYPES],
     AnalyticalState(id="S0", issue="empty draft"),
@@ -83,6 +84,23 @@ def test_to_dict_uses_lists_and_nested_dicts() -> None:
 
 def test_constraint_code_may_be_omitted_in_input() -> None:
     assert Constraint.from_dict({"text": "t"}) == Constraint("t", None)
+
+
+def test_a_constraint_check_is_stored_as_the_parsed_specs_dict_and_a_malformed_one_is_refused() -> None:
+    stored = Constraint.from_dict({"text": "t", "check": {"kind": "top_k", "variable": "a", "source": "b", "k": 2,
+                                                          "order": "largest"}})  # fmt: skip
+    assert stored.check == {
+        "kind": "top_k",
+        "variable": "a",
+        "source": "b",
+        "k": 2,
+        "order": "largest",
+        "column": None,
+    }
+    assert stored.to_dict() == {"text": "t", "code": None, "check": stored.check}
+    assert Constraint("t").to_dict() == {"text": "t", "code": None}  # no check: the record reads as before
+    with pytest.raises(ValueError, match=r"^Constraint.check: check kind 'top' is unknown; use one of: aggregate"):
+        Constraint.from_dict({"text": "t", "check": {"kind": "top"}})
 
 
 def test_render_is_deterministic_json_in_field_order() -> None:

@@ -351,3 +351,63 @@ def test_a_policy_that_raises_costs_actions_not_the_episode(sandbox):
     assert policy.calls == len(actions) > 0
     assert all(not a["legal"] and "the policy failed to respond (ConnectionError" in a["result"] for a in actions)
     assert all(per_turn(record).values())  # the worker still answered every turn
+
+
+# ---------------------------------------------------------------- check specs: constraints and run_check
+
+NO_MISSING_REGION = {"kind": "no_missing", "variable": "sales", "columns": ["region"]}
+
+
+class CheckingPolicy:
+    """Turn 1: OPEN_STATE with a constraint that carries a check, UPDATE_STATE, run_check of that check, REPAIR
+    quoting the failed check's reason; after the repair, UPDATE_STATE restating the constraints, confirm, commit.
+    Other turns: ABSTAIN."""
+
+    name = "checking"
+    active = True
+
+    def __init__(self):
+        self.repaired, self.last = False, None
+
+    def respond(self, inp):
+        if inp.turn.turn_id != "1":
+            return call("ABSTAIN")
+        response = self._respond(inp, inp.legal_actions)
+        self.last = json.loads(response.split("\n")[1])["name"]
+        return response
+
+    def _respond(self, inp, legal):
+        if "OPEN_STATE" in legal:
+            text = "Every order has a region."
+            return call("OPEN_STATE", issue="q", constraints=[{"text": text, "check": NO_MISSING_REGION}],
+                        relations=[{"type": "init"}])  # fmt: skip
+        if "UPDATE_STATE" in legal and self.last in ("OPEN_STATE", "REPAIR"):
+            restated = {"constraints": [{"text": "restated"}]} if self.repaired else {}
+            return call("UPDATE_STATE", issue="q", source_interval={"start_step": 0, "end_step": 0},
+                        used_variables=["sales"], conclusions=["c"], **restated)  # fmt: skip
+        if "COMMIT_STATE" in legal:
+            return call("COMMIT_STATE")
+        if self.repaired:
+            return call("FINALIZE_RELATIONS", mode="confirm", relations=[], conflict_evidence="")
+        if not inp.tool_results:
+            return call("run_check", spec=NO_MISSING_REGION)
+        self.repaired = True
+        reason = json.loads(inp.tool_results[-1])["reason"]
+        hint = {"error_variable": "sales", "faulty_reasoning": "orders without a region were kept"}
+        return call("REPAIR", analytical_evidence=f"run_check failed: {reason}", error_hint=hint)
+
+
+def test_a_constraint_check_from_open_state_runs_as_that_constraint_and_its_failure_is_repair_evidence(sandbox):
+    from harness.manager.prompts import render_evidence
+
+    record, _ = play(sandbox, load_task(RETAIL), CheckingPolicy())
+    actions = [a for act in record.activations if act["turn_id"] == "1" for a in act["actions"]]
+    checked = next(a for a in actions if a["parsed"]["name"] == "run_check")
+    result = json.loads(checked["result"])
+    assert checked["legal"] and result["passed"] is False and result["constraint"] == "Every order has a region."
+    assert result["kind"] == "no_missing" and result["variable"] == "sales" and "region" in result["reason"]
+    assert render_evidence([checked["result"]]).startswith("[evidence this activation: 1 failed: run_check failed: ")
+    repair = next(a for a in actions if a["parsed"]["name"] == "REPAIR")
+    assert repair["legal"] and result["reason"] in repair["parsed"]["arguments"]["analytical_evidence"]
+    assert [(r["turn_id"], r["mode"], r["variable"]) for r in record.repairs] == [("1", "light", "sales")]
+    assert [s["constraints"] for s in record.states] == [[{"text": "restated", "code": None}]]  # UPDATE_STATE's

@@ -21,6 +21,7 @@ from harness.manager.tools import (
     inspect_python,
     load_state,
     normalise_code,
+    run_check,
     run_probe,
 )
 from harness.sandbox import ExecutionResult, Kernel, Sandbox, SandboxConfig, VariableChange
@@ -481,3 +482,23 @@ def test_rendered_results_stay_compact_however_much_a_step_printed():
     text = check_execution(1, None, {1: step}).render()
     assert len(text) < 3 * 1024
     assert json.loads(text)["results"] == [{"truncated": True, "omitted_results": 5}]
+
+
+# ---- run_check ------------------------------------------------------------------------------------------------------
+def test_run_check_passes_fails_cannot_run_or_refuses_a_malformed_spec(kernel):
+    passed = run_check(kernel, {"kind": "share", "variable": "share"})
+    assert passed.ok and passed.content["passed"] is True and passed.content["reason"] is None
+    assert passed.content["kind"] == "share" and passed.content["variable"] == "share"
+    assert "share" in passed.content["requirement"] and passed.content["unavailable"] == {}
+
+    failed = run_check(
+        kernel, {"kind": "filter", "variable": "df", "source": "df", "column": "x", "op": ">", "value": 100}
+    )
+    assert failed.ok and failed.content["passed"] is False and failed.content["error_type"] is None
+    assert "30 rows" in failed.content["reason"] and "20 rows" in failed.content["reason"]  # found vs required
+
+    missing = run_check(kernel, {"kind": "share", "variable": "nope"})
+    assert missing.ok and missing.content["passed"] is None and missing.content["error_type"] == "NameError"
+
+    malformed = run_check(kernel, {"kind": "top_k", "variable": "df", "source": "df", "k": 0, "order": "largest"})
+    assert not malformed.ok and malformed.error == "top_k.k=0 is out of range; use an integer in [1, 1000]"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.manager.actions import ACTION_NAMES, ACTION_SPECS, Action, make_action
+from harness.manager.actions import ACTION_NAMES, ACTION_SPECS, CHECK_SPEC_SCHEMA, Action, make_action
 from harness.manager.wire import ParseResult, action_from_dict, parse_response, render_action
 
 PROBE = make_action("run_probe", {"code": "print(df[df.x < 3].shape)  # </tool_call> inside a string"})
@@ -189,7 +189,13 @@ def from_schema(
     overrides = overrides or {}
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
+    if schema.get("oneOf") is CHECK_SPEC_SCHEMA["oneOf"]:  # a check spec: parse_spec's rules, not only the schema's
+        return SPECS_ST
+    if "anyOf" in schema:
+        return st.one_of(*(from_schema(sub) for sub in schema["anyOf"]))
     kind = schema["type"]
+    if kind == "null":
+        return st.none()
     if kind == "object":
         properties = {
             key: overrides[key] if key in overrides else from_schema(sub)
@@ -207,6 +213,15 @@ def from_schema(
     if kind == "integer":
         return st.integers(min_value=schema.get("minimum"), max_value=10**6)
     raise AssertionError(f"schema type {kind} not covered by the test strategy")
+
+
+SPECS_ST = st.sampled_from(
+    [
+        {"kind": "top_k", "variable": "top3", "source": "rev", "k": 3, "order": "largest"},
+        {"kind": "rounded", "variable": "avg", "decimals": 2},
+        {"kind": "filter", "variable": "big", "source": "df", "column": "amount", "op": ">=", "value": 1.5},
+    ]
+)
 
 
 def _related(kinds: list[str]) -> st.SearchStrategy[dict[str, str]]:
