@@ -11,6 +11,8 @@ next cell, so it is measured with that cell against a plain cell in the same run
 probe after a cell), ``verdict_cached_ms_p50`` (a later probe before the next cell), ``probe_in_fork_ms_p50`` (the old
 probe in a fork of the worker's kernel, same run) and their ratios ``verdict_*_vs_fork``; the check reads one column
 (only that column is exported), ``verdict_cold_full_ms_p50`` is the cold verdict of a check reading the whole frame.
+``spec_aggregate_cold_ms_p50`` and ``spec_filter_cold_ms_p50``: typed check specs (``harness.checks``, a total and a
+filter) compiled and run as cold clean verdicts on the same frame, export included.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Sandbox micro-benchmark (used by ``scripts/bench_sandbox.py``): round trips, kernel start, checkpoint, restore,
-a check's clean verdict on a 1M-row frame beside the old in-fork probe (:func:`_verdicts`),
+a check's clean verdict on a 1M-row frame beside the old in-fork probe (:func:`_verdicts`), typed check specs
+compiled to clean verdicts on the same frame (:func:`_spec_checks`),
 and a jupyter_client/ipykernel round trip measured in the same run as the reference.
 
 ``Kernel.checkpoint`` defers its fork to the next operation that runs in the kernel, so timing the call alone
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..checks import compile_check, parse_spec
 from ..import_utils import is_available
 from .config import SandboxConfig
 from .sandbox import Sandbox
@@ -127,6 +129,34 @@ def _verdicts(kernel: Any, n: int) -> dict[str, float]:
     return out
 
 
+SPEC_SETUP = "total_b = float(df['b'].sum())\nsub = df[df['c'] == 3]"
+SPECS = {
+    "aggregate": {"kind": "aggregate", "variable": "total_b", "source": "df", "column": "b", "agg": "sum"},
+    "filter": {"kind": "filter", "variable": "sub", "source": "df", "column": "c", "op": "==", "value": 3},
+}
+"""The spec checks timed on the 1M-row frame: a total (one column exported) and a filter (one column of the frame and
+of the ~143k-row result exported)."""
+
+
+def _spec_checks(kernel: Any, n: int) -> dict[str, float]:
+    """Typed check specs (``harness.checks``) compiled and run as clean verdicts on the 1M-row frame, cold (the first
+    probe after a cell: the columns they read are exported), interleaved: ``spec_<kind>_cold_ms_p50``."""
+    if not (ran := kernel.execute(SPEC_SETUP)).ok:
+        raise RuntimeError(f"benchmark setup cell failed: {ran.error_message}")
+    codes = {name: compile_check(parse_spec(spec)) for name, spec in SPECS.items()}
+    times: dict[str, list[float]] = {name: [] for name in codes}
+    for _ in range(n):
+        for name, code in codes.items():
+            kernel.execute("y = 1")  # the kernel ran something: the next probe exports again
+            start = time.perf_counter()
+            result = kernel.probe(code)
+            times[name].append((time.perf_counter() - start) * 1000)
+            if not result.ok:
+                raise RuntimeError(f"benchmark spec check failed: {result.error_type}: {result.error_message}")
+    kernel.execute("del total_b, sub")
+    return {f"spec_{name}_cold_ms_p50": statistics.median(values) for name, values in times.items()}
+
+
 def ipykernel_cell_ms(n: int) -> float | None:
     """p50 of ``execute('x = 1')`` + wait for idle on a jupyter ipykernel; None when jupyter_client is missing."""
     if not is_available("jupyter_client"):
@@ -181,6 +211,7 @@ def run_benchmark(n: int = 50, isolation: str | None = None, with_ipykernel: boo
             )
             metrics.update(_checkpoint_and_restore(kernel, max(3, min(n, 10))))
             metrics.update(_verdicts(kernel, max(3, min(n, 20))))
+            metrics.update(_spec_checks(kernel, max(3, min(n, 20))))
             metrics["probe_ms_p50"] = metrics["verdict_cached_ms_p50"]
             kernel.close()
     finally:

@@ -184,7 +184,7 @@ def test_a_variable_of_the_wrong_kind_fails_saying_so(kernel, kind, fields):
 def test_a_group_aggregate_through_a_join_and_a_top_k_of_a_column(kernel):
     assert kernel.execute(
         "per_region = sales.merge(stores, on='store', how='left').groupby('region')['amount'].sum()\n"
-        "top_rows = sales.nlargest(2, 'price')"
+        "top_rows = sales.nlargest(2, 'price')\ntop_names = by_store.nlargest(2).index.tolist()\npeak = top_names[0]"
     ).ok
     joined = {"source": "sales", "by": "region", "column": "amount", "agg": "sum"}
     joined |= {"join_right": "stores", "join_on": "store", "join_how": "left"}
@@ -193,6 +193,11 @@ def test_a_group_aggregate_through_a_join_and_a_top_k_of_a_column(kernel):
     assert kernel.probe(compile_check(parse_spec(top))).ok
     wrong = kernel.probe(compile_check(parse_spec({**top, "k": 3})))
     assert not wrong.ok and "[70.0, 60.0, 55.0]" in wrong.error_message
+    names = {"kind": "top_k", "variable": "top_names", "source": "by_store", "k": 2, "order": "largest"}
+    assert kernel.probe(compile_check(parse_spec(names))).ok  # labels of the source stand for their values
+    assert kernel.probe(compile_check(parse_spec({**names, "variable": "peak", "k": 1}))).ok
+    smallest = kernel.probe(compile_check(parse_spec({**names, "order": "smallest"})))
+    assert not smallest.ok and "`top_names` holds [20.0, 16.0]; required: the 2 smallest" in smallest.error_message
 
 
 def test_internal_names_are_renamed_when_a_variable_starts_with_them(kernel):
@@ -212,8 +217,8 @@ def _odd_value(rng: random.Random):
 
 
 def test_every_kind_compiles_for_odd_values():
-    """A property over random specs with quotes, braces, newlines, unicode and negative numbers: the code parses,
-    and its only string constants and message text come from the spec through ``repr``."""
+    """A property over random specs with quotes, braces, newlines, unicode and negative numbers: the code parses, and
+    each column label and string value of the spec is in it as an exact string constant."""
     rng = random.Random(0)
     for _ in range(40):
         for kind, (fields, _, _) in CASES.items():
@@ -229,5 +234,39 @@ def test_every_kind_compiles_for_odd_values():
                     odd[name] = value
             spec = parse_spec({"kind": kind, "variable": "v", **odd})
             code = compile_check(spec)
-            ast.parse(code)
+            constants = {n.value for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Constant)}
+            for name in ("column", "by", "date_column", "key_column", "value", "key"):
+                if isinstance(odd.get(name), str):
+                    assert odd[name] in constants, (kind, name, odd[name])
             assert "`v`" in requirement(spec)
+
+
+def test_labels_and_values_with_quotes_braces_and_newlines_reach_the_message_intact(kernel):
+    label, value = 'it\'s {x}\n"q"', 'say "hi" {0} ünï'
+    assert kernel.execute(f"odd = pd.DataFrame({{{label!r}: [{value!r}, 'b', {value!r}], 'n': [1, -2, 3]}})").ok
+    excluded = parse_spec({"kind": "excluded_rows", "variable": "odd", "column": label, "value": value})
+    result = kernel.probe(compile_check(excluded))
+    assert not result.ok and result.error_type == "AssertionError"
+    assert f"`odd` still has 2 rows with {label} {value!r}; required: none" in result.error_message
+    kept = parse_spec({"kind": "filter", "variable": "odd", "source": "odd", "column": "n", "op": ">", "value": -3})
+    assert kernel.probe(compile_check(kept)).ok
+
+
+def test_requirements_in_words_and_a_json_spec_compiles_like_its_dataclass():
+    top = {"kind": "top_k", "variable": "top3", "source": "revenue_by_store", "k": 3, "order": "largest"}
+    assert requirement(top) == "`top3` lists the 3 largest values of `revenue_by_store`, largest first"
+    joined = {"kind": "group_aggregate", "variable": "per_region", "source": "sales", "by": "region"}
+    joined |= {"column": "amount", "agg": "sum", "decimals": 2}
+    joined |= {"join_right": "stores", "join_on": "store", "join_how": "left"}
+    assert requirement(joined) == (
+        "`per_region` is the sum of amount per region over `sales` joined (left) with `stores` on store, "
+        "rounded to 2 decimals"
+    )
+    assert compile_check(top) == compile_check(parse_spec(top))
+
+
+def test_an_error_in_a_source_is_not_a_failed_check(kernel):
+    assert kernel.execute("total = 43.0").ok
+    spec = {"kind": "aggregate", "variable": "total", "source": "sales", "column": "no_such_column", "agg": "sum"}
+    result = kernel.probe(compile_check(spec))
+    assert not result.ok and result.error_type == "KeyError"
