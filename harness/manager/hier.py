@@ -1,4 +1,5 @@
-"""The hierarchical manager ``hier``: the harness does the bookkeeping, a chat model makes one decision per state.
+"""The hierarchical manager ``hier``: the harness does the bookkeeping, a chat model decides each state or writes its
+checks.
 
 :class:`HierPolicy` answers the same :class:`~harness.manager.policy_types.PolicyInput` as every policy, one
 wire-format response per action, and says who wrote each one in :attr:`HierPolicy.last_actor`:
@@ -25,7 +26,22 @@ with the actions left of the activation's budget (:data:`~harness.manager.policy
 count). Its conversation (:mod:`harness.manager.hier_prompts`) holds only its own calls: the entries of
 ``PolicyInput.previous`` after tier 0's checks. Its read-only tool calls go to the runtime as the policy's responses
 (the raw reply, verbatim); it ends with FINALIZE_RELATIONS (confirm, or revise with its relations) or REPAIR, the
-flat ``llm`` policy's action names and schemas.
+flat ``llm`` policy's action names and schemas. That is ``writes="decisions"`` (the default).
+
+**Tier 1 writes checks** (``writes="checks"``). Tier 1 is asked once per state, at its first check activation after
+tier 0's ``check_execution``, which checks the turn requires: :data:`~harness.manager.hier_prompts.CHECKS_SYSTEM`
+(the check kinds, one line each, generated from :data:`harness.checks.spec.CHECK_KINDS`) and
+:func:`~harness.manager.hier_prompts.render_checks_request` (the public turn, the draft, tier 0's checks, the committed
+states); its reply is ``{"checks": [spec, ...]}`` (:mod:`harness.manager.hier_checks`: strict parser, canonical
+rendering, exact grammar in :attr:`HierPolicy.reply_grammar`). Tier 0 then sends one ``run_check`` per spec (each
+such response is tier 1's, ``last_actor == "policy"``; the first one's ``<think>`` block says how many checks tier 1
+wrote and quotes every spec it dropped with its error) and decides with no model call: REPAIR (ABANDON_STATE when the
+repair budget is spent) iff a check tier 1 wrote fails (``passed: false``), naming the check's variable, the
+requirement as the faulty reasoning and the check's reason as evidence; else FINALIZE_RELATIONS, mode confirm. A check
+that could not run (``passed: null``) or that the runtime refused is not evidence. The checks are kept for the state:
+after a repair the repaired state is checked with the same specs, with no model call. A failed execution is still
+repaired by tier 0 before tier 1 is asked; a policy without a model, a reply that is not the checks object or a
+backend that raises gives the state no check (the reply is recorded as rejected), and tier 0 confirms.
 
 **Robustness.** A tier-1 reply is *rejected*, and tier 0 confirms instead (FINALIZE_RELATIONS, mode confirm), when the
 backend raises, the reply does not parse (with the runtime's default strict wire format), its action is not one of tier
@@ -45,7 +61,9 @@ evidence.
 (:class:`envs.ManagerEnv` with ``format="hier"``, RL rollouts) can put an agent in tier 1's place:
 :meth:`~HierPolicy.tier1_messages` (tier 1's conversation when the request is tier 1's, None when tier 0 answers it),
 :meth:`~HierPolicy.tier0_respond` (tier 0's answer), :meth:`~HierPolicy.vet` (why a tier-1 reply is rejected, None when
-it is accepted) and :meth:`~HierPolicy.fallback` (record a rejected reply, confirm instead).
+it is accepted) and :meth:`~HierPolicy.fallback` (record a rejected reply, confirm instead). With ``writes="checks"``
+it is two: :meth:`~HierPolicy.tier1_messages` then :meth:`~HierPolicy.take_checks` (keep a reply's checks: a gold
+manager's specs make the oracle arm), and :meth:`~HierPolicy.tier0_respond` for every request.
 """
 
 from __future__ import annotations

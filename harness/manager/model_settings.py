@@ -38,7 +38,9 @@ def constrain_actions(
     (:func:`harness.manager.wire.call_grammar`): each reply is one well-formed action. In process (llm-hf,
     hier:llm-hf) the backend masks every token the grammar forbids (:mod:`harness.grammar`); on an endpoint (llm:URL,
     hier:llm:URL) each request carries the grammar as vLLM's guided decoding (``structured_outputs.grammar``; start
-    the server with ``--structured-outputs-config.backend guidance``).
+    the server with ``--structured-outputs-config.backend guidance``). A policy whose replies are not actions names
+    its own grammar function in ``reply_grammar`` (the hier manager whose tier 1 writes checks:
+    :func:`harness.manager.hier_checks.checks_grammar`), used in their place.
 
     ``legal_only`` (a flat llm manager): each reply's grammar allows only the actions the runtime lists as legal now
     (``actions``, by default :func:`harness.manager.llm_policy.actions_now`; the prompt lists them too), set through
@@ -54,7 +56,7 @@ def constrain_actions(
             "constrained decoding applies to model managers that answer in actions (llm-hf:PATH, llm:URL, "
             f"hier:llm-hf:PATH, hier:llm:URL); not to {policy.name}."
         )
-    backend.set_grammar(call_grammar)
+    backend.set_grammar(getattr(policy, "reply_grammar", None) or call_grammar)
     if not legal_only:
         return
     if not isinstance(policy, LLMPolicy):
