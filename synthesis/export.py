@@ -9,11 +9,11 @@ Written under ``OUT/``:
   ``datasets.Json`` feature so each row reads back as exactly its format's list — :func:`harness.manager.actions.
   tool_schemas` or :func:`harness.manager.hier_prompts.tier1_tool_schemas`, none for ``hier_checks`` — a plain struct
   column would merge the schemas' keys and add nulls), ``kind``, ``label``, ``control`` (the control action that ends
-  the sample: OPEN_STATE ... REPAIR), ``format`` (``flat``, ``hier`` or ``hier_checks``,
-  :data:`synthesis.samples.FORMATS`; a shard written before the formats holds flat samples only), ``turn_id``,
-  ``task_id``, ``domain``, ``fault_type``, ``fault_id``, ``source``, ``n_tokens`` (Qwen3 chat-template tokens; 0 when
-  not counted) and ``content_hash``. Samples are deduplicated across tasks by ``content_hash`` (first in task order
-  wins).
+  the sample: OPEN_STATE ... REPAIR; for ``hier_checks``, the decision taken after its checks), ``format``
+  (``flat``, ``hier`` or ``hier_checks``, :data:`synthesis.samples.FORMATS`; a shard written before the formats holds
+  flat samples only), ``turn_id``, ``task_id``, ``domain``, ``fault_type``, ``fault_id``, ``source``, ``n_tokens``
+  (Qwen3 chat-template tokens; 0 when not counted) and ``content_hash``. Samples are deduplicated across tasks by
+  ``content_hash`` (first in task order wins).
 - ``README.md`` (dataset card: counts by domain, fault type, relation, kind, format, label, control action; the
   leakage audit as a table; the token-length histogram as text and as ``token_lengths.png``), ``stats.json`` (its
   ``audit`` key: :func:`synthesis.audit.audit` over the exported samples of every format, with the task folders,
