@@ -111,12 +111,12 @@ def test_a_failing_check_is_repaired_with_a_hint_written_from_the_check(sandbox,
 
 
 def test_constraints_are_stated_with_their_spec_and_checked_with_it(sandbox, task):
-    """A constraint no spec states (turn 1's derived-column rule) is opened with ``check`` null and verified with its
+    """A constraint no spec states (turn 1's derived-column rule) is opened with its text alone and verified with its
     own code; restated by a spec, it is opened as ``{"text", "check"}`` and verified with ``run_check``."""
     (rule,) = task.turns[0].constraints
     record = play(task, sandbox, GoldPolicy(), None, "clean").record
     opened = next(a for act in record.activations for a in act["actions"] if a["parsed"]["name"] == "OPEN_STATE")
-    assert opened["parsed"]["arguments"]["constraints"] == [{"text": rule.text, "check": None}]
+    assert opened["parsed"]["arguments"]["constraints"] == [{"text": rule.text}]
     assert _check_calls(record, "1")[1] == ("run_probe", {"code": rule.code})
     spec = parse_spec({"kind": "no_missing", "variable": "sales", "columns": ["order_id"]})
     restated = Check("sales", rule.text, spec, constraint=rule.text)
