@@ -6,7 +6,8 @@
   ``render_action``;
 - :mod:`harness.manager.lifecycle` — which control action is legal after which; action and repair budgets;
 - :mod:`harness.manager.tools` — the read-only tools (``inspect_python`` via :mod:`harness.manager.ast_inspect`,
-  ``compile_python``, ``check_execution``, ``run_probe``, ``check_constraint``, ``load_state``);
+  ``compile_python``, ``check_execution``, ``run_probe``, ``check_constraint``, ``run_check`` (a typed check spec of
+  :mod:`harness.checks`), ``load_state``);
 - :mod:`harness.manager.hints` — fixed reference-only hint text; :mod:`harness.manager.episode` — the episode record.
 
 - :mod:`harness.manager.runtime` — :class:`ManagerRuntime`: plays an episode (the harness owns state ids,

@@ -114,6 +114,14 @@ _CONSTRAINTS_SCHEMA: dict[str, Any] = {
 }
 
 
+def _undescribed_item(item: dict[str, Any]) -> dict[str, Any]:
+    """A constraint item schema whose properties carry no description (OPEN_STATE's tool entry describes them)."""
+    properties = {
+        name: {k: v for k, v in sub.items() if k != "description"} for name, sub in item["properties"].items()
+    }
+    return {**item, "properties": properties}
+
+
 def _spec_problem(spec: Any, path: str) -> str | None:
     """The one-line :class:`~harness.checks.CheckSpecError` of a malformed spec at ``path``, else None."""
     try:
@@ -287,9 +295,10 @@ ACTION_SPECS: tuple[ActionSpec, ...] = (
                     "items": {"type": "string", "minLength": 1},
                 },
                 "constraints": {
-                    **_CONSTRAINTS_SCHEMA,
-                    "description": "Optional: the state's constraints restated (with the checks the worker's "
-                    "variables now allow); they replace those OPEN_STATE gave.",
+                    "type": "array",
+                    "description": "Optional: the constraints restated as in OPEN_STATE, with the checks the worker's "
+                    "variables now allow; they replace OPEN_STATE's.",
+                    "items": _undescribed_item(_CONSTRAINTS_SCHEMA["items"]),
                 },
             },
             required=["issue", "source_interval", "used_variables", "conclusions"],

@@ -33,8 +33,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from harness.checks import CheckSpecError, parse_spec
-from harness.checks.compile import compile_check, requirement
+from harness.checks import CheckSpecError, compile_check, parse_spec, requirement
 from harness.manager.ast_inspect import Inspector, cap_text
 from harness.sandbox import ExecutionResult, Kernel, SandboxError
 

@@ -200,18 +200,28 @@ def _bounded(schema: Any, limits: ReplyLimits, key: str | None = None) -> Any:
     return out
 
 
+def _undescribed(schema: Any) -> Any:
+    """``schema`` without its ``description`` texts (they guide the model in the tool list; the grammar, sent with
+    every constrained request, needs only the structure). A property named ``description`` is a dict: it stays."""
+    if isinstance(schema, list):
+        return [_undescribed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: _undescribed(v) for k, v in schema.items() if k != "description" or not isinstance(v, str)}
+
+
 def call_schema(names: Collection[str] | None = None, limits: ReplyLimits | None = ReplyLimits()) -> dict[str, Any]:
     """The JSON schema of one call object ``{"name": ..., "arguments": {...}}``: one alternative per action (all, or
-    those in ``names``), each with its arguments' schema, the cross-argument rules a schema can state
-    (:func:`_grammar_arguments`) and the decoding bounds ``limits`` (:class:`ReplyLimits`; None: unbounded); the
-    ``x-guidance`` separators are :func:`render_action`'s (``", "`` and ``": "``, no other whitespace), so a
-    constrained reply is written the way the SFT data writes it."""
+    those in ``names``), each with its arguments' schema (without descriptions), the cross-argument rules a schema
+    can state (:func:`_grammar_arguments`) and the decoding bounds ``limits`` (:class:`ReplyLimits`; None:
+    unbounded); the ``x-guidance`` separators are :func:`render_action`'s (``", "`` and ``": "``, no other
+    whitespace), so a constrained reply is written the way the SFT data writes it."""
     specs = [spec for spec in ACTION_SPECS if names is None or spec.name in names]
     if not specs:
         raise ValueError(f"call_schema: no action among {sorted(names or ())}")
 
     def arguments(spec: Any) -> dict[str, Any]:
-        schema = _grammar_arguments(spec.name, spec.parameters)
+        schema = _undescribed(_grammar_arguments(spec.name, spec.parameters))
         return schema if limits is None else _bounded(schema, limits)
 
     alternatives = [

@@ -158,7 +158,9 @@ def _state_rows(states: Sequence[dict[str, Any]], committed_at: dict[str, int]) 
             for v in state.get("used_variables") or []
         )
         constraints = "".join(
-            f"<div>{esc(c.get('text'))}</div>" + (pre(c["code"]) if c.get("code") else "")
+            f"<div>{esc(c.get('text'))}</div>"
+            + (pre(c["code"]) if c.get("code") else "")
+            + (pre(json_text(c["check"]), "check") if c.get("check") else "")
             for c in state.get("constraints") or []
         )
         conclusions = "<br>".join(esc(c) for c in state.get("conclusions") or [])

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness.checks.compile import COMPILERS, compile_check, requirement
+from harness.checks.requirements import REQUIREMENTS
 from harness.checks.spec import CHECK_KINDS, parse_spec
 from harness.sandbox import Sandbox, SandboxConfig
+from harness.sandbox.probes import names_read, projections
 
 SETUP = """
 import numpy as np, pandas as pd
@@ -144,7 +146,7 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
 
 
 def test_every_kind_has_a_case_and_a_compiler():
-    assert set(CASES) == set(CHECK_KINDS) == set(COMPILERS)
+    assert set(CASES) == set(CHECK_KINDS) == set(COMPILERS) == set(REQUIREMENTS)
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))
@@ -172,6 +174,14 @@ def test_kind_passes_on_a_state_that_meets_it_and_fails_saying_found_and_require
         ("sort_order", {"column": "price", "ascending": True}),
         ("no_missing", {"columns": ["price"]}),
         ("param", {"value": 3}),
+        ("complete_rows", {"source": "sales", "columns": ["amount"]}),
+        ("iqr_outliers", {"source": "sales", "column": "price", "k": 1.5}),
+        ("join_rows", {"left": "sales", "right": "stores", "on": "store", "how": "left"}),
+        ("nan_counts", {"source": "sales"}),
+        ("normalized", {"column": "city"}),
+        ("overlap", {"left": "by_store", "right": "listed"}),
+        ("resample", {"source": "sales", "date_column": "date", "column": "amount"}),
+        ("unit_scale", {"source": "sales", "column": "amount", "factor": 1000}),
     ],
 )
 def test_a_variable_of_the_wrong_kind_fails_saying_so(kernel, kind, fields):
@@ -270,3 +280,44 @@ def test_an_error_in_a_source_is_not_a_failed_check(kernel):
     spec = {"kind": "aggregate", "variable": "total", "source": "sales", "column": "no_such_column", "agg": "sum"}
     result = kernel.probe(compile_check(spec))
     assert not result.ok and result.error_type == "KeyError"
+
+
+@pytest.mark.parametrize(
+    "spec, exported",
+    [
+        (
+            {"kind": "filter", "variable": "v", "source": "s", "column": "a", "op": ">", "value": 1},
+            {"v": ["a"], "s": ["a"]},
+        ),
+        ({"kind": "aggregate", "variable": "v", "source": "s", "column": "a", "agg": "sum"}, {"s": ["a"]}),
+        (
+            {
+                "kind": "group_aggregate",
+                "variable": "v",
+                "source": "s",
+                "by": "k",
+                "column": "a",
+                "agg": "mean",
+                "join_right": "r",
+                "join_on": "j",
+                "join_how": "left",
+            },
+            {"s": ["a", "j"], "r": ["j", "k"]},
+        ),
+        ({"kind": "top_k", "variable": "v", "source": "s", "column": "a", "k": 3, "order": "largest"}, {"s": ["a"]}),
+        ({"kind": "complete_rows", "variable": "v", "source": "s", "columns": ["a", "b"]}, {"v": [], "s": ["a", "b"]}),
+        ({"kind": "iqr_outliers", "variable": "v", "source": "s", "column": "a", "k": 1.5}, {"v": [], "s": ["a"]}),
+        (
+            {"kind": "join_rows", "variable": "v", "left": "s", "right": "r", "on": "j", "how": "inner"},
+            {"v": [], "s": ["j"], "r": ["j"]},
+        ),
+        ({"kind": "unit_scale", "variable": "v", "source": "s", "column": "a", "factor": 1000}, {"s": ["a"]}),
+        ({"kind": "no_missing", "variable": "v", "columns": ["a"]}, {"v": ["a"]}),
+        ({"kind": "sort_order", "variable": "v", "column": "a", "ascending": True}, {"v": ["a"]}),
+    ],
+)
+def test_frames_are_read_only_through_the_columns_a_check_names(spec, exported):
+    """The verifier exports only those columns (column projection): what keeps a check on a large frame fast."""
+    tree = ast.parse(compile_check(spec))
+    names, _ = names_read(tree)
+    assert {name: cols for name, cols in projections(tree, names).items() if name in exported} == exported

@@ -17,6 +17,7 @@ from harness.manager.tools import (
     ToolResult,
     check_constraint,
     check_execution,
+    check_outcome,
     compile_python,
     inspect_python,
     load_state,
@@ -502,3 +503,12 @@ def test_run_check_passes_fails_cannot_run_or_refuses_a_malformed_spec(kernel):
 
     malformed = run_check(kernel, {"kind": "top_k", "variable": "df", "source": "df", "k": 0, "order": "largest"})
     assert not malformed.ok and malformed.error == "top_k.k=0 is out of range; use an integer in [1, 1000]"
+
+
+def test_a_check_that_timed_out_or_reads_no_data_has_no_verdict():
+    timed_out = check_outcome(ExecutionResult(ok=False, error_type="AssertionError", timed_out=True))
+    assert timed_out["passed"] is None and timed_out["error_type"] == "TimeoutError" and timed_out["reason"] is None
+    exported = ExecutionResult(ok=False, error_type="NameError", error_message="x", unavailable={"m": "module"})
+    assert check_outcome(exported) == {
+        "passed": None, "reason": None, "error_type": "NameError", "error_message": "x", "unavailable": {"m": "module"}
+    }  # fmt: skip

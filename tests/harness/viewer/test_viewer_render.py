@@ -310,7 +310,8 @@ def test_segment_flow_timeline_and_unparsed_actions():
         "task_id": "t", "episode_id": "e", "config": {"flow": "segment"}, "worker_steps": steps,
         "activations": [activation(1, "segment_pause", 2, [garbled]), activation(2, "segment_pause", 2, []),
                         activation(3, "task_end", 4, [commit])],
-        "states": [{"id": "S1", "relations": [{"type": "init", "related_state_id": None}]}],
+        "states": [{"id": "S1", "relations": [{"type": "init", "related_state_id": None}],
+                    "constraints": [{"text": "s", "code": None, "check": {"kind": "share", "variable": "<s>"}}]}],
     }  # fmt: skip
     order = [(kind, item.get("step_id", item.get("index"))) for kind, item in timeline(record)]
     steps_0_2 = [("step", 0), ("step", 1), ("step", 2)]
@@ -319,6 +320,7 @@ def test_segment_flow_timeline_and_unparsed_actions():
     page = render_episode(record)
     assert "<b>(unparsed)</b>" in page and 'class="badge bad">illegal<' in page
     assert html.escape("OPEN <b>it</b>") in page and "<b>it</b>" not in page
+    assert '<pre class="check">' in page and "&quot;share&quot;" in page and "&lt;s&gt;" in page  # the check
 
 
 def test_an_errored_episode_says_so_in_its_summary(gold_records):
