@@ -38,8 +38,9 @@ such response is tier 1's, ``last_actor == "policy"``; the first one's ``<think>
 wrote and quotes every spec it dropped with its error) and decides with no model call: REPAIR (ABANDON_STATE when the
 repair budget is spent) iff a check tier 1 wrote fails (``passed: false``), naming the check's variable, the
 requirement as the faulty reasoning and the check's reason as evidence; else FINALIZE_RELATIONS, mode confirm. A check
-that could not run (``passed: null``) or that the runtime refused is not evidence. The checks are kept for the state:
-after a repair the repaired state is checked with the same specs, with no model call. A failed execution is still
+that could not run (``passed: null``) or that the runtime refused is not evidence. The checks are kept for the state
+until it is committed or abandoned: after a repair the repaired state is checked with the same specs, with no model
+call. A failed execution is still
 repaired by tier 0 before tier 1 is asked; a policy without a model, a reply that is not the checks object or a
 backend that raises gives the state no check (the reply is recorded as rejected), and tier 0 confirms.
 
@@ -244,6 +245,8 @@ class HierPolicy:
         obs = json.loads(inp.observation)
         legal = set(inp.legal_actions)
         draft = obs["current_draft"]
+        if draft is None or "COMMIT_STATE" in legal:
+            self._plans.clear()  # a state's checks live until it is committed or abandoned (or the episode ends)
         if _is_check(draft, legal):
             return self._check(inp, draft, legal)
         if obs["event_type"] in SEGMENT_EVENTS or "COMMIT_STATE" in legal:

@@ -7,10 +7,11 @@ the reply's JSON schema and decoding grammar, and tier 0's decision from the che
 
 ``checks`` lists at most :data:`MAX_CHECKS` check specs (:mod:`harness.checks.spec`), ``[]`` when the turn states
 nothing a check kind covers. :func:`render_checks_reply` writes the canonical text (``json.dumps`` separators, each
-spec's fields in declaration order, fields at their default left out: :func:`compact_spec`), the SFT target of a
-tier-1 sample. :func:`parse_checks_reply` reads a reply strictly: a reply that is not that object raises
-:class:`ChecksReplyError`; a spec that :func:`~harness.checks.spec.parse_spec` refuses, repeats an earlier one or
-exceeds the room is dropped and its one-line error kept (:attr:`ChecksReply.errors`), never an abort.
+spec's fields in declaration order, fields at their default left out: :func:`compact_spec`), the SFT target of a tier-1
+sample (:func:`specs_of_calls` reads the specs of a manager's ``run_check`` calls). :func:`parse_checks_reply` reads a
+reply strictly: a reply that is not that object raises :class:`ChecksReplyError`; a spec that
+:func:`~harness.checks.spec.parse_spec` refuses, repeats an earlier one or exceeds the room is dropped and its one-line
+error kept (:attr:`ChecksReply.errors`), never an abort.
 
 **The grammar** (:func:`checks_grammar`, llguidance's Lark dialect as :func:`harness.manager.wire.call_grammar`)
 embeds :func:`checks_schema`: :func:`~harness.checks.spec.spec_schema` of every kind made exact where the plain schema
@@ -33,7 +34,7 @@ from typing import Any
 
 from harness.checks.spec import CHECK_KINDS, CheckSpec, CheckSpecError, parse_spec, spec_schema
 from harness.jsonl import json_depth_error, without_surrogates
-from harness.manager.wire import THINK_CLOSE, THINK_OPEN, ReplyLimits
+from harness.manager.wire import THINK_CLOSE, THINK_OPEN, ReplyLimits, parse_response
 
 CHECKS_KEY = "checks"
 """The reply object's one key."""
@@ -77,6 +78,23 @@ def render_checks_reply(specs: Iterable[CheckSpec | Mapping[str, Any]]) -> str:
     """The canonical tier-1 reply listing ``specs`` (the SFT target): ``{"checks": [...]}`` with
     :func:`compact_spec` of each. Raises :class:`~harness.checks.spec.CheckSpecError` for a malformed spec."""
     return json.dumps({CHECKS_KEY: [compact_spec(spec) for spec in specs]}, ensure_ascii=False)
+
+
+def specs_of_calls(responses: Iterable[str]) -> list[CheckSpec]:
+    """The check specs of the ``run_check`` calls among wire ``responses`` (a manager's raw responses, such as the gold
+    manager's in a check activation), in order, without repeats; a response that does not parse, another action or a
+    malformed spec gives nothing. ``render_checks_reply(specs_of_calls(...))`` is a tier-1 target."""
+    specs: list[CheckSpec] = []
+    for raw in responses:
+        parsed = parse_response(raw)
+        if parsed.ok and parsed.action is not None and parsed.action.name == "run_check":
+            try:
+                spec = parse_spec(parsed.action.arguments.get("spec"))
+            except CheckSpecError:
+                continue
+            if spec not in specs:
+                specs.append(spec)
+    return specs
 
 
 def parse_checks_reply(text: str, max_checks: int = MAX_CHECKS) -> ChecksReply:
@@ -248,7 +266,7 @@ def failed_check(specs: Sequence[CheckSpec], results: Sequence[Mapping[str, Any]
         reason = " ".join(str(result.get("reason") or "the check failed").split())
         return FailedCheck(
             variable=variable,
-            reasoning=f"{variable} does not meet what the turn requires: {requirement}",
+            reasoning=f"the turn requires: {requirement}",
             evidence=f"check {spec.kind} on {variable} failed: {reason}",
         )
     return None

@@ -17,18 +17,22 @@ model (tier 1) is asked one question per state check: does the updated state hol
 The function-tool list (:func:`tier1_tool_schemas`) is :func:`~harness.manager.actions.tool_schemas` filtered to the
 read-only tools (:data:`TIER1_TOOLS`) and the two decisions (:data:`DECISIONS`): the same names and argument schemas
 as the flat ``llm`` policy, so both speak one decision vocabulary.
+
+When tier 1 writes checks (``HierPolicy(writes="checks")``) its conversation is two messages, once per state:
+:data:`CHECKS_SYSTEM` (what a check is, the check kinds one line each as the flat prompt lists them,
+:func:`~harness.manager.prompts.check_kind_lines`, and the reply shape of :mod:`harness.manager.hier_checks`) and
+:func:`render_checks_request` (the sections of the decision prompt and how many checks will run); no tools.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, fields
 from typing import Any
 
-from harness.checks.spec import CHECK_KINDS, spec_schema
 from harness.manager.actions import tool_schemas
 from harness.manager.hier_checks import MAX_CHECKS
+from harness.manager.prompts import check_kind_lines
 from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from harness.untrusted import neutralize
 
@@ -185,41 +189,6 @@ def _state_parts(
 
 
 # ---------------------------------------------------------------- tier 1 as a check writer
-def _type_text(schema: Mapping[str, Any]) -> str:
-    """A field's type in a kind line: nothing for a string, ``int``, ``number``, ``bool``, ``a|b`` for an enum,
-    ``[strings]`` for a list, ``scalar`` for a number, string or bool."""
-    options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
-    option = options[0] if options else schema
-    if "enum" in option:
-        return "|".join(str(v) for v in option["enum"])
-    kind = option.get("type")
-    if isinstance(kind, list):
-        return "scalar"
-    return {"integer": "int", "number": "number", "boolean": "bool", "array": "[strings]"}.get(str(kind), "")
-
-
-def kind_lines() -> list[str]:
-    """One line per check kind, generated from :data:`~harness.checks.spec.CHECK_KINDS` and
-    :func:`~harness.checks.spec.spec_schema`: ``kind(field, field: type, field?=default): what passes``; a field
-    marked ``?`` may be left out (null, or the default shown)."""
-    lines = []
-    for kind, cls in CHECK_KINDS.items():
-        schema = spec_schema(kind)
-        defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
-        shown = []
-        for name, prop in schema["properties"].items():
-            if name == "kind":
-                continue
-            typed = _type_text(prop)
-            mark = ""
-            if name in defaults:
-                default = defaults[name]
-                mark = "?" if default in (None, ()) else f"?={default}"
-            shown.append(f"{name}{mark}" + (f": {typed}" if typed else ""))
-        lines.append(f"- {kind}({', '.join(shown)}): {cls.summary}")
-    return lines
-
-
 CHECKS_SYSTEM = f"""\
 You write the checks a turn of a data-analysis session requires. A worker agent answered the turn's question by
 running Python cells in a persistent interpreter; the harness recorded its state (issue, variables with their
@@ -229,13 +198,13 @@ variable that holds it. The harness runs every check in a clean process: when on
 quotes the failure to the worker; when all pass it confirms the state.
 
 # Check kinds: kind(fields): what passes
-Fields without a type are strings: `variable`, `source`, `left`, `right`, `join_right` name worker variables
-(`variable` is the one checked), the others name columns. A field marked ? may be left out.
-{chr(10).join(kind_lines())}
+`variable` is the worker variable checked; `source`, `left`, `right` and `join_right` name the worker variables it is
+recomputed from; `column`, `by`, `on`, `columns` name columns. A field marked ? may be left out.
+{chr(10).join(check_kind_lines())}
 
 # Rules
-Write only what the question states, on variables the state shows (its used variables or a committed state's). A
-check the question does not ask for can fail on a correct answer, and a false repair costs more than a missed one.
+Write only what the question and its context state, on the worker variables the draft state lists. A check the
+question does not ask for can fail on a correct answer, and a false repair costs more than a missed one.
 
 # Reply
 Exactly one JSON object and nothing else: {{"checks": [{{"kind": ..., ...}}, ...]}}, at most {MAX_CHECKS} checks;

@@ -12,8 +12,7 @@ import re
 import pytest
 
 from harness.checks.spec import CHECK_KINDS, parse_spec
-from harness.llm import ChatReply
-from harness.manager.actions import ACTION_SPECS
+from harness.llm import ChatReply, OpenAIChatBackend
 from harness.manager.hier import HARNESS, POLICY, HierPolicy, evidence_texts, quotes_tool_result
 from harness.manager.hier_checks import (
     MAX_CHECKS,
@@ -22,14 +21,16 @@ from harness.manager.hier_checks import (
     compact_spec,
     parse_checks_reply,
     render_checks_reply,
+    specs_of_calls,
 )
-from harness.manager.hier_prompts import CHECKS_SYSTEM, kind_lines
+from harness.manager.hier_prompts import CHECKS_SYSTEM
 from harness.manager.model_settings import constrain_actions
 from harness.manager.runtime import ManagerRuntime
 from harness.manager.wire import parse_response
 from harness.worker import Fault, ScriptedWorker
 from tests.harness.manager.test_hier import actions, call, correct, play, sandbox, task  # noqa: F401  (fixtures)
 from tests.harness.test_grammar import needs_grammar
+from tests.harness.test_llm import FakeOpenAI, completion
 
 BY_REGION = {"kind": "group_aggregate", "variable": "by_region", "source": "clean", "by": "region",
              "column": "revenue", "agg": "sum", "decimals": 2}  # fmt: skip
@@ -85,8 +86,8 @@ def faulted(sandbox, task):  # noqa: F811
     backend = ChecksBackend(lambda turn_id, messages: replies.get(turn_id, '{"checks": []}'))
     policy = HierPolicy(backend, writes="checks")
     inp = first_request(sandbox, task, policy, MEAN_NOT_SUM)
-    legal = (*inp.legal_actions, "run_check")  # the runtime's action set gains run_check with the run_check tool
-    return policy, backend, dataclasses.replace(inp, legal_actions=legal)
+    assert "run_check" in inp.legal_actions
+    return policy, backend, inp
 
 
 # ---------------------------------------------------------------- tier 0 runs tier 1's checks and decides
@@ -105,8 +106,8 @@ def test_a_failed_check_is_repaired_by_tier0_quoting_it_with_no_further_model_ca
     assert repair.name == "REPAIR"
     assert repair.arguments["error_hint"] == {
         "error_variable": "by_region",
-        "faulty_reasoning": "by_region does not meet what the turn requires: by_region is the sum of revenue per "
-        "region over clean, rounded to 2 decimals",
+        "faulty_reasoning": "the turn requires: by_region is the sum of revenue per region over clean, rounded to 2 "
+        "decimals",
     }
     assert repair.arguments["analytical_evidence"] == f"check group_aggregate on by_region failed: {REASON}"
     assert policy.vet(call("REPAIR", **repair.arguments), failed) is None  # the evidence rule takes the check
@@ -137,8 +138,7 @@ def test_a_passing_check_or_one_that_could_not_run_confirms(faulted, passed, leg
     policy.tier1_messages(inp)  # the plan exists: nothing to ask
     decision = parse_response(policy.respond(nxt)).action
     assert decision.name == "FINALIZE_RELATIONS" and decision.arguments["mode"] == "confirm"
-    assert evidence_texts(nxt.previous) == ([] if passed is not False or not legal else [json.dumps(
-        {"reason": REASON, "requirement": result["requirement"]})])  # fmt: skip
+    assert evidence_texts(nxt.previous[-1:]) == []  # nothing a REPAIR could quote
 
 
 def test_malformed_specs_are_dropped_and_recorded_and_a_bad_reply_is_rejected(sandbox, task):  # noqa: F811
@@ -150,7 +150,6 @@ def test_malformed_specs_are_dropped_and_recorded_and_a_bad_reply_is_rejected(sa
     inp = first_request(sandbox, task, policy)
     assert [r["turn_id"] for r in policy.rejected] == ["1"] and policy.stats.rejected == 1
     assert policy.rejected[0]["reason"].startswith("unparseable: the reply must be one JSON object")
-    inp = dataclasses.replace(inp, legal_actions=(*inp.legal_actions, "run_check"))
     first = parse_response(policy.respond(inp))
     assert first.action.arguments["spec"] == BY_REGION  # the valid spec still runs
     errors = policy.written[-1]["errors"]
@@ -169,7 +168,7 @@ def test_without_a_model_or_with_a_raising_backend_tier0_confirms(sandbox, task)
 
     policy = HierPolicy(ChecksBackend(broken), writes="checks")
     inp = first_request(sandbox, task, policy, turn="1")
-    text = policy.respond(dataclasses.replace(inp, legal_actions=(*inp.legal_actions, "run_check")))
+    text = policy.respond(inp)
     parsed = parse_response(text)
     assert parsed.action.name == "FINALIZE_RELATIONS" and policy.stats.failures == 1
     assert parsed.thought.startswith("tier-1 reply rejected (the backend raised ConnectionError")
@@ -179,12 +178,6 @@ def test_without_a_model_or_with_a_raising_backend_tier0_confirms(sandbox, task)
         HierPolicy(None, writes="code")
 
 
-needs_run_check = pytest.mark.skipif(
-    "run_check" not in {spec.name for spec in ACTION_SPECS}, reason="the run_check action is not in the runtime yet"
-)
-
-
-@needs_run_check
 def test_in_a_whole_episode_the_written_check_finds_the_fault_and_the_repair_fixes_it(sandbox, task):  # noqa: F811
     replies = {"2": render_checks_reply([BY_REGION])}
     backend = ChecksBackend(lambda turn_id, messages: replies.get(turn_id, '{"checks": []}'))
@@ -207,6 +200,8 @@ def test_in_a_whole_episode_the_written_check_finds_the_fault_and_the_repair_fix
     evidence = repair["parsed"]["arguments"]["analytical_evidence"]
     assert " ".join(failed["reason"].split())[:100] in evidence.replace(" equals ", "==").replace(" is ", "=")
     assert correct(record) and policy.rejected == [] and policy.stats.calls == 5
+    clean, _ = play(sandbox, task, policy)  # the next episode's states are asked afresh, not given the last ones'
+    assert backend.turns[5:] == ["1", "2", "3", "4", "5"] and clean.repairs == [] and correct(clean)
 
 
 # ---------------------------------------------------------------- the reply, the prompt, the grammar
@@ -236,13 +231,18 @@ def test_the_reply_round_trips_and_is_parsed_strictly():
             parse_checks_reply(bad)
 
 
+def test_a_target_is_rendered_from_the_specs_of_run_check_calls():
+    full = parse_spec({**TOP, "column": None}).to_dict()  # a caller may write the defaults out
+    calls = [call("check_execution", step_id=1), call("run_check", spec=full), "garbage", call("run_check", spec=TOP),
+             call("run_check", spec=BY_REGION)]  # fmt: skip
+    assert specs_of_calls(calls) == [parse_spec(TOP), parse_spec(BY_REGION)]
+    assert render_checks_reply(specs_of_calls(calls)) == json.dumps({"checks": [TOP, BY_REGION]})
+
+
 def test_the_prompt_lists_every_kind_on_one_line():
-    lines = kind_lines()
+    lines = [line for line in CHECKS_SYSTEM.splitlines() if line.startswith("- ") and "(" in line]
     assert [line.split("(")[0] for line in lines] == [f"- {kind}" for kind in CHECK_KINDS]
-    assert "- top_k(variable, source, k: int, order: largest|smallest, column?): " in CHECKS_SYSTEM
-    assert "resample(variable, source, date_column, column, agg?=sum: sum|mean|median|count|min|max, rule?=MS" in (
-        CHECKS_SYSTEM
-    )
+    assert "- top_k(variable, source, k, order:largest|smallest, column?): " in CHECKS_SYSTEM
     assert len(CHECKS_SYSTEM) < 4_500
 
 
@@ -294,12 +294,13 @@ def test_the_grammar_admits_exactly_the_valid_specs(checks_token_grammar, qwen3_
         assert (parse_checks_reply(text).errors == ()) is valid  # the parser agrees
 
 
-def test_constrained_decoding_uses_the_checks_grammar():
-    class Backend:
-        def set_grammar(self, grammar):
-            self.grammar = grammar
-
-    policy = HierPolicy(Backend(), writes="checks")
-    constrain_actions(policy)
-    assert policy.tier1.grammar is checks_grammar
+def test_constrained_decoding_sends_the_checks_grammar_to_an_endpoint():
+    """constrain_actions on a hier:llm:URL policy whose tier 1 writes checks: vLLM's guided decoding gets the checks
+    grammar, not the action grammar."""
+    with FakeOpenAI([(200, completion('{"checks": []}'))]) as server:
+        policy = HierPolicy(OpenAIChatBackend(server.url, "m"), writes="checks")
+        constrain_actions(policy)
+        policy.tier1.chat([{"role": "user", "content": "1"}])
+    (post,) = server.posts()
+    assert post["body"]["structured_outputs"] == {"grammar": checks_grammar()}
     assert checks_grammar().startswith("start: reply\nreply: %json {")
