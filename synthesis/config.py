@@ -92,7 +92,8 @@ class SynthesisConfig:
         default_factory=lambda: list(FORMATS),
         metadata={
             "help": f"Sample formats to build, any of {list(FORMATS)}: flat (the `llm` manager's conversations, "
-            "every kind) and hier (tier 1's decision conversations of the `hier` manager, atomic only)."
+            "every kind), hier (tier 1's decision conversations of the `hier` manager, atomic only) and hier_checks "
+            "(tier 1 of `hier` writing the turn's checks: the request and the gold's specs, atomic only)."
         },
     )
     faulted_atomic_labels: list[str] = field(

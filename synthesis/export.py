@@ -7,12 +7,13 @@ Written under ``OUT/``:
   ``validation_fraction`` of them (at least one when the fraction is > 0 and there are two or more tasks) form
   ``validation``. Columns: ``messages`` (``[{role, content}]``), ``tools`` (the function schemas, stored with the
   ``datasets.Json`` feature so each row reads back as exactly its format's list — :func:`harness.manager.actions.
-  tool_schemas` or :func:`harness.manager.hier_prompts.tier1_tool_schemas` — a plain struct column would merge the
-  schemas' keys and add nulls), ``kind``, ``label``, ``control`` (the control action that ends the sample:
-  OPEN_STATE ... REPAIR), ``format`` (``flat`` or ``hier``, :data:`synthesis.samples.FORMATS`; a shard written before
-  the formats holds flat samples only), ``turn_id``, ``task_id``, ``domain``, ``fault_type``, ``fault_id``,
-  ``source``, ``n_tokens`` (Qwen3 chat-template tokens; 0 when not counted) and ``content_hash``. Samples are
-  deduplicated across tasks by ``content_hash`` (first in task order wins).
+  tool_schemas` or :func:`harness.manager.hier_prompts.tier1_tool_schemas`, none for ``hier_checks`` — a plain struct
+  column would merge the schemas' keys and add nulls), ``kind``, ``label``, ``control`` (the control action that ends
+  the sample: OPEN_STATE ... REPAIR; for ``hier_checks``, the decision taken after its checks), ``format``
+  (``flat``, ``hier`` or ``hier_checks``, :data:`synthesis.samples.FORMATS`; a shard written before the formats holds
+  flat samples only), ``turn_id``, ``task_id``, ``domain``, ``fault_type``, ``fault_id``, ``source``, ``n_tokens``
+  (Qwen3 chat-template tokens; 0 when not counted) and ``content_hash``. Samples are deduplicated across tasks by
+  ``content_hash`` (first in task order wins).
 - ``README.md`` (dataset card: counts by domain, fault type, relation, kind, format, label, control action; the
   leakage audit as a table; the token-length histogram as text and as ``token_lengths.png``), ``stats.json`` (its
   ``audit`` key: :func:`synthesis.audit.audit` over the exported samples of every format, with the task folders,
@@ -373,20 +374,19 @@ def _detectability_table(table: dict[str, dict[str, int]], skipped: Sequence[str
         "### Kept faults: detectable from the manager's own checks\n",
         "A fault is *detectable* when a check the gold manager runs at its turn end (check_execution, the stated "
         "constraints, the checks written from the question's stated requirements) shows it; an *undetectable* one is "
-        "committed like a clean state and never supervised as a repair. *Before* counts the detectable faults that a "
-        f"check of another kind than {new} also revealed at the fault's turn (what was detectable before those two "
-        f"kinds; a lower bound, since a check they pushed past the per-turn limit did not run); *only {new}*: the "
-        "ones no other check revealed. A run with `gold_skip_check_kinds: [unit_scale, resample]` measures the "
-        "kept set without them.\n",
+        f"committed like a clean state and never supervised as a repair. *Only {new}*: the detectable faults that no "
+        f"other check revealed at their turn (the gold manager wrote no {new} check before those kinds existed; a "
+        "constraint then ran as its own code). Detectability without them is measured by a run with "
+        "`gold_skip_check_kinds: [unit_scale, resample]`.\n",
         *([f"This run skipped the check kinds {list(skipped)} (`gold_skip_check_kinds`).\n"] if skipped else []),
-        f"| fault type | detectable before | detectable | only {new} | undetectable | benign |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| fault type | detectable | only {new} | undetectable | benign |",
+        "|---|---:|---:|---:|---:|",
     ]
     columns = ("detectable", "new_kinds_only", "undetectable", "benign")
-    for k, v in [*table.items(), ("**all**", {c: sum(r.get(c, 0) for r in table.values()) for c in columns})]:
-        only = v.get("new_kinds_only", 0)
+    total = {c: sum(r.get(c, 0) for r in table.values()) for c in columns}
+    for k, v in [*table.items(), ("**all**", total)]:
         lines.append(
-            f"| {k} | {v['detectable'] - only} | {v['detectable']} | {only} | {v['undetectable']} | {v['benign']} |"
+            f"| {k} | {v['detectable']} | {v.get('new_kinds_only', 0)} | {v['undetectable']} | {v['benign']} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -406,7 +406,11 @@ def _card(stats: dict[str, Any], samples: list[dict[str, Any]]) -> str:
         _table("Kept faults by turn relation", stats["faults"]["kept_by_relation"]),
         _table("Turn relations in the tasks", stats["turn_relations"]),
         _table("Samples by kind", s["by_kind"]),
-        _table("Samples by format (flat: the `llm` manager; hier: tier 1 of the `hier` manager)", s["by_format"]),
+        _table(
+            "Samples by format (flat: the `llm` manager; hier: tier 1 of the `hier` manager; hier_checks: tier 1 "
+            "writing the turn's checks)",
+            s["by_format"],
+        ),
         _table("Samples by label", s["by_label"]),
         _table("Samples by control action (the action that ends the sample)", s["by_control"]),
         _table("Samples by domain", s["by_domain"]),

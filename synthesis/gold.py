@@ -9,7 +9,7 @@ the same policy manages clean, faulted and benign runs, and decides from its too
 
 - **turn start** -> ``OPEN_STATE``: the issue from the question (template), the turn's constraints as
   ``{"text", "check"}`` (``check``: the spec that restates the constraint, :func:`synthesis.checks.constraint_checks`;
-  null when no spec states it), and the relations the question names in words
+  ``{"text"}`` alone when no spec states it), and the relations the question names in words
   (:func:`harness.manager.relations.infer_relations`: "Using the result of turn 3", "Go back to the result of turn 2",
   "With this revision ... (turn 4)"; ``init`` when it names none).
 - **turn end, state open** -> ``check_execution`` of the turn's latest step, then ``UPDATE_STATE`` with the variables
@@ -153,7 +153,9 @@ class GoldPolicy:
             stated = self._constraint_checks(inp.turn.turn_id)
             for c in inp.turn.constraints:
                 check = stated.get(c.text)
-                constraints.append({"text": c.text, "check": None if check is None else check.spec.to_dict()})
+                constraints.append(
+                    {"text": c.text} if check is None else {"text": c.text, "check": check.spec.to_dict()}
+                )
         return open_response(inp, constraints, self._text)
 
     def _constraint_checks(self, turn_id: str) -> dict[str, Check]:

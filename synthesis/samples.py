@@ -18,8 +18,11 @@ Formats (the ``format`` column, :data:`FORMATS`):
   :func:`~harness.manager.hier_prompts.tier1_tool_schemas`. An activation where a gold response before tier 1's part
   is not tier 0's, or where tier 1 would reject a gold response, gives none and is counted (:func:`build_samples`
   ``drops``).
+- ``hier_checks``: tier 1 of the ``hier`` policy as a check writer (``writes="checks"``): per state, the request it
+  is sent at the first check activation (:func:`checks_part`) and, as the target, the canonical reply listing the
+  specs the gold manager ran with ``run_check`` there (``{"checks": [...]}``); no tools.
 
-Kinds (the flat format; a hier sample is always ``atomic``):
+Kinds (the flat format; a hier or hier_checks sample is always ``atomic``):
 
 - ``atomic``: one activation (observation -> tool calls -> one control action);
 - ``full``: a whole episode: one system message, then each activation's user message and exchanges in order.
@@ -51,6 +54,7 @@ from typing import Any
 from harness.llm import ChatReply, Message
 from harness.manager.actions import tool_schemas
 from harness.manager.hier import HierPolicy
+from harness.manager.hier_checks import render_checks_reply
 from harness.manager.hier_prompts import tier1_tool_schemas
 from harness.manager.lifecycle import CONTROL_ACTIONS, Lifecycle, Phase
 from harness.manager.llm_policy import LLMPolicy
@@ -59,8 +63,9 @@ from synthesis.gold import LoggedResponse
 
 KINDS = ("atomic", "full")
 LABELS = ("clean", "repair", "post_repair", "benign", "undetectable")
-FORMATS = ("flat", "hier")
-"""Sample formats: the flat ``llm`` manager's conversations, or tier 1's of the ``hier`` manager."""
+FORMATS = ("flat", "hier", "hier_checks")
+"""Sample formats: the flat ``llm`` manager's conversations, tier 1's of the ``hier`` manager deciding, or tier 1's
+of the ``hier`` manager writing the turn's checks (``writes="checks"``)."""
 
 
 class _NoModel:
@@ -165,7 +170,7 @@ def legal_sequence(activations: Sequence[Activation]) -> str | None:
 
 @functools.lru_cache(maxsize=2)
 def _tools(format: str = "flat") -> list[dict[str, Any]]:
-    return tier1_tool_schemas() if format == "hier" else tool_schemas()
+    return tier1_tool_schemas() if format == "hier" else [] if format == "hier_checks" else tool_schemas()
 
 
 def _sample(
@@ -216,6 +221,36 @@ def hier_part(activation: Activation) -> tuple[int, list[list[Message]]] | str |
     finally:
         _HIER.rejected.clear()  # tier 0's record of rejected replies: nothing to keep here
     return start, conversations[start:]  # type: ignore[return-value]
+
+
+_HIER_CHECKS = HierPolicy(None, writes="checks")
+"""The ``hier`` policy whose tier 1 writes checks: its own rules and request builder (default settings)."""
+
+
+def checks_part(activation: Activation, asked: set[tuple[str, str]]) -> list[Message] | None:
+    """Tier 1's check-writing sample of a gold check activation: the conversation the ``hier`` policy with
+    ``writes="checks"`` sends (:meth:`~harness.manager.hier.HierPolicy.tier1_messages`: the first request after tier
+    0's ``check_execution``, once per state; ``asked`` holds the ``(turn, state)`` pairs already asked in this run),
+    followed by the canonical reply listing the specs of the gold's ``run_check`` calls in this activation
+    (:func:`~harness.manager.hier_checks.render_checks_reply`; a constraint the gold checks with its own code has no
+    spec and is left out). None when tier 1 is not asked here (tier 0's activations, a failed execution, a state
+    already asked)."""
+    for entry in activation.entries:
+        conversation = _HIER_CHECKS.tier1_messages(entry.inp)
+        if conversation is None:
+            continue
+        draft = json.loads(entry.inp.observation)["current_draft"]
+        key = (activation.turn_id, str(draft.get("id")))
+        if key in asked:
+            return None
+        asked.add(key)
+        specs = []
+        for response in activation.actions:
+            parsed = parse_response(response)
+            if parsed.ok and parsed.action is not None and parsed.action.name == "run_check":
+                specs.append(parsed.action.arguments["spec"])
+        return [*conversation, {"role": "assistant", "content": render_checks_reply(specs)}]
+    return None
 
 
 def build_samples(
@@ -270,6 +305,16 @@ def build_samples(
                     continue
                 messages = [*part[1][-1], {"role": "assistant", "content": activation.entries[-1].response}]
                 sample = _sample(messages, "atomic", activation.label, activation, activation.turn_id, meta, "hier")
+                sample["_activations"] = [activation]
+                samples.append(sample)
+    if "hier_checks" in formats:
+        asked: set[tuple[str, str]] = set()
+        for activation in activations:
+            messages = checks_part(activation, asked)
+            if messages is not None and activation.label in keep:
+                sample = _sample(
+                    messages, "atomic", activation.label, activation, activation.turn_id, meta, "hier_checks"
+                )
                 sample["_activations"] = [activation]
                 samples.append(sample)
     return samples

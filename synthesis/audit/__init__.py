@@ -21,14 +21,16 @@ private side, the task folders, the shards' fault records and the episode record
   escape quotes and newlines); prose is matched with whitespace collapsed. A string found inside a longer one found in
   the same sample counts once.
 - **evidence** (:mod:`synthesis.audit.decisions`, as the next two): every sample that ends in ``REPAIR`` holds, before
-  its final assistant message, a tool result that shows a violation: a ``run_probe`` result that ran and failed with an
-  ``AssertionError``, or a ``check_execution`` result whose verdict is ``failed`` (the rule of
-  ``synthesis.gold._violation``, written out here so the audit does not follow the audited code).
+  its final assistant message, a tool result that shows a violation: a ``run_check`` result whose ``passed`` is false,
+  a ``run_probe`` result that ran and failed with an ``AssertionError``, or a ``check_execution`` result whose verdict
+  is ``failed`` (the rule of ``synthesis.gold._violation``, written out here so the audit does not follow the audited
+  code). A ``hier_checks`` sample is left out: its target is the checks tier 1 writes, not the decision.
 - **twins** (:func:`twins_section`): the decision on a faulted state before any repair is the atomic sample of a
   faulted run (``fault_id`` set) at its fault's turn ending in ``REPAIR`` or ``FINALIZE_RELATIONS`` with label
   ``repair``, ``benign`` or ``undetectable``; its clean twin is the clean run's atomic sample (``fault_id`` empty) of
   the same task and turn ending in ``FINALIZE_RELATIONS``. Their pre-decision tool calls (every assistant message but
-  the last, parsed as ``<tool_call>`` JSON: name and arguments) are compared; the post-repair re-checks (label
+  the last, parsed as ``<tool_call>`` JSON: name and arguments; for a ``hier_checks`` sample the specs of its reply, as
+  ``run_check`` calls) are compared; the post-repair re-checks (label
   ``post_repair``) are compared with the same clean twin and counted apart.
 - **classifier** (:func:`classifier_section`): a bag-of-words logistic regression (numpy, binary word features of the
   tool names and argument JSON of the pre-decision calls alone) predicts ``REPAIR`` vs ``FINALIZE_RELATIONS`` at the

@@ -38,6 +38,20 @@ def pre_decision_calls(messages: Sequence[Mapping[str, str]]) -> list[tuple[str,
     return [parse_call(content) for content in assistant[:-1]]
 
 
+def row_calls(row: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The checks a sample runs before its decision: :func:`pre_decision_calls`; for a ``hier_checks`` sample (its
+    target is the checks tier 1 writes, tier 0 decides from their results) each spec of its reply as a
+    ``run_check`` call."""
+    if row.get("format") != "hier_checks":
+        return pre_decision_calls(row["messages"])
+    reply = [m["content"] for m in row["messages"] if m["role"] == "assistant"][-1:]
+    try:
+        specs = json.loads(reply[0])["checks"] if reply else []
+    except (ValueError, KeyError, TypeError):
+        return [("(unparseable)", {"text": reply[0][:200]})]
+    return [("run_check", {"spec": spec}) for spec in specs]
+
+
 def tool_results(messages: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
     """The JSON tool results (``<tool_response>`` messages) before the final assistant message."""
     last = max((k for k, m in enumerate(messages) if m["role"] == "assistant"), default=len(messages))
@@ -55,10 +69,12 @@ def tool_results(messages: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
 
 
 def shows_violation(result: Mapping[str, Any]) -> bool:
-    """A tool result that shows a violation: a probe that ran and failed with an ``AssertionError``, or a
-    ``check_execution`` verdict ``failed``."""
+    """A tool result that shows a violation: a ``run_check`` that ran and did not pass (``passed`` false), a probe
+    that ran and failed with an ``AssertionError``, or a ``check_execution`` verdict ``failed``."""
     if not result.get("ok"):
         return False
+    if "passed" in result:
+        return result["passed"] is False
     if "verdict" in result:
         return result["verdict"] == "failed"
     return result.get("succeeded") is False and result.get("error_type") == "AssertionError"
@@ -67,7 +83,7 @@ def shows_violation(result: Mapping[str, Any]) -> bool:
 # ---------------------------------------------------------------- (b) evidence
 def evidence_section(rows: Sequence[Mapping[str, Any]], examples: int = EXAMPLES) -> dict[str, Any]:
     """Part (b): of the samples ending in ``REPAIR``, how many hold a tool result showing the violation."""
-    repairs = [(k, r) for k, r in enumerate(rows) if r.get("control") == "REPAIR"]
+    repairs = [(k, r) for k, r in enumerate(rows) if r.get("control") == "REPAIR" and r.get("format") != "hier_checks"]
     missing = [(k, r) for k, r in repairs if not any(shows_violation(t) for t in tool_results(r["messages"]))]
     with_evidence = len(repairs) - len(missing)
     return {
@@ -121,7 +137,7 @@ def twins_section(rows: Sequence[Mapping[str, Any]], examples: int = EXAMPLES) -
         if twin is None:
             counts[prefix + "unpaired"] += 1
             continue
-        faulted, reference = pre_decision_calls(row["messages"]), pre_decision_calls(twin["messages"])
+        faulted, reference = row_calls(row), row_calls(twin)
         counts[prefix + "pairs"] += 1
         counts[prefix + "identical"] += faulted == reference
         counts[prefix + "same_tool_names"] += [c[0] for c in faulted] == [c[0] for c in reference]
@@ -188,7 +204,7 @@ def classifier_section(rows: Sequence[Mapping[str, Any]], seed: int = 0, folds: 
     if len(tasks) < 2:
         result["reason"] = "fewer than two tasks with check activations"
         return result
-    bags = [call_tokens(pre_decision_calls(r["messages"])) for r in instances]
+    bags = [call_tokens(row_calls(r)) for r in instances]
     order = [tasks[k] for k in np.random.default_rng(seed).permutation(len(tasks))]
     k = min(folds, len(tasks))
     fold_of = {task: i % k for i, task in enumerate(order)}

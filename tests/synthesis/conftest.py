@@ -1,5 +1,6 @@
-"""Fixtures shared by the synthesis tests: the built-in retail task with its candidate faults, a sandbox, and one tiny
-synthesis run (the hack suite, the fault labels and scripts/bench_rewards.py read it)."""
+"""Fixtures shared by the synthesis tests: the built-in retail task with its candidate faults and the check its turn 2
+states, a sandbox, and one tiny synthesis run (the hack suite, the fault labels and scripts/bench_rewards.py read
+it)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,20 @@ def candidates(task):
     spec = task_spec_from_folder(RETAIL)
     answers = {t: r.answer for t, r in task.load_answers().items()}
     return candidate_faults(spec, random.Random(0), answers=answers)
+
+
+@pytest.fixture(scope="module")
+def region_checks():
+    """The check turn 2 of the retail task states ("revenue per region"), as the gold writes it: the sum of revenue
+    per region of ``clean``, at 2 decimals. It fails on turn 2's ``wrong_column`` fault (grouped by another column)."""
+    from harness.checks.spec import parse_spec
+    from synthesis.checks import Check
+
+    spec = parse_spec(
+        {"kind": "group_aggregate", "variable": "by_region", "source": "clean", "by": "region", "column": "revenue",
+         "agg": "sum", "decimals": 2}
+    )  # fmt: skip
+    return {"2": (Check("by_region", "`by_region` is the sum of revenue per region over `clean`", spec),)}
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from harness.checks.spec import parse_spec
 from harness.manager.policy_types import PolicyInput
 from harness.manager.wire import parse_response
 from synthesis.checks import Check
@@ -73,17 +74,12 @@ def _first(faults, predicate):
     return found[0]
 
 
-def test_a_failing_check_is_repaired_with_a_hint_written_from_the_check(sandbox, task, faults):
+def test_a_failing_check_is_repaired_with_a_hint_written_from_the_check(sandbox, task, faults, region_checks):
     fault = _first(faults, lambda f: not f.benign and f.evidence_tool == "run_probe" and f.turn_id != "1")
-    # turn 1 states a constraint of its own; this check of the reported result fails on the faulted state only
+    assert fault.turn_id == "2"  # turn 1 states a constraint of its own; the check turn 2 states fails here only
+    (check,) = region_checks[fault.turn_id]
     answers = {t: r.answer for t, r in task.load_answers().items()}
-    expected = answers[fault.turn_id]
-    check = Check(
-        "result",
-        "the reported result equals the one the data gives",
-        f"assert result == {expected!r}, f'`result` = {{result!r}}'\n",
-    )
-    policy = GoldPolicy(checks={fault.turn_id: (check,)})
+    policy = GoldPolicy(checks=region_checks)
     record = play(task, sandbox, policy, fault, "gold").record
     assert all(a["legal"] for act in record.activations for a in act["actions"])
     assert _controls(record, fault.turn_id) == [
@@ -94,22 +90,41 @@ def test_a_failing_check_is_repaired_with_a_hint_written_from_the_check(sandbox,
         "FINALIZE_RELATIONS",
         "COMMIT_STATE",
     ]
-    assert len(record.repairs) == 1 and record.repairs[0]["variable"] == "result"
+    assert len(record.repairs) == 1 and record.repairs[0]["variable"] == "by_region"
     repair_activation = next(act for act in record.activations if "REPAIR" in _names(act))
     *tools, repair = repair_activation["actions"]
     result = json.loads(tools[-1]["result"])
-    assert tools[-1]["parsed"] == {"name": "run_probe", "arguments": {"code": check.code}}
-    assert result["succeeded"] is False and result["error_type"] == "AssertionError"
-    assert " ".join(result["error_message"].split())[:60] in repair["parsed"]["arguments"]["analytical_evidence"]
+    assert tools[-1]["parsed"] == {"name": "run_check", "arguments": {"spec": check.spec.to_dict()}}
+    assert result["passed"] is False and result["variable"] == "by_region" and result["reason"]
+    evidence = repair["parsed"]["arguments"]["analytical_evidence"]
+    assert evidence.startswith("run_check failed: ") and " ".join(result["reason"].split())[:60] in evidence
     hint = repair["parsed"]["arguments"]["error_hint"]
     assert hint == {
-        "error_variable": "result",
+        "error_variable": "by_region",
         "faulty_reasoning": f"it does not meet what the turn states: {check.requirement}",
     }
     assert fault.faulty_reasoning not in json.dumps(record.activations)  # the fault library's words never appear
     assert record.final_answers == answers
-    clean = play(task, sandbox, GoldPolicy(checks={fault.turn_id: (check,)}), None, "clean").record
+    clean = play(task, sandbox, GoldPolicy(checks=region_checks), None, "clean").record
     assert _check_calls(record, fault.turn_id) == _check_calls(clean, fault.turn_id)
+    assert clean.repairs == []  # the check passes on the clean state
+
+
+def test_constraints_are_stated_with_their_spec_and_checked_with_it(sandbox, task):
+    """A constraint no spec states (turn 1's derived-column rule) is opened with its text alone and verified with its
+    own code; restated by a spec, it is opened as ``{"text", "check"}`` and verified with ``run_check``."""
+    (rule,) = task.turns[0].constraints
+    record = play(task, sandbox, GoldPolicy(), None, "clean").record
+    opened = next(a for act in record.activations for a in act["actions"] if a["parsed"]["name"] == "OPEN_STATE")
+    assert opened["parsed"]["arguments"]["constraints"] == [{"text": rule.text}]
+    assert _check_calls(record, "1")[1] == ("run_probe", {"code": rule.code})
+    spec = parse_spec({"kind": "no_missing", "variable": "sales", "columns": ["order_id"]})
+    restated = Check("sales", rule.text, spec, constraint=rule.text)
+    record = play(task, sandbox, GoldPolicy(checks={"1": (restated,)}), None, "clean").record
+    opened = next(a for act in record.activations for a in act["actions"] if a["parsed"]["name"] == "OPEN_STATE")
+    assert opened["parsed"]["arguments"]["constraints"] == [{"text": rule.text, "check": spec.to_dict()}]
+    assert _check_calls(record, "1")[1:] == [("run_check", {"spec": spec.to_dict()})]
+    assert record.repairs == []
 
 
 def test_execution_error_is_repaired_from_check_execution(sandbox, task, faults):

@@ -12,9 +12,9 @@ import pytest
 from harness.llm import ChatReply
 from harness.manager.actions import make_action
 from harness.manager.hier import HIER_SYSTEM, HierPolicy
-from harness.manager.hier_prompts import tier1_tool_schemas
+from harness.manager.hier_checks import render_checks_reply
+from harness.manager.hier_prompts import CHECKS_SYSTEM, tier1_tool_schemas
 from harness.manager.wire import render_action
-from synthesis.checks import Check
 from synthesis.config import SynthesisConfig
 from synthesis.gold import GoldPolicy
 from synthesis.runs import play
@@ -27,15 +27,12 @@ from synthesis.samples import (
     token_counter,
 )
 
+REGION_SPEC = {
+    "kind": "group_aggregate", "variable": "by_region", "source": "clean", "by": "region", "column": "revenue",
+    "agg": "sum", "decimals": 2,
+}  # fmt: skip
+"""The spec of the check turn 2 states (the ``region_checks`` fixture)."""
 META = {"task_id": "builtin-retail-sales", "domain": "retail", "fault_type": "x", "fault_id": "f", "source": "t"}
-
-
-def _revealing(task, fault):
-    """A check of the faulted turn's reported result against the clean answer, with a message that the gold's
-    REPAIR evidence quotes: fails on the faulted state only."""
-    expected = task.load_answers()[fault.turn_id].answer
-    code = f"assert result == {expected!r}, 'result is ' + repr(result)\n"
-    return (Check("result", "the reported result is what the data gives", code),)
 
 
 class Replay:
@@ -56,8 +53,8 @@ def fault(candidates):
 
 
 @pytest.fixture(scope="module")
-def gold_runs(sandbox, task, fault):
-    checks = {fault.turn_id: _revealing(task, fault)}
+def gold_runs(sandbox, task, fault, region_checks):
+    checks = region_checks  # the check turn 2 states: fails on the faulted state only
     clean = play(task, sandbox, GoldPolicy(checks=checks), None, "clean")
     faulted = play(task, sandbox, GoldPolicy(checks=checks), fault, "gold")
     return {None: clean, fault: faulted}
@@ -110,12 +107,12 @@ def test_the_policy_attributes_the_actors(sandbox, task, candidates, gold_runs, 
     assert {a.label for a in activations if a.start_phase == "updated"} == {"clean", "repair", "post_repair"}
     repair = next(a for a in activations if a.label == "repair")
     names = [e.response for e in repair.entries]
-    assert '"check_execution"' in names[0] and '"run_probe"' in names[1] and '"REPAIR"' in names[-1]
-    # the decision's conversation holds tier 1's probe and its result, not tier 0's check
+    assert '"check_execution"' in names[0] and '"run_check"' in names[1] and '"REPAIR"' in names[-1]
+    # the decision's conversation holds tier 1's check and its result, not tier 0's check_execution
     builder = HierPolicy(None)
     messages = builder.tier1_messages(repair.entries[-1].inp)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert "run_probe" in messages[2]["content"] and messages[3]["content"].startswith("<tool_response>")
+    assert "run_check" in messages[2]["content"] and messages[3]["content"].startswith("<tool_response>")
     assert builder.tier1_messages(repair.entries[0].inp) is None  # tier 0's check_execution
     # a cell that raised: the gold's REPAIR is tier 0's, no hier sample
     crash = next(f for f in candidates if f.turn_id == "2" and f.fault_type == "execution_error")
@@ -170,11 +167,36 @@ def test_hier_samples_filter_and_count_with_their_own_tools(gold_runs, fault, qw
     assert filter_samples([broken], None, 40960)[1] == {"illegal sequence": 1}
 
 
+def test_hier_checks_samples_are_what_the_check_writer_is_sent_and_replay_the_gold_decisions(sandbox, task, gold_runs):
+    """Tier 1 of ``hier`` writing checks, answered with the hier_checks samples' replies in order: it is asked with
+    exactly the samples' conversations, and tier 0 running those checks repairs what the gold repaired."""
+    for injected, run in gold_runs.items():
+        fault_turn = None if injected is None else injected.turn_id
+        samples = build_samples(run.log, META, fault_turn=fault_turn, benign=False, kinds=[], formats=["hier_checks"])
+        assert len(samples) == len(task.turns) and {s["format"] for s in samples} == {"hier_checks"}
+        assert all(s["tools"] == [] and s["messages"][0]["content"] == CHECKS_SYSTEM for s in samples)
+        replies = [s["messages"][-1]["content"] for s in samples]
+        assert replies[1] == render_checks_reply([REGION_SPEC]) and replies[0] == '{"checks": []}'
+        backend = Replay(replies)
+        policy = HierPolicy(backend, writes="checks")
+        record = play(task, sandbox, policy, injected, "hier").record
+        assert not backend.replies and not policy.rejected
+        assert [messages for messages, _ in backend.asked] == [s["messages"][:-1] for s in samples]
+        gold = run.record
+        assert [(r["turn_id"], r["variable"]) for r in record.repairs] == [
+            (r["turn_id"], r["variable"]) for r in gold.repairs
+        ]
+        assert record.final_answers == gold.final_answers
+    assert {s["label"] for s in samples} == {"clean", "repair"}
+
+
 def test_the_formats_field_is_validated_and_changes_the_fingerprint():
     from synthesis.driver import config_fingerprint
 
-    assert SynthesisConfig().formats == ["flat", "hier"]
-    with pytest.raises(ValueError, match=r"^formats=\['tree'\]: use a non-empty subset of \['flat', 'hier'\]\.$"):
+    assert SynthesisConfig().formats == ["flat", "hier", "hier_checks"]
+    with pytest.raises(
+        ValueError, match=r"^formats=\['tree'\]: use a non-empty subset of \['flat', 'hier', 'hier_checks'\]\.$"
+    ):
         SynthesisConfig(formats=["tree"])
     with pytest.raises(ValueError, match="formats=\\[\\]"):
         SynthesisConfig(formats=[])
@@ -187,7 +209,12 @@ def test_the_synthesis_exports_both_formats(synthesized):
     stats = json.loads((synthesized / "stats.json").read_text())
     rows = [r for split in load_from_disk(str(synthesized / "dataset")).values() for r in split]
     by_format = Counter(r["format"] for r in rows)
-    assert stats["samples"]["by_format"] == dict(sorted(by_format.items())) and set(by_format) == {"flat", "hier"}
+    assert stats["samples"]["by_format"] == dict(sorted(by_format.items()))
+    assert set(by_format) == {"flat", "hier", "hier_checks"}
+    writer = [r for r in rows if r["format"] == "hier_checks"]
+    assert all(r["tools"] == [] and r["messages"][0]["content"] == CHECKS_SYSTEM for r in writer)
+    assert all(isinstance(json.loads(r["messages"][-1]["content"])["checks"], list) for r in writer)
+    assert any(json.loads(r["messages"][-1]["content"])["checks"] for r in writer)  # the gold's specs as targets
     hier = [r for r in rows if r["format"] == "hier"]
     assert all(r["tools"] == tier1_tool_schemas() and r["kind"] == "atomic" for r in hier)
     assert all(r["messages"][0]["content"] == HIER_SYSTEM for r in hier)

@@ -43,6 +43,9 @@ def test_kept_faults_change_answers_and_the_repair_reproduces_the_clean_ones(san
             assert outcome.gold.record.repairs == [] and outcome.gold.record.final_answers != clean
             continue
         assert outcome.gold.record.final_answers == clean, outcome.fault.fault_type
+        if outcome.fault.fault_type == "execution_error":  # what revealed it at its turn: the failed step
+            assert outcome.revealed_by[0] == "check_execution"
+        assert bool(outcome.revealed_by) == bool(outcome.detectable)
         if outcome.fault.benign:
             assert outcome.gold.record.repairs == []
         else:
@@ -82,3 +85,24 @@ def test_checkpoint_reuse_equals_a_full_replay(sandbox, task, faults):
         if a.gold is not None:
             assert _strip(a.gold.record) == _strip(b.gold.record), a.fault.fault_type
             assert [e.response for e in a.gold.log] == [e.response for e in b.gold.log]
+
+
+def test_the_card_counts_detectability_by_fault_type_and_what_only_the_new_kinds_revealed():
+    from synthesis.export import _detectability, _detectability_table
+
+    kept = [
+        {"fault_type": "rounding", "benign": False, "detectable": True, "revealed_by": ["resample"]},
+        {"fault_type": "rounding", "benign": False, "detectable": True, "revealed_by": ["resample", "constraint"]},
+        {"fault_type": "rounding", "benign": False, "detectable": False, "revealed_by": []},
+        {"fault_type": "unit_slip", "benign": False, "detectable": True, "revealed_by": ["unit_scale", "resample"]},
+        {"fault_type": "benign_rewrite", "benign": True, "detectable": None},
+    ]
+    table = _detectability(kept)
+    assert table == {
+        "benign_rewrite": {"detectable": 0, "undetectable": 0, "benign": 1, "new_kinds_only": 0},
+        "rounding": {"detectable": 2, "undetectable": 1, "benign": 0, "new_kinds_only": 1},
+        "unit_slip": {"detectable": 1, "undetectable": 0, "benign": 0, "new_kinds_only": 1},
+    }
+    card = _detectability_table(table, ["unit_scale", "resample"])
+    assert "| rounding | 2 | 1 | 1 | 0 |" in card and "| **all** | 3 | 2 | 1 | 1 |" in card
+    assert "This run skipped the check kinds ['unit_scale', 'resample']" in card

@@ -4,7 +4,6 @@ from dataclasses import replace
 
 import pytest
 
-from synthesis.checks import Check
 from synthesis.gold import GoldPolicy
 from synthesis.runs import play
 from synthesis.samples import (
@@ -20,17 +19,11 @@ from synthesis.samples import (
 META = {"task_id": "builtin-retail-sales", "domain": "retail", "fault_type": "x", "fault_id": "f", "source": "t"}
 
 
-def _revealing(task, fault):
-    """A check of the faulted turn's reported result against the clean answer: fails on the faulted state only."""
-    expected = task.load_answers()[fault.turn_id].answer
-    return (Check("result", "the reported result is what the data gives", f"assert result == {expected!r}\n"),)
-
-
 @pytest.fixture(scope="module")
 def runs(sandbox, task, candidates):
-    fault = next(f for f in candidates if f.turn_id == "1" and not f.benign)
+    fault = next(f for f in candidates if f.turn_id == "1" and not f.benign)  # turn 1's stated constraint reveals it
     clean = play(task, sandbox, GoldPolicy(), None, "clean")
-    gold = play(task, sandbox, GoldPolicy(checks={fault.turn_id: _revealing(task, fault)}), fault, "gold")
+    gold = play(task, sandbox, GoldPolicy(), fault, "gold")
     return clean, gold, fault
 
 
