@@ -2,6 +2,7 @@
 synthesized task; a clean run commits every turn without a repair, a wrong total is repaired at its turn quoting the
 failed check, and its notes round-trip."""
 
+import json
 import shutil
 
 import pytest
@@ -95,3 +96,28 @@ def test_a_wrong_total_is_repaired_at_its_turn_quoting_the_failed_check(synthesi
     arguments = repairs[0][1]["parsed"]["arguments"]
     assert arguments["analytical_evidence"].startswith("run_check failed: ")
     assert arguments["error_hint"]["error_variable"].endswith("_total")
+
+
+def test_the_update_lists_the_columns_a_summary_cut_off_and_notes_them():
+    from harness.manager.policy_types import PolicyInput
+    from harness.manager.wire import parse_response
+    from harness.tasks import Turn
+
+    turn = Turn("2", "Using the result of turn 1: Clean the data.", "Drop rows with no a or no b.")
+    draft = {"issue": "Turn 2: ...", "constraints": [], "used_variables": []}
+    obs = {"event_type": "turn_end", "current_draft": draft, "pending_start_step": 3, "pending_end_step": 3}
+    legal = ("UPDATE_STATE", "check_execution", "run_probe")
+    step = {"ok": True, "step_id": 3, "results": [], "variables": [
+        {"name": "wide", "type": "pd.DataFrame", "summary": "DataFrame 2x9 columns=[a, b, ...]"}]}  # fmt: skip
+    policy = get_policy("read")
+
+    def respond(*results):
+        inp = PolicyInput(json.dumps(obs), tuple(json.dumps(r) for r in results), legal, turn)
+        return parse_response(policy.respond(inp)).action
+
+    assert respond().name == "check_execution" and respond().arguments == {"step_id": 3}
+    probe = respond(step)
+    assert probe.name == "run_probe" and "wide.columns" in probe.arguments["code"]
+    update = respond(step, {"ok": True, "results": [{"wide": ["a", "b", "c"]}]})
+    assert update.name == "UPDATE_STATE" and update.arguments["used_variables"] == ["wide"]
+    assert parse_note(update.arguments["issue"]).variables == (Variable("wide", "frame", ("a", "b", "c")),)
