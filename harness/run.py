@@ -113,6 +113,12 @@ def add_oracle_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="show the manager the constraints' code (an oracle unless the task declares it public; default: texts)",
     )
+    parser.add_argument(
+        "--oracle-checks",
+        action="store_true",
+        help="give the oracle arm hier-checks:gold the gold's check specs of each turn (read from the task's private "
+        "folder; no other manager reads them)",
+    )
 
 
 def _build_worker_with_faults(
@@ -165,6 +171,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     from harness.cli import prepare_out_dir
     from harness.live import EpisodeView, grade_rows
     from harness.manager import ManagerRuntime, RuntimeConfig, append_episode, get_policy
+    from harness.manager.check_writers import GOLD_NEEDS_SWITCH, needs_oracle_checks
     from harness.manager.model_settings import ModelSettingError, constrain_actions, limit_reply_tokens
     from harness.sandbox import Sandbox, SandboxConfig, SandboxUnavailableError
     from harness.specs import parse_manager_spec, parse_worker_spec
@@ -179,9 +186,12 @@ def run_from_args(args: argparse.Namespace) -> int:
     except (TaskConfigError, FileNotFoundError) as exc:
         raise RunError(f"--task {args.task}: {exc}") from exc
     try:
-        policy = get_policy(str(parse_manager_spec(args.manager)))
+        manager = parse_manager_spec(args.manager)
+        policy = get_policy(str(manager))
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    if needs_oracle_checks(manager) and not args.oracle_checks:
+        raise RunError(f"--manager {manager}: {GOLD_NEEDS_SWITCH}")
     if args.legal_actions_only and not args.constrained_decoding:
         raise RunError("--legal-actions-only narrows the action grammar; add --constrained-decoding.")
     try:
@@ -196,7 +206,11 @@ def run_from_args(args: argparse.Namespace) -> int:
         overrides["max_turn_end_activations"] = args.max_turn_end_activations
     if args.flow is not None:
         overrides["flow"] = args.flow
-    overrides |= {"oracle_relations": args.oracle_relations, "executable_constraints": args.executable_constraints}
+    overrides |= {
+        "oracle_relations": args.oracle_relations,
+        "executable_constraints": args.executable_constraints,
+        "oracle_checks": args.oracle_checks,
+    }
     try:
         config = RuntimeConfig(**overrides)
     except (TypeError, ValueError) as exc:

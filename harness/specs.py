@@ -1,7 +1,8 @@
 """The manager spec and the suite spec every command and config takes, each parsed in one place.
 
 - **manager** (``--manager``, ``managers:``): ``none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH |
-  llm:URL | llm-hf:PATH | freeform:URL | freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH | read``
+  llm:URL | llm-hf:PATH | freeform:URL | freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH |
+  hier-checks:none | hier-checks:gold | hier-checks:llm:URL | hier-checks:llm-hf:PATH | read``
   (:data:`MANAGER_GRAMMAR`; what each one is: :mod:`harness.manager.policies`). :func:`parse_manager_spec` turns one
   into a :class:`ManagerSpec` (name, ``k``, ``model``, ``tier1``) and :func:`parse_manager_specs` a list, with every
   problem of the list in one message;
@@ -62,6 +63,7 @@ MANAGER_KINDS: dict[str, ManagerKind] = {
     "freeform": ManagerKind(model="url"),
     "freeform-hf": ManagerKind(model="path"),
     "hier": ManagerKind(model="tier1"),
+    "hier-checks": ManagerKind(model="tier1"),
     "read": ManagerKind(),
 }
 """Manager spec name -> its arguments; the names of :data:`harness.manager.policy_registry.POLICIES` (a test keeps them
@@ -69,7 +71,8 @@ equal)."""
 
 MANAGER_GRAMMAR = (
     "none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL | llm-hf:PATH | freeform:URL | "
-    "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH | read"
+    "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH | hier-checks:none | hier-checks:gold | "
+    "hier-checks:llm:URL | hier-checks:llm-hf:PATH | read"
 )
 """The manager specs, as help texts and errors show them."""
 
@@ -99,7 +102,9 @@ class ManagerSpec:
     def answers_in_actions(self) -> bool:
         """A chat model writes the manager's wire actions (llm, hier with a model; not freeform or windowed, which
         write prose)."""
-        return self.name in ("llm", "llm-hf") or (self.name == "hier" and self.tier1 in ("llm", "llm-hf"))
+        return self.name in ("llm", "llm-hf") or (
+            self.name in ("hier", "hier-checks") and self.tier1 in ("llm", "llm-hf")
+        )
 
     def __str__(self) -> str:
         k = [str(self.k)] if self.k is not None else []
@@ -145,13 +150,15 @@ def _manager_problem(spec: str, check_paths: bool) -> tuple[ManagerSpec | None, 
     tier1: str | None = None
     if kind.model == "tier1":
         tier1, _, after = (rest or "").partition(":")
-        if tier1 == "none" and rest == "none":
-            return ManagerSpec(name, tier1="none"), None
+        if tier1 == "none" and rest == "none" or (name == "hier-checks" and tier1 == "gold" and rest == "gold"):
+            return ManagerSpec(name, tier1=tier1), None
         if tier1 not in ("llm", "llm-hf"):
             got = "no argument" if rest is None else repr(rest)
             return None, (
-                "the hierarchical manager takes its decision model: hier:none (the harness alone), hier:llm:URL (an "
-                f"OpenAI-compatible endpoint) or hier:llm-hf:PATH (a local transformers folder); got {got}"
+                f"the hierarchical manager takes its model: {name}:none (the harness alone), {name}:llm:URL (an "
+                f"OpenAI-compatible endpoint) or {name}:llm-hf:PATH (a local transformers folder)"
+                + (", or hier-checks:gold (the oracle arm: the gold's specs)" if name == "hier-checks" else "")
+                + f"; got {got}"
             )
         kind, rest = ManagerKind(model="url" if tier1 == "llm" else "path"), after
     if kind.model == "none":

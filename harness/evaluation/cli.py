@@ -23,17 +23,17 @@ are; an ``--out`` holding another evaluation's episodes (another faults file, wo
 task folder or code version: ``OUT/fingerprint.json``) is refused naming what changed, and ``--overwrite`` starts
 fresh. One evaluation at a time per ``--out`` (a lock; a second is refused). Every endpoint named by ``--manager`` and
 ``--worker`` must answer ``GET /models`` before any episode runs. An ``--out`` inside a task folder is refused.
-Progress (episodes done / total, ETA) goes to stderr: a bar on a terminal, plain lines otherwise. The output ends
-with a table per arm (episodes, errored, task and turn accuracy, DCR with its n, repair precision / recall, the
-difference versus the first arm with its 95 % CI); every figure is in ``OUT/results.json``. ``--out`` (and
-``--cache`` for a named suite) is checked writable, and created, before any episode runs. The manager sees each turn's
-question, context and constraint texts: ``--oracle-relations`` adds the task's dependency graph and
-``--executable-constraints`` the constraints' code (oracles a real benchmark does not give: results.json's ``oracles``
-and report.md say so, loudly for a held-out suite). Exit code 0 when the evaluation ran, 2 for bad input (the message
-names the flag or the file and the fix; also a dead endpoint, a locked or mismatched ``--out``), 3 when the suite is
-unavailable (e.g. the DABench dev set is not on this machine), 4 when some episodes errored (an exception, or a manager
-backend that failed during them: recorded as the episode's ``error``, counted per variant as ``n_errored``, left out of
-the metrics).
+Progress (episodes done / total, ETA) goes to stderr: a bar on a terminal, plain lines otherwise. The output ends with
+a table per arm (episodes, errored, task and turn accuracy, DCR with its n, repair precision / recall, the difference
+versus the first arm with its 95 % CI); every figure is in ``OUT/results.json``. ``--out`` (and ``--cache`` for a named
+suite) is checked writable, and created, before any episode runs. The manager sees each turn's question, context and
+constraint texts: ``--oracle-relations`` adds the task's dependency graph and ``--executable-constraints`` the
+constraints' code, ``--oracle-checks`` gives the oracle arm ``hier-checks:gold`` the gold's check specs (oracles a real
+benchmark does not give: results.json's ``oracles`` and report.md say so, loudly for a held-out suite). Exit code 0
+when the evaluation ran, 2 for bad input (the message names the flag or the file and the fix; also a dead endpoint, a
+locked or mismatched ``--out``), 3 when the suite is unavailable (e.g. the DABench dev set is not on this machine), 4
+when some episodes errored (an exception, or a manager backend that failed during them: recorded as the episode's
+``error``, counted per variant as ``n_errored``, left out of the metrics).
 """
 
 from __future__ import annotations

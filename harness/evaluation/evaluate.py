@@ -98,6 +98,7 @@ RESULTS_FILE = "results.json"
 ORACLE_SWITCHES = {
     "oracle_relations": "the task's dependency graph",
     "executable_constraints": "the constraints' code",
+    "oracle_checks": "the gold's check specs",
 }
 """The RuntimeConfig switches that put an oracle into the manager's view -> what they show."""
 RUN_FIELDS = ("workers", *EXECUTION_FIELDS)
@@ -151,6 +152,10 @@ class EvaluationConfig:
     executable_constraints: bool = field(
         default=False,
         metadata={"help": "Show the manager the constraints' code (an oracle unless a task declares it public)."},
+    )
+    oracle_checks: bool = field(
+        default=False,
+        metadata={"help": "Give hier-checks:gold the gold's check specs (an oracle; RuntimeConfig.oracle_checks)."},
     )
     runtime: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "More RuntimeConfig fields (e.g. max_actions) for every episode."}
@@ -253,7 +258,7 @@ class EvaluationConfig:
         return build_config(cls, data, source=source)
 
     def runtime_fields(self) -> dict[str, Any]:
-        """The RuntimeConfig fields of every episode: ``flow``, the two oracle switches, then ``runtime``."""
+        """The RuntimeConfig fields of every episode: ``flow``, the oracle switches, then ``runtime``."""
         return {"flow": self.flow, **{name: getattr(self, name) for name in ORACLE_SWITCHES}, **self.runtime}
 
     @property
@@ -424,9 +429,12 @@ def _close_episodes() -> None:
 def make_policy(spec: str, config: EvaluationConfig) -> Any:
     """The policy of one variant, made only when it has episodes to run (an in-process model loads once)."""
     from harness.manager import get_policy
+    from harness.manager.check_writers import GOLD_NEEDS_SWITCH, needs_oracle_checks
     from harness.manager.llm_policy import LLMPolicy
     from harness.manager.model_settings import constrain_actions, limit_reply_tokens
 
+    if needs_oracle_checks(parse_manager_spec(spec, check_paths=False)) and not config.oracle_checks:
+        raise EvaluationError(f"--manager {spec}: {GOLD_NEEDS_SWITCH}")
     try:
         policy = get_policy(spec)
         if config.manager_max_tokens is not None and getattr(policy, "backend", None) is not None:

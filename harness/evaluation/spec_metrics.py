@@ -8,7 +8,7 @@
   gold specs: ``recall`` = matched gold specs / gold specs, ``precision`` = matched manager specs / manager specs. A
   manager's specs of a turn are the distinct specs of its legal ``run_check`` calls in the activations of that turn
   (:func:`manager_specs`). The gold's specs travel with the task: ``private/synthesis.json`` ->
-  ``turns.<turn id>.checks`` (a list of spec objects, :data:`GOLD_CHECKS_KEY`), written by synthesis; a suite
+  ``turns.<turn id>.checks`` (a list of spec objects, :mod:`harness.checks.gold`), written by synthesis; a suite
   without them has no spec scores (None).
 - **fault detection** (:func:`fault_detection`): in faulted episodes, the share whose fault turn the manager
   repaired (``detected``), and the same over the faults the suite marks detectable (``detectable``: the fault line's
@@ -19,21 +19,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
+from harness.checks.gold import distinct_specs
 from harness.checks.spec import CheckSpec, CheckSpecError, parse_spec
 
 logger = logging.getLogger(__name__)
 
-GOLD_CHECKS_FILE = "synthesis.json"
-"""The private file of a synthesized task folder that may hold the gold's specs."""
-GOLD_CHECKS_KEY = "checks"
-"""``turns.<turn id>.<GOLD_CHECKS_KEY>`` of :data:`GOLD_CHECKS_FILE`: the gold's specs of the turn (spec objects)."""
 
 KEY_FIELDS: dict[str, tuple[str, ...]] = {
     "filter": ("variable", "column", "op", "value"),
@@ -94,33 +89,6 @@ def match_counts(
     return Counter(s.kind for s in gold), Counter(s.kind for s in made), matched
 
 
-def _distinct(specs: Sequence[CheckSpec]) -> list[CheckSpec]:
-    return list({json.dumps(s.to_dict(), sort_keys=True): s for s in specs}.values())
-
-
-def gold_specs_of(private_dir: str | Path) -> dict[str, tuple[CheckSpec, ...]] | None:
-    """The gold's specs per turn id from ``private_dir/synthesis.json`` (None when the file or every turn's
-    ``checks`` is absent; a spec that does not parse is skipped with a warning)."""
-    path = Path(private_dir) / GOLD_CHECKS_FILE
-    if not path.is_file():
-        return None
-    turns = json.loads(path.read_text(encoding="utf-8")).get("turns", {})
-    if not isinstance(turns, Mapping) or not any(
-        isinstance(t, Mapping) and GOLD_CHECKS_KEY in t for t in turns.values()
-    ):
-        return None
-    out: dict[str, tuple[CheckSpec, ...]] = {}
-    for turn_id, turn in turns.items():
-        specs = []
-        for data in turn.get(GOLD_CHECKS_KEY, []) if isinstance(turn, Mapping) else []:
-            try:
-                specs.append(parse_spec(data))
-            except CheckSpecError as exc:
-                logger.warning("%s: turn %s: a gold spec is skipped: %s", path, turn_id, exc)
-        out[str(turn_id)] = tuple(_distinct(specs))
-    return out
-
-
 def manager_specs(record: Any) -> dict[str, list[CheckSpec]]:
     """Turn id -> the distinct specs of the legal ``run_check`` calls the manager made in that turn's activations
     (a spec that does not parse is no spec)."""
@@ -137,7 +105,7 @@ def manager_specs(record: Any) -> dict[str, list[CheckSpec]]:
             except CheckSpecError:
                 continue
             out.setdefault(str(activation.get("turn_id")), []).append(spec)
-    return {turn: _distinct(specs) for turn, specs in out.items()}
+    return {turn: distinct_specs(specs) for turn, specs in out.items()}
 
 
 def _ratio(a: int, b: int) -> float | None:

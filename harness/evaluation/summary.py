@@ -57,8 +57,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.checks.gold import gold_specs_of
 from harness.evaluation.dabench import DABenchScore, aggregate
-from harness.evaluation.spec_metrics import fault_detection, gold_specs_of, spec_scores
+from harness.evaluation.spec_metrics import fault_detection, spec_scores
 from harness.evaluation.stats import (
     N_RESAMPLES,
     Unit,

@@ -29,7 +29,7 @@
   specs from the turn's words and runs them, no model.
 """
 
-from harness.manager import hier, llm_policy, policies, read_policy, windowed  # noqa: F401  (each registers its policies)
+from harness.manager import check_writers, hier, llm_policy, policies, read_policy, windowed  # noqa: F401  (each registers its policies)
 from harness.manager.actions import (
     ACTION_KIND,
     ACTION_NAMES,

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.checks.gold import gold_specs_of
 from harness.manager.actions import make_action
 from harness.manager.lifecycle import Lifecycle
 from harness.manager.wire import render_action
@@ -37,12 +38,39 @@ class ManagerView:
     executable_constraints: bool = field(
         default=False, metadata={"help": "Show each constraint's executable code; else its text only."}
     )
+    oracle_checks: bool = field(
+        default=False,
+        metadata={"help": "Give the gold's check specs of each turn (gold_checks; read by hier-checks:gold only)."},
+    )
+    gold_checks: Mapping[str, tuple[dict[str, Any], ...]] = field(
+        default_factory=dict,
+        compare=False,
+        repr=False,
+        metadata={"help": "Turn id -> the gold's check specs (JSON), loaded when oracle_checks is on; else empty."},
+    )
 
     @classmethod
-    def of(cls, task: Task, oracle_relations: bool = False, executable_constraints: bool = False) -> ManagerView:
-        """The view of ``task``'s turns under the two switches; constraint code is shown also when the task declares
-        it public (:func:`constraint_code_public`)."""
-        return cls(oracle_relations, executable_constraints or constraint_code_public(task))
+    def of(
+        cls,
+        task: Task,
+        oracle_relations: bool = False,
+        executable_constraints: bool = False,
+        oracle_checks: bool = False,
+    ) -> ManagerView:
+        """The view of ``task``'s turns under the three switches; constraint code is shown also when the task
+        declares it public (:func:`constraint_code_public`); the gold's specs come from the task's private folder
+        (:func:`harness.checks.gold.gold_specs_of`; none for a task without them)."""
+        gold: dict[str, tuple[dict[str, Any], ...]] = {}
+        if oracle_checks:
+            found = gold_specs_of(task.private_dir) or {}
+            gold = {turn_id: tuple(spec.to_dict() for spec in specs) for turn_id, specs in found.items()}
+        return cls(oracle_relations, executable_constraints or constraint_code_public(task), oracle_checks, gold)
+
+    def recorded(self) -> dict[str, bool]:
+        """The switches as an episode record's ``manager_view`` holds them: ``oracle_checks`` only when it is on, the
+        gold's specs themselves never."""
+        shown = {"oracle_relations": self.oracle_relations, "executable_constraints": self.executable_constraints}
+        return shown | ({"oracle_checks": True} if self.oracle_checks else {})
 
 
 CODE_PUBLIC_KEY = "constraint_code_public"

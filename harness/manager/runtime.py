@@ -38,8 +38,9 @@ This module holds what both flows share:
 - the manager's *view* (:class:`~harness.manager.policy_types.ManagerView`, in every :class:`PolicyInput`): by default
   the turn's id, question, context and constraint texts and which committed state covers each earlier turn; the task's
   dependency graph only with ``RuntimeConfig.oracle_relations``, constraint code only with
-  ``RuntimeConfig.executable_constraints`` or when the task's metadata sets ``constraint_code_public: true``. The
-  episode record's ``config`` holds both switches, ``constraint_code_public`` and the effective ``manager_view``.
+  ``RuntimeConfig.executable_constraints`` or when the task's metadata sets ``constraint_code_public: true``; the
+  gold's check specs only with ``RuntimeConfig.oracle_checks`` (read by the oracle arm ``hier-checks:gold`` alone).
+  The episode record's ``config`` holds the switches, ``constraint_code_public`` and the effective ``manager_view``.
 - live-view events: ``on_event(name, payload)`` with the names of :data:`EVENTS`; an exception raised by the callback
   is logged and never breaks the episode.
 
@@ -56,7 +57,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 from harness.evaluation.result import GradeResult
@@ -134,7 +134,9 @@ class ManagerRuntime:
         self.windowed = getattr(policy, "style", "stateful") == "windowed"
         self.reviews = bool(policy.active) and not self.windowed
         self.lifecycle = Lifecycle(max_actions=self.config.max_actions, max_repairs=self.config.max_repairs)
-        self.view = ManagerView.of(task, self.config.oracle_relations, self.config.executable_constraints)
+        self.view = ManagerView.of(
+            task, self.config.oracle_relations, self.config.executable_constraints, self.config.oracle_checks
+        )
         self.committed: dict[str, AnalyticalState] = {}
         self._index_cache: tuple[tuple[AnalyticalState, ...], tuple[StateSummary, ...]] = ((), ())
         self.turn_states: dict[str, str] = {}
@@ -160,7 +162,7 @@ class ManagerRuntime:
                 "faults": {t: f.fault_type for t, f in getattr(worker, "faults", {}).items()},
                 **{k: v for k, v in vars(self.config).items() if k != "flow"},
                 CODE_PUBLIC_KEY: constraint_code_public(task),
-                "manager_view": asdict(self.view),
+                "manager_view": self.view.recorded(),
             },
             simulated=bool(getattr(worker, "simulated", False)),
         )

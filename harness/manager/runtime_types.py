@@ -73,6 +73,14 @@ class RuntimeConfig:
             "constraint texts only, unless the task's metadata sets constraint_code_public: true."
         },
     )
+    oracle_checks: bool = field(
+        default=False,
+        metadata={
+            "help": "Give the manager the gold's check specs of each turn (an oracle: synthesis wrote them from the "
+            "turn's private slots into private/synthesis.json); only the oracle arm hier-checks:gold reads them. "
+            "False: a manager writes its own checks."
+        },
+    )
     restorable_checkpoints: bool = field(
         default=True,
         metadata={

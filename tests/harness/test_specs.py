@@ -20,7 +20,7 @@ from harness.specs import (
 def test_every_name_of_the_grammar_has_a_registered_policy():
     assert set(MANAGER_KINDS) == set(POLICIES)
     assert [part.split(":")[0].split("[")[0] for part in MANAGER_GRAMMAR.split(" | ")] == [
-        name for name in MANAGER_KINDS for _ in range(3 if name == "hier" else 1)
+        name for name in MANAGER_KINDS for _ in range({"hier": 3, "hier-checks": 4}.get(name, 1))
     ]
 
 
@@ -65,8 +65,10 @@ def test_local_models(tmp_path):
         ("llm", "URL (the endpoint's API root, such as http://localhost:8000/v1) is missing"),
         ("llm:localhost:8000", "URL must be an http(s) API root"),
         ("llm-hf:/no/such/folder", "model folder /no/such/folder does not exist"),
-        ("hier", "the hierarchical manager takes its decision model: hier:none (the harness alone), hier:llm:URL"),
-        ("hier:none:x", "the hierarchical manager takes its decision model: hier:none (the harness alone)"),
+        ("hier", "the hierarchical manager takes its model: hier:none (the harness alone), hier:llm:URL"),
+        ("hier:none:x", "the hierarchical manager takes its model: hier:none (the harness alone)"),
+        ("hier:gold", "the hierarchical manager takes its model: hier:none (the harness alone), hier:llm:URL"),
+        ("hier-checks:x", "the hierarchical manager takes its model: hier-checks:none (the harness alone)"),
         ("hier:llm:localhost:8000", "URL must be an http(s) API root"),
         ("hier:llm-hf:/no/such/folder", "model folder /no/such/folder does not exist"),
     ],

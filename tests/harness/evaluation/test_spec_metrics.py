@@ -3,10 +3,10 @@
 import json
 from types import SimpleNamespace
 
+from harness.checks.gold import gold_specs_of
 from harness.checks.spec import Filter, Rounded, TopK
 from harness.evaluation.spec_metrics import (
     fault_detection,
-    gold_specs_of,
     manager_specs,
     match_counts,
     spec_key,

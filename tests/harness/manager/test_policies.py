@@ -65,6 +65,7 @@ def test_get_policy_lists_valid_names():
         "freeform",
         "freeform-hf",
         "hier",
+        "hier-checks",
         "read",
     }
     assert names == set(POLICIES)
