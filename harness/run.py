@@ -12,8 +12,9 @@ Workers (``--worker``):
 - ``hf:PATH``: the same worker over an in-process transformers checkpoint (needs the ``train`` extra).
 
 Managers (``--manager``): ``none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL |
-llm-hf:PATH | freeform:URL | freeform-hf:PATH`` (parsed by :func:`harness.specs.parse_manager_spec`, the policy made
-by :func:`harness.manager.policy_registry.get_policy`); the worker spec is parsed by
+llm-hf:PATH | freeform:URL | freeform-hf:PATH | hier:... | read`` (parsed by
+:func:`harness.specs.parse_manager_spec`, the policy made by :func:`harness.manager.policy_registry.get_policy`); the
+worker spec is parsed by
 :func:`harness.specs.parse_worker_spec`, which also refuses ``--faults`` with a model worker.
 ``--flow turn|segment`` picks the review cadence (default: turn for multi-turn tasks, segment for single tasks).
 The manager sees each turn's question, context and constraint texts; ``--oracle-relations`` adds the task's

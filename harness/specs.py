@@ -1,7 +1,7 @@
 """The manager spec and the suite spec every command and config takes, each parsed in one place.
 
 - **manager** (``--manager``, ``managers:``): ``none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH |
-  llm:URL | llm-hf:PATH | freeform:URL | freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH``
+  llm:URL | llm-hf:PATH | freeform:URL | freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH | read``
   (:data:`MANAGER_GRAMMAR`; what each one is: :mod:`harness.manager.policies`). :func:`parse_manager_spec` turns one
   into a :class:`ManagerSpec` (name, ``k``, ``model``, ``tier1``) and :func:`parse_manager_specs` a list, with every
   problem of the list in one message;
@@ -62,13 +62,14 @@ MANAGER_KINDS: dict[str, ManagerKind] = {
     "freeform": ManagerKind(model="url"),
     "freeform-hf": ManagerKind(model="path"),
     "hier": ManagerKind(model="tier1"),
+    "read": ManagerKind(),
 }
 """Manager spec name -> its arguments; the names of :data:`harness.manager.policy_registry.POLICIES` (a test keeps them
 equal)."""
 
 MANAGER_GRAMMAR = (
     "none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL | llm-hf:PATH | freeform:URL | "
-    "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH"
+    "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH | read"
 )
 """The manager specs, as help texts and errors show them."""
 

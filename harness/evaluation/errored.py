@@ -30,6 +30,7 @@ def eval_section(spec: EpisodeSpec, run: int, config: Any, variant: str) -> dict
         "worker": config.worker,
         "fault_turn": None if spec.fault is None else spec.fault.turn_id,
         "fault_type": None if spec.fault is None else spec.fault.fault_type,
+        "fault_detectable": None if spec.fault is None else spec.fault.detectable,
     }
 
 

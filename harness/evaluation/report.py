@@ -110,6 +110,25 @@ VIEW_NOTE = (
     "the task graph's relations (type and related states); a turn without a committed state counts as wrong. Rule "
     "constraints text-only: the rule verifier had no constraint code to probe.\n"
 )
+CHECK_COLUMNS = [
+    ("variant", lambda r: r[0]),
+    ("faults detected", lambda r: (r[1].get("fault_detection") or {}).get("detection_rate")),
+    ("faults", lambda r: (r[1].get("fault_detection") or {}).get("faults")),
+    (
+        "detectable faults detected",
+        lambda r: (((r[1].get("fault_detection") or {}).get("detectable")) or {}).get("detection_rate"),
+    ),
+    ("false repairs / clean turn", lambda r: (r[1].get("fault_detection") or {}).get("false_repair_rate")),
+    ("clean turns", lambda r: (r[1].get("fault_detection") or {}).get("clean_turns")),
+    ("spec recall", lambda r: (r[1].get("spec_scores") or {}).get("recall")),
+    ("spec precision", lambda r: (r[1].get("spec_scores") or {}).get("precision")),
+]
+CHECK_NOTE = (
+    "\nFaults detected: faulted episodes whose fault turn the manager repaired (detectable: of the faults the suite "
+    "marks detectable by the gold's checks; n/a when none is marked); false repairs: repaired turns of "
+    "clean episodes. Spec recall/precision: the manager's run_check specs against the gold's (per kind in "
+    "results.json); n/a when the suite's tasks carry no gold specs.\n"
+)
 WORKER_COLUMNS = [
     ("variant", lambda r: r[0]),
     ("steps", lambda r: r[1]["steps"]),
@@ -154,6 +173,8 @@ def render_report(results: dict[str, Any]) -> str:
         "\n![relation mix](relation_mix.png) ![repairs](repairs.png)\n",
         "Manager view and relation accuracy:\n",
         markdown_table(VIEW_COLUMNS, list(variants.items())) + VIEW_NOTE,
+        "Checks: fault detection and specs:\n",
+        markdown_table(CHECK_COLUMNS, list(variants.items())) + CHECK_NOTE,
         "## Worker\n",
         markdown_table(WORKER_COLUMNS, [(name, v["worker"]) for name, v in variants.items()]),
         "\nVersions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()) + "\n",

@@ -37,6 +37,9 @@ Definitions (one source of truth; the math lives in :mod:`harness.evaluation.sta
   ``"mixed"`` over the episodes, or None for records that predate the switch) and ``rule_constraints``
   (``"executable"``, ``"text-only"`` or ``"mixed"`` for a variant of ``rule`` episodes, else None): what the
   manager was shown.
+- **spec scores** (``spec_scores``; None when no task of the suite carries the gold's specs) and **fault detection**
+  (``fault_detection``): the manager's ``run_check`` specs against the gold's, per kind, and its repairs of faults and
+  false repairs of clean turns (:mod:`harness.evaluation.spec_metrics`).
 - **paired comparison** of two variants: the per-turn outcomes of the episodes both ran, differences ``b - a``,
   clustered by task (:func:`~harness.evaluation.stats.paired_cluster_bootstrap`): ``turn_accuracy_diff`` (pooled
   over turns) and its ``ci95``; ``task_macro_diff``, the mean over tasks of each task's mean per-turn difference
@@ -55,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from harness.evaluation.dabench import DABenchScore, aggregate
+from harness.evaluation.spec_metrics import fault_detection, gold_specs_of, spec_scores
 from harness.evaluation.stats import (
     N_RESAMPLES,
     Unit,
@@ -84,6 +88,9 @@ class TaskInfo:
     )
     domain: str = field(default="", metadata={"help": "Task metadata 'domain': the quantile aggregation level."})
     higher_is_better: bool = True
+    gold_specs: Mapping[str, tuple[Any, ...]] | None = field(
+        default=None, metadata={"help": "Turn id -> the gold's check specs (synthesized tasks that carry them)."}
+    )
 
     @classmethod
     def of(cls, task: Any) -> TaskInfo:
@@ -102,6 +109,7 @@ class TaskInfo:
             leaderboard=tuple(float(v) for v in leaderboard),
             domain=str(metadata.get("domain", "")),
             higher_is_better=direction is not False,
+            gold_specs=gold_specs_of(task.private_dir) if task.kind == "multi_turn" else None,
         )
 
 
@@ -353,6 +361,12 @@ def summarize_variant(
         "n_tasks": len(by_task),
         "n_turns": sum(len(v) for v in by_task.values()),
         "relation_accuracy": relation_accuracy(records, tasks),
+        "spec_scores": spec_scores(records, {task_id: info.gold_specs for task_id, info in tasks.items()}),
+        "fault_detection": fault_detection(
+            records,
+            lambda record: eval_meta(record).get("fault_turn"),
+            lambda record: eval_meta(record).get("fault_detectable"),
+        ),
         **view_summary(records),
         "manager": manager_statistics(records),
         "worker": worker_statistics(records),

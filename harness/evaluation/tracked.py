@@ -26,6 +26,8 @@ TRACKED = (
 
 def tracked_metrics(results: Mapping[str, Any]) -> dict[str, float]:
     """The scalars logged to a tracker, namespaced ``eval/<variant>/<name>``: the :data:`TRACKED` numbers, the
+    fault detection and spec scores (``checks/detection_rate``, ``checks/detectable_detection_rate``,
+    ``checks/false_repair_rate``, ``checks/spec_recall``, ``checks/spec_precision``; each when defined), the
     manager's ``legal_action_rate`` (legal actions over all actions; absent without actions), ``illegal_actions``,
     ``states_per_episode``, ``activations_per_episode``, ``repairs`` (light + heavy), ``n_episodes`` and
     ``n_errored``; and per comparison ``eval/<b>_vs_<a>/turn_accuracy_diff``."""
@@ -36,6 +38,18 @@ def tracked_metrics(results: Mapping[str, Any]) -> dict[str, float]:
             value = variant.get(key)
             if isinstance(value, int | float) and not isinstance(value, bool):
                 metrics[f"{prefix}/{key}"] = float(value)
+        nested = {
+            "detection_rate": (variant.get("fault_detection") or {}).get("detection_rate"),
+            "false_repair_rate": (variant.get("fault_detection") or {}).get("false_repair_rate"),
+            "detectable_detection_rate": ((variant.get("fault_detection") or {}).get("detectable") or {}).get(
+                "detection_rate"
+            ),
+            "spec_recall": (variant.get("spec_scores") or {}).get("recall"),
+            "spec_precision": (variant.get("spec_scores") or {}).get("precision"),
+        }
+        for key, value in nested.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                metrics[f"{prefix}/checks/{key}"] = float(value)
         manager = variant["manager"]
         actions = sum(manager["tool_calls"].values()) + sum(manager["control_actions"].values())
         if actions:

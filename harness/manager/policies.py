@@ -36,6 +36,8 @@ one from a spec of the grammar :data:`harness.specs.MANAGER_GRAMMAR`); this modu
   the rule policy's bookkeeping and execution checks without a model (tier 0), and a chat model asked once per state
   check to confirm it or repair it on quoted evidence (tier 1); ``hier:none`` is tier 0 alone (it confirms where the
   model would decide).
+- ``read``: the question reader (:mod:`harness.manager.read_policy`): check specs written from the turn's words
+  (:mod:`harness.manager.reader`), run with ``run_check``; no model.
 """
 
 from __future__ import annotations

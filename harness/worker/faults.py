@@ -22,7 +22,7 @@ from typing import Any
 from harness.jsonl import iter_jsonl
 
 REQUIRED_KEYS = ("task_id", "turn_id", "fault_type", "code")
-OPTIONAL_KEYS = ("variables",)
+OPTIONAL_KEYS = ("variables", "detectable")
 
 
 class FaultFileError(ValueError):
@@ -37,6 +37,10 @@ class Fault:
     code: str = field(metadata={"help": "the faulty code that replaces the turn's reference code"})
     variables: tuple[str, ...] = field(
         default=(), metadata={"help": "variables the fault corrupts; empty: infer them against the reference code"}
+    )
+    detectable: bool | None = field(
+        default=None,
+        metadata={"help": "whether the gold manager's checks reveal it at its turn (synthesis); None: not recorded"},
     )
 
     @property
@@ -53,6 +57,8 @@ class Fault:
         row: dict[str, Any] = {k: getattr(self, k) for k in REQUIRED_KEYS}
         if self.variables:
             row["variables"] = list(self.variables)
+        if self.detectable is not None:
+            row["detectable"] = self.detectable
         return row
 
 
@@ -105,12 +111,15 @@ def fault_from_row(row: Any, where: str) -> Fault:
     variables = row.get("variables", [])
     if not isinstance(variables, list) or not all(isinstance(v, str) for v in variables):
         problems.append("field 'variables' must be a list of variable names")
+    detectable = row.get("detectable")
+    if detectable is not None and not isinstance(detectable, bool):
+        problems.append(f"field 'detectable' must be true, false or null, got {detectable!r}")
     if problems:
         raise FaultFileError(
             f"{where}: " + "; ".join(problems) + f". Fix: each line is {{{', '.join(REQUIRED_KEYS)}}} "
-            "(+ optional 'variables': [names])."
+            "(+ optional 'variables': [names], 'detectable': true | false)."
         )
-    return Fault(*(str(row[k]) for k in REQUIRED_KEYS), variables=tuple(variables))
+    return Fault(*(str(row[k]) for k in REQUIRED_KEYS), variables=tuple(variables), detectable=detectable)
 
 
 def read_faults(path: str | Path) -> list[Fault]:

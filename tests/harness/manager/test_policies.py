@@ -65,9 +65,11 @@ def test_get_policy_lists_valid_names():
         "freeform",
         "freeform-hf",
         "hier",
+        "read",
     }
     assert names == set(POLICIES)
     assert get_policy("none").active is False and get_policy("rule").active is True
+    assert get_policy("read").active is True and get_policy("read").name == "read"
     with pytest.raises(
         ValueError, match=r"--manager oracle: unknown variant\(s\) \['oracle'\]; valid names: none, rule"
     ):

@@ -40,6 +40,7 @@ def test_round_trip_through_jsonl(tmp_path):
         ('{"task_id": "a", "turn_id": "1", "fault_type": "x", "code": "", "why": 1}', r"unknown field 'why'"),
         ('{"task_id": 3, "turn_id": "1", "fault_type": "x", "code": ""}', r"field 'task_id' must be a string"),
         ('{"task_id": "a", "turn_id": "1", "fault_type": "x", "code": "", "variables": "v"}', r"'variables' must"),
+        ('{"task_id": "a", "turn_id": "2", "fault_type": "x", "code": "", "detectable": "yes"}', r"'detectable' must"),
         (
             '{"task_id": "a", "turn_id": 1, "fault_type": "x", "code": "y"}',
             r"f.jsonl: fault 2 is a second fault for task 'a' turn '1'.*--fault-line N",
@@ -51,6 +52,17 @@ def test_bad_lines_name_the_file_line_and_field(tmp_path, line, message):
     (tmp_path / "f.jsonl").write_text(first + "\n" + line + "\n")
     with pytest.raises(FaultFileError, match=message):
         load_faults(tmp_path / "f.jsonl")
+
+
+def test_a_fault_may_say_whether_it_is_detectable(tmp_path):
+    rows = [
+        {"task_id": "a", "turn_id": "1", "fault_type": "x", "code": "p = 1", "detectable": True},
+        {"task_id": "a", "turn_id": "2", "fault_type": "x", "code": "p = 2"},
+    ]
+    (tmp_path / "f.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    faults = read_faults(tmp_path / "f.jsonl")
+    assert [f.detectable for f in faults] == [True, None]
+    assert [f.to_dict() for f in faults] == rows
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
