@@ -32,7 +32,10 @@ def test_the_loader_selects_the_formats(sft_smoke_dir):
     assert all(row["tools"] == tier1_tool_schemas() for row in hier["train"])
 
     both, _ = load_sft_splits(DataArguments(dataset_path=str(sft_smoke_dir), formats=["flat", "hier"]), None)
-    assert len(both["train"]) == len(data["train"])
+    assert len(both["train"]) == counts["train"]["flat"] + counts["train"]["hier"]
+    every, _ = load_sft_splits(DataArguments(dataset_path=str(sft_smoke_dir), formats=["flat", "hier", "hier_checks"]),
+                               None)  # fmt: skip
+    assert len(every["train"]) == len(data["train"])
 
 
 def test_a_dataset_without_the_column_is_flat(sft_smoke_dir, tmp_path):
@@ -52,7 +55,8 @@ def test_a_dataset_without_the_column_is_flat(sft_smoke_dir, tmp_path):
 def test_an_unknown_format_is_one_line_naming_the_valid_ones():
     from training.sft import DataArguments
 
-    with pytest.raises(ValueError, match=r"^formats=\['tree'\]: use a non-empty subset of \['flat', 'hier'\]$"):
+    valid = r"\['flat', 'hier', 'hier_checks'\]"
+    with pytest.raises(ValueError, match=rf"^formats=\['tree'\]: use a non-empty subset of {valid}$"):
         DataArguments(formats=["tree"])
     with pytest.raises(ValueError, match=r"^formats=\[\]"):
         DataArguments(formats=[])
