@@ -32,11 +32,18 @@ from typing import Any
 
 from harness.manager.actions import tool_schemas
 from harness.manager.hier_checks import MAX_CHECKS
-from harness.manager.prompts import check_kind_lines
+from harness.manager.prompts import CHECKS_SECTION, check_kind_lines
 from harness.manager.wire import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from harness.untrusted import neutralize
 
-TIER1_TOOLS: tuple[str, ...] = ("check_execution", "inspect_python", "compile_python", "run_probe", "load_state")
+TIER1_TOOLS: tuple[str, ...] = (
+    "check_execution",
+    "inspect_python",
+    "compile_python",
+    "run_probe",
+    "run_check",
+    "load_state",
+)
 """The read-only tools tier 1 may call (their results come back to it)."""
 
 DECISIONS: tuple[str, ...] = ("FINALIZE_RELATIONS", "REPAIR")
@@ -52,9 +59,12 @@ constraints, variables with versions, conclusions, source steps) and checked tha
 whether the state holds.
 
 # Tools (read-only; each result comes back to you)
-run_probe runs a short Python check over the task data and the worker's current variables (print what you want to
-see; the worker's state is not changed). inspect_python and compile_python read a program's structure and syntax.
-load_state shows a committed state in full. check_execution shows a worker step's executor record.
+run_check runs a typed check spec (kinds below) in a clean process: passed, or what it found against what is
+required. run_probe runs a short Python check over the task data and the worker's current variables (print what you
+want to see; the worker's state is not changed). inspect_python and compile_python read a program's structure and
+syntax. load_state shows a committed state in full. check_execution shows a worker step's executor record.
+
+{CHECKS_SECTION}
 
 # Decision (exactly one, it ends your part)
 - FINALIZE_RELATIONS: the state holds. mode=confirm keeps the provisional relations (give relations as []);

@@ -67,7 +67,7 @@ def check_kind_lines() -> list[str]:
     return lines
 
 
-_CHECKS = "\n".join(
+CHECKS_SECTION = "\n".join(
     [
         "# Check specs (run_check)",
         'A spec is {"kind": <kind>, <field>: <value>, ...}; variable is the worker variable checked,',
@@ -170,7 +170,7 @@ MANAGER_SYSTEM_POLICY = f"""\
 
 {_flows(checklist=True)}
 
-{_CHECKS}
+{CHECKS_SECTION}
 
 {_FORMAT}"""
 
@@ -183,7 +183,7 @@ FREEFORM_SYSTEM = f"""\
 
 {_flows(checklist=False)}
 
-{_CHECKS}
+{CHECKS_SECTION}
 
 {_FORMAT}"""
 

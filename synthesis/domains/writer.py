@@ -4,7 +4,7 @@
 kernel whose ``BASE_PATH`` is that ``public/`` folder (each turn's answer is the last ``print_result`` value; each
 executable constraint must pass on the reference run), then writes ``config.yaml``, ``description.md``,
 ``private/reference.json`` and ``private/synthesis.json`` (domain, seed and each turn's ``writes``, ``slots``,
-relation and dependencies; private: never shown to the worker or the manager), and validates the folder with
+``checks``, relation and dependencies; private: never shown to the worker or the manager), and validates the folder with
 :func:`harness.tasks.load_task`. The bytes are deterministic for the same spec: CSVs without index and with ``\\n``
 line ends, JSON with sorted keys, YAML in field order.
 """
@@ -21,12 +21,15 @@ from typing import Any
 from harness.sandbox import Kernel, Sandbox, SandboxConfig, SandboxUnavailableError
 from harness.tasks import TaskConfig, Turn, TurnConstraint, load_task
 from harness.tasks.importers.common import write_task
+from synthesis.checks import task_checks
 from synthesis.domains.base import SynthesisError, TaskSpec
 
 logger = logging.getLogger(__name__)
 
 SYNTHESIS_FILE = "synthesis.json"
-"""Private file with each turn's ``writes`` and ``slots`` (for the fault library and the gold policy)."""
+"""Private file with each turn's ``writes``, ``slots`` (for the fault library and the gold policy) and ``checks``: the
+gold's check specs of the turn (:func:`synthesis.checks.task_checks`, every kind), which evaluation scores a manager's
+specs against and the oracle arm ``hier-checks:gold`` runs (:mod:`harness.checks.gold`)."""
 
 
 def open_sandbox(isolation: str | None = None) -> Sandbox:
@@ -141,6 +144,7 @@ def write_task_folder(
         if own_sandbox is not None:
             own_sandbox.close()
     reference = {t.turn_id: {"code": t.code, "answer": a} for t, a in zip(spec.turns, answers, strict=True)}
+    checks = task_checks(spec)
     synthesis = {
         "task_id": spec.task_id,
         "domain": spec.domain,
@@ -151,6 +155,7 @@ def write_task_folder(
                 "depends_on": list(t.depends_on),
                 "writes": list(t.writes),
                 "slots": dict(t.slots),
+                "checks": [check.spec.to_dict() for check in checks[t.turn_id]],
             }
             for t in spec.turns
         },

@@ -40,6 +40,17 @@ def test_check_env_passes_in_the_hier_format(synth_dir):
         assert [str(w.message) for w in caught] == []
 
 
+def without_checks(raw):
+    """``raw`` with the constraints' check specs of an OPEN_STATE left out: tier 0 opens a state with the constraint
+    texts (it has no model to write specs), the gold with the specs it restates them as."""
+    parsed = parse_response(raw).action
+    if parsed is None or parsed.name != "OPEN_STATE":
+        return raw
+    arguments = dict(parsed.arguments)
+    arguments["constraints"] = [{"text": c["text"]} for c in arguments.get("constraints", [])]
+    return render_action(make_action("OPEN_STATE", arguments))
+
+
 def test_gold_decisions_through_tier0_reproduce_the_recorded_episodes(env, pool):
     """The env answers tier 0's requests; the gold answers the tier-1 ones: every recorded gold (clean) episode comes
     back action for action, the gold's tool calls and decisions of the check activations marked as tier 1's."""
@@ -68,8 +79,8 @@ def test_gold_decisions_through_tier0_reproduce_the_recorded_episodes(env, pool)
         recorded = pool.record(entry, "gold" if entry.kind == "fault" else "clean")
         assert record.final_answers == recorded.final_answers and record.grade == recorded.grade
         played = [a for a in record.activations if a["actor"] == "policy"]
-        assert [[x["raw"] for x in a["actions"]] for a in played] == [
-            [x["raw"] for x in a["actions"]] for a in recorded.activations if a["actor"] == "policy"
+        assert [[without_checks(x["raw"]) for x in a["actions"]] for a in played] == [
+            [without_checks(x["raw"]) for x in a["actions"]] for a in recorded.activations if a["actor"] == "policy"
         ]
         tier1 = [(i, x) for i, a in enumerate(played) for x in a["actions"] if x.get("actor") == "policy"]
         assert steps == len(tier1) and sorted(set(seen)) == sorted({i for i, _ in tier1})

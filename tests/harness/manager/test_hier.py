@@ -276,7 +276,7 @@ def test_repair_evidence_must_quote_a_check_or_probe_result_not_the_worker():
 def test_the_tier1_prompt_is_short_and_lists_only_its_actions():
     names = [t["function"]["name"] for t in tier1_tool_schemas()]
     assert names == ["FINALIZE_RELATIONS", "REPAIR", *TIER1_TOOLS]
-    assert len(HIER_SYSTEM) < 2_500
+    assert len(HIER_SYSTEM) < 5_000  # about 2,300 characters of rules plus the check kinds, one line each
     with pytest.raises(ValueError, match="max_actions=4"):
         HierPolicy(None, max_actions=4)
 
