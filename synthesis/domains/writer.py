@@ -5,8 +5,8 @@ kernel whose ``BASE_PATH`` is that ``public/`` folder (each turn's answer is the
 executable constraint must pass on the reference run), then writes ``config.yaml``, ``description.md``,
 ``private/reference.json`` and ``private/synthesis.json`` (domain, seed and each turn's ``writes``, ``slots``,
 ``checks``, relation and dependencies; private: never shown to the worker or the manager), and validates the folder
-with :func:`harness.tasks.load_task`. The bytes are deterministic for the same spec: CSVs without index and with ``\\n``
-line ends, JSON with sorted keys, YAML in field order.
+with :func:`harness.tasks.load_task`. The bytes are deterministic for the same spec: CSVs without index and with
+``\\n`` line ends, JSON with sorted keys, YAML in field order.
 """
 
 from __future__ import annotations
