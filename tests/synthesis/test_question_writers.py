@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import random
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,6 @@ import pandas as pd
 import pytest
 
 from harness.manager.relations import infer_relations
-from harness.tasks import load_task
 from synthesis.config import SynthesisConfig
 from synthesis.domains import DOMAINS, generate_chain_over_table, generate_task, wording
 from synthesis.domains.catalog import DOMAIN_DEFS
@@ -243,24 +242,29 @@ def test_the_config_field_is_recorded_only_when_it_is_not_the_default():
     assert seeds.question_writer == "a" and worded_b == dataclasses.replace(seeds, question_writer="b")
 
 
-def test_a_synthesis_run_with_writer_b_writes_b_s_words(tmp_path):
-    config = SynthesisConfig(
-        domains=["commerce"],
-        tasks_per_domain=1,
-        n_turns=[6, 6],
-        generate_faults=False,
-        count_tokens=False,
-        kinds=["atomic"],
-        workers=1,
-        validation_fraction=0.0,
-        isolation="bwrap" if shutil.which("bwrap") else "none",
-        question_writer="b",
-    )
-    from synthesis.driver import synthesize
+def test_the_config_s_writer_reaches_the_task_folders_a_run_writes(tmp_path):
+    from synthesis.domains.writer import open_sandbox
+    from synthesis.driver import plan_jobs, prepare_job
 
-    synthesize(config, tmp_path / "out", progress=False)
-    (folder,) = (tmp_path / "out" / "tasks").iterdir()
-    spec = generate_task("commerce", 0, 6, question_writer="b")
-    assert [t.question for t in load_task(folder).turns] == [t.question for t in spec.turns]
-    assert spec.turns[0].question.startswith("Read data/orders.csv. Count the orders")
-    assert json.loads((tmp_path / "out" / "stats.json").read_text())["config"]["question_writer"] == "b"
+    config = SynthesisConfig(
+        domains=["commerce"], tasks_per_domain=1, n_turns=[6, 6], generate_faults=False, question_writer="b"
+    )
+    (job,), skipped = plan_jobs(config)
+    sandbox = open_sandbox()
+    try:
+        spec, task, faults = prepare_job(job, config, tmp_path, sandbox)
+    finally:
+        sandbox.close()
+    expected = generate_task("commerce", 0, 6, question_writer="b")
+    assert skipped == [] and faults == [] and spec == expected
+    assert [t.question for t in task.turns] == [t.question for t in expected.turns]
+    assert task.turns[0].question.startswith("Read data/orders.csv. Count the orders")
+
+
+def test_the_fault_library_injects_the_same_faults_whichever_the_writer(pairs):
+    from synthesis.faults import candidate_faults
+
+    for a, b, _ in pairs[:1]:
+        found = [candidate_faults(spec, random.Random(0)) for spec in (a, b)]
+        keys = [[(f.turn_id, f.fault_type, f.code) for f in faults] for faults in found]
+        assert keys[0] == keys[1] and len(keys[0]) > 30, a.task_id
