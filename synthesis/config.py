@@ -47,8 +47,8 @@ def _question_writers() -> list[str]:
 RUN_FIELDS = ("workers", "teacher_workers", *EXECUTION_FIELDS)
 """Fields that choose where and how widely the work runs, never what it produces."""
 OMITTED_AT_DEFAULT = {"question_writer": "a"}
-"""Fields that :meth:`SynthesisConfig.output_dict` leaves out while they hold these values: added after outputs were
-written, they keep the fingerprint (resume) and the written config of a run at the default unchanged."""
+"""Fields that :meth:`SynthesisConfig.output_dict` leaves out while they hold these values, so that a run at the
+default has the fingerprint (resume) and the written config of a config without the field."""
 
 
 @dataclass
