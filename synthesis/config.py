@@ -39,8 +39,17 @@ def _fault_type_names() -> list[str]:
     return sorted(FAULT_TYPES)
 
 
+def _question_writers() -> list[str]:
+    from synthesis.domains.wording import QUESTION_WRITERS
+
+    return list(QUESTION_WRITERS)
+
+
 RUN_FIELDS = ("workers", "teacher_workers", *EXECUTION_FIELDS)
 """Fields that choose where and how widely the work runs, never what it produces."""
+OMITTED_AT_DEFAULT = {"question_writer": "a"}
+"""Fields that :meth:`SynthesisConfig.output_dict` leaves out while they hold these values, so that a run at the
+default has the fingerprint (resume) and the written config of a config without the field."""
 
 
 @dataclass
@@ -66,6 +75,15 @@ class SynthesisConfig:
         metadata={"help": "CSV files (e.g. DABench tables) to build generated question chains over."},
     )
     table_turns: int = field(default=6, metadata={"help": "Turns of a question chain over one table (6..30)."})
+    question_writer: Literal["a", "b"] = field(
+        default="a",
+        metadata={
+            "help": "Who words the generated tasks and table chains (synthesis.domains.wording): a, the wording of "
+            "the training data, or b, the same requirements in other words ('the three largest' for 'top 3', 'to two "
+            "decimal places' for 'to 2 decimals'; same tables, code, slots and answers) for a held-out evaluation of "
+            "reading. Imported task_dirs keep their own words."
+        },
+    )
     fault_types: list[str] | None = field(
         default=None, metadata={"help": "Fault types to inject (synthesis.faults.FAULT_TYPES); null: all."}
     )
@@ -158,6 +176,11 @@ class SynthesisConfig:
             )
         if len(self.n_turns) != 2 or not 6 <= self.n_turns[0] <= self.n_turns[1] <= 30:
             raise ValueError(f"n_turns={self.n_turns}: give [min, max] with 6 <= min <= max <= 30, e.g. [6, 10].")
+        if self.question_writer not in _question_writers():
+            raise ValueError(
+                f"question_writer={self.question_writer!r}: use one of {_question_writers()} (a: the training "
+                "wording, b: the same requirements in other words)."
+            )
         if not 6 <= self.table_turns <= 30:
             raise ValueError(f"table_turns={self.table_turns}: a chain has 6..30 turns; use e.g. 6.")
         if self.tasks_per_domain < 0:
@@ -215,9 +238,14 @@ class SynthesisConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def output_dict(self) -> dict[str, Any]:
-        """:meth:`to_dict` without :data:`RUN_FIELDS` (how the run was spread, which never changes its outputs): the
-        config written into ``shards/config.json`` and ``stats.json``."""
-        return {name: value for name, value in self.to_dict().items() if name not in RUN_FIELDS}
+        """:meth:`to_dict` without :data:`RUN_FIELDS` (how the run was spread, which never changes its outputs) and
+        without the fields of :data:`OMITTED_AT_DEFAULT` at their default: the config written into
+        ``shards/config.json`` and ``stats.json``."""
+        return {
+            name: value
+            for name, value in self.to_dict().items()
+            if name not in RUN_FIELDS and not (name in OMITTED_AT_DEFAULT and value == OMITTED_AT_DEFAULT[name])
+        }
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> SynthesisConfig:

@@ -76,15 +76,16 @@ def _seeded_turns(seed: int, lo: int, hi: int) -> int:
     return random.Random(seed).randint(lo, hi)
 
 
-def _spec_of(job: Job) -> Any:
-    """The TaskSpec of a job."""
+def _spec_of(job: Job, question_writer: str = "a") -> Any:
+    """The TaskSpec of a job; generated tasks and table chains worded by ``question_writer``."""
     from synthesis.domains import generate_chain_over_table, generate_task
     from synthesis.faults import task_spec_from_folder
 
+    words = {"question_writer": question_writer}
     if job.source == "generated":
-        return generate_task(job.params["domain"], job.params["seed"], job.params["n_turns"])
+        return generate_task(job.params["domain"], job.params["seed"], job.params["n_turns"], **words)
     if job.source == "table":
-        return generate_chain_over_table(job.params["path"], job.params["seed"], job.params["n_turns"])
+        return generate_chain_over_table(job.params["path"], job.params["seed"], job.params["n_turns"], **words)
     return task_spec_from_folder(job.params["path"])
 
 
@@ -110,7 +111,7 @@ def plan_jobs(config: SynthesisConfig) -> tuple[list[Job], list[str]]:
     planned = []
     for job in jobs:
         try:
-            spec = _spec_of(job)
+            spec = _spec_of(job, config.question_writer)
         except Exception as exc:  # a bad folder or table is reported; the others go on
             skipped.append(f"task source {job.source} {job.params}: {type(exc).__name__}: {exc}; skipped")
             continue
@@ -237,7 +238,7 @@ def prepare_job(job: Job, config: SynthesisConfig, out: Path, sandbox: Any) -> t
     from synthesis.domains import write_task_folder
     from synthesis.faults import candidate_faults
 
-    spec = _spec_of(job)
+    spec = _spec_of(job, config.question_writer)
     task = load_task(write_task_folder(spec, out / "tasks" / job.task_id, sandbox))
     references = {t: r.answer for t, r in task.load_answers().items()}  # type: ignore[union-attr]
     rng = random.Random(f"{config.seed}|{job.task_id}")

@@ -46,6 +46,10 @@ SUITES: dict[str, SuiteSpec] = {
         "synthesized, the held-out domain logistics only, seeds 2000+",
         synthesis_config="configs/synthesis/heldout-domain.yaml",
     ),
+    "heldout-writer-b": SuiteSpec(
+        "synthesized, the tasks of heldout-seeds worded by question writer b (same requirements, other words)",
+        synthesis_config="configs/synthesis/heldout-writer-b.yaml",
+    ),
     "smoke": SuiteSpec(
         "synthesized, one commerce task of 6 turns (seed 1000), at most 4 faults",
         synthesis_config="configs/synthesis/smoke-suite.yaml",

@@ -2,13 +2,16 @@
 
 A real benchmark does not hand the manager its dependency graph (for LongDS-style tasks the graph comes from
 comments in private reference code), so model-free policies open their states with :func:`infer_relations` unless
-the runtime runs with ``oracle_relations=True``. The phrasing it reads is the one the task synthesizer writes:
+the runtime runs with ``oracle_relations=True``. The phrasing it reads is the one the task synthesizer writes, in
+both of its wordings (question writers a and b):
 
-- ``"Go back to the result of turn 4 (not the turns after it). ..."`` -> ``branch`` on turn 4;
-- ``"Using the results of turns 2, 3: ..."`` -> ``combine`` with each named turn;
-- ``"Using the result of turn 5: ..."`` -> ``progress`` on turn 5;
-- a question or context with revision wording (``"With this revision"``, revised, revision, corrected, correction)
-  that names turns (``"... (turn 4) now?"``) -> ``invalidate`` on each named turn;
+- ``"Go back to the result of turn 4 (not the turns after it). ..."`` or ``"Return to what turn 4 produced, ..."``
+  -> ``branch`` on turn 4;
+- ``"Using the results of turns 2, 3: ..."`` or ``"Combining what turns 2 and 3 produced: ..."`` -> ``combine``
+  with each named turn;
+- ``"Using the result of turn 5: ..."`` or ``"Starting from what turn 5 produced: ..."`` -> ``progress`` on turn 5;
+- a question or context with revision wording (``"With this revision"``, ``"After this update"``, revised,
+  revision, corrected, correction) that names turns (``"... (turn 4) now?"``) -> ``invalidate`` on each named turn;
 - otherwise one named turn -> ``progress`` on it, several -> ``combine`` with each, none -> ``init``.
 
 The cues are checked in that order (an explicit lead-in wins over revision wording elsewhere in the text, such as
@@ -27,10 +30,12 @@ __all__ = ["infer_relations", "named_turns"]
 
 _NUMBERS = r"\d+(?:\s*(?:,|and|&)\s*\d+)*"
 _MENTION = re.compile(rf"\bturns?\s+({_NUMBERS})", re.IGNORECASE)
-_BRANCH = re.compile(r"\bgo back to the results? of turns?\s+(\d+)", re.IGNORECASE)
-_COMBINE = re.compile(rf"\busing the results of turns\s+({_NUMBERS})", re.IGNORECASE)
-_PROGRESS = re.compile(r"\busing the result of turn\s+(\d+)", re.IGNORECASE)
-_REVISION = re.compile(r"\b(?:with this revision|revised|revision|corrected|correction)\b", re.IGNORECASE)
+_BRANCH = re.compile(r"\b(?:go back to the results? of|return to what) turns?\s+(\d+)", re.IGNORECASE)
+_COMBINE = re.compile(rf"\b(?:using the results of|combining what) turns\s+({_NUMBERS})", re.IGNORECASE)
+_PROGRESS = re.compile(r"\b(?:using the result of|starting from what) turn\s+(\d+)", re.IGNORECASE)
+_REVISION = re.compile(
+    r"\b(?:with this revision|after this update|revised|revision|corrected|correction)\b", re.IGNORECASE
+)
 
 
 def _numbers(text: str) -> list[str]:

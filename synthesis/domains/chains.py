@@ -20,6 +20,7 @@ import pandas as pd
 from synthesis.domains.base import TaskSpec, check_n_turns
 from synthesis.domains.compose import compose_task
 from synthesis.domains.schema import FilterSpec, Revision, Schema, ident
+from synthesis.domains.wording import get_writer
 
 RESERVED = {"pd", "np", "result", "print_result", "BASE_PATH", "DATA_DIR", "WORK_DIR"}
 
@@ -81,8 +82,10 @@ def _threshold(values: pd.Series, q: float) -> float:
     return float(round(value)) if pd.api.types.is_integer_dtype(values) else round(value, 2)
 
 
-def infer_schema(df: pd.DataFrame, name: str, source: str, rng: random.Random) -> Schema:
-    """The Schema of a chain over ``df`` (see the module docstring). ValueError when the table cannot carry one."""
+def infer_schema(df: pd.DataFrame, name: str, source: str, rng: random.Random, question_writer: str = "a") -> Schema:
+    """The Schema of a chain over ``df`` (see the module docstring), worded by ``question_writer``. ValueError when
+    the table cannot carry one."""
+    w = get_writer(question_writer)
     numeric = _numeric_columns(df)
     measures = [c for c in numeric if df[c].min() >= 0 and df[c].sum() > 0]
     categories = _category_columns(df)
@@ -128,8 +131,7 @@ def infer_schema(df: pd.DataFrame, name: str, source: str, rng: random.Random) -
         revisions.append(
             Revision(
                 kind="correction",
-                context=f"Correction: {measure} = {old!r} in data row {int(label)} (0-based, as read by "
-                f"pd.read_csv) is a data-entry error, ten times too large; the true value is {new!r}.",
+                context=w.say("revision.row_correction", column=measure, old=old, row=int(label), new=new),
                 code=f"{where} = {new!r}",
                 slots={
                     "correction": {
@@ -141,7 +143,10 @@ def infer_schema(df: pd.DataFrame, name: str, source: str, rng: random.Random) -
                         "new": new,
                     }
                 },
-                check=(f"{measure} of row {int(label)} is {new!r}.", f"assert float({where}) == {new!r}"),
+                check=(
+                    w.say("revision.row_correction_check", column=measure, row=int(label), new=new),
+                    f"assert float({where}) == {new!r}",
+                ),
             )
         )
     if len(counts) > 2 and not band_of:
@@ -149,10 +154,13 @@ def infer_schema(df: pd.DataFrame, name: str, source: str, rng: random.Random) -
         revisions.append(
             Revision(
                 kind="exclude",
-                context=f"The rows with {category} = {rare!r} are test records and must be excluded.",
+                context=w.say("revision.value_exclude", column=category, value=rare),
                 code=f"{name} = {name}[{stripped} != {rare!r}].copy()",
                 slots={"exclude": {"var": name, "column": category, "value": rare}},
-                check=(f"No row has {category} = {rare!r}.", f"assert ({stripped} != {rare!r}).all()"),
+                check=(
+                    w.say("revision.value_exclude_check", column=category, value=rare),
+                    f"assert ({stripped} != {rare!r}).all()",
+                ),
             )
         )
     small = float(clean[measure].abs().median()) < 1
@@ -174,11 +182,15 @@ def infer_schema(df: pd.DataFrame, name: str, source: str, rng: random.Random) -
         precision=4 if small else 2,
         revisions=tuple(revisions),
         files={name: f"data/{name}.csv"},
+        question_writer=question_writer,
     )
 
 
-def generate_chain_over_table(csv_path: str | Path, seed: int, n_turns: int, task_id: str | None = None) -> TaskSpec:
-    """A seeded question chain of ``n_turns`` (6..30) turns over the CSV table ``csv_path``.
+def generate_chain_over_table(
+    csv_path: str | Path, seed: int, n_turns: int, task_id: str | None = None, *, question_writer: str = "a"
+) -> TaskSpec:
+    """A seeded question chain of ``n_turns`` (6..30) turns over the CSV table ``csv_path``, worded by
+    ``question_writer`` (:data:`synthesis.domains.wording.QUESTION_WRITERS`; the writers differ in words only).
 
     The table is written unchanged in content (re-serialised by pandas) as ``public/data/<name>.csv``; ``task_id``
     defaults to ``chain-<name>-<seed>-<n_turns>``. Raises ValueError when the file is missing, n_turns is out of
@@ -192,5 +204,5 @@ def generate_chain_over_table(csv_path: str | Path, seed: int, n_turns: int, tas
     name = _table_name(path)
     task_id = task_id or re.sub(r"[^0-9A-Za-z._-]", "-", f"chain-{name}-{seed}-{n_turns}")
     rng = random.Random(f"{path.name}:{seed}")
-    schema = infer_schema(df, name, str(path), rng)
+    schema = infer_schema(df, name, str(path), rng, question_writer)
     return compose_task(schema, {name: df}, task_id=task_id, seed=seed, n_turns=n_turns)

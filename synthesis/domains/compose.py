@@ -11,7 +11,8 @@ again, and makes every other fact-derived variable stale: later turns only read 
 Every question names in words the earlier turns it builds on, as a real analysis does, so a manager can infer the
 relations from the question alone: "Using the result of turn 3: ..." (progress), "Go back to the result of turn 2
 (not the turns after it). ..." (branch), "Using the results of turns 2, 4: ..." (combine), "With this revision, what
-are ... (turn 4) now?" (invalidate); a question that names no earlier turn is an init.
+are ... (turn 4) now?" (invalidate); a question that names no earlier turn is an init. Those are writer a's words;
+the schema's question writer (:mod:`synthesis.domains.wording`) words every text, writer b in other words.
 """
 
 from __future__ import annotations
@@ -132,15 +133,15 @@ class _Composer:
     def add(self, cand: Candidate) -> None:
         relation, deps, data_deps = self.classify(cand.requires)
         code = f"{cand.compute}\nresult = {cand.result}\nprint_result(result)"
-        question = cand.question
+        question, w = cand.question, self.s.writer
         if any(v.name in self.step_of for v in cand.writes):  # asked before an invalidation made it stale
-            question += " Use the current (revised) data."
+            question = w.say("lead.revised_data", question=question)
         if relation == "branch":
-            question = f"Go back to the result of turn {deps[0]} (not the turns after it). {question}"
+            question = w.say("lead.branch", turn=deps[0], question=question)
         elif relation == "combine":
-            question = f"Using the results of turns {', '.join(map(str, deps))}: {question}"
+            question = w.say("lead.combine", turns=deps, question=question)
         elif relation == "progress" and self.turns:
-            question = f"Using the result of turn {deps[0]}: {question}"
+            question = w.say("lead.progress", turn=deps[0], question=question)
         self.steps.append(_Step(cand.compute, cand.requires, tuple(v.name for v in cand.writes)))
         for var in cand.writes:
             self.fresh[var.name] = var
@@ -190,12 +191,15 @@ class _Composer:
         inputs = {n for st in steps for n in st.requires} | {self.s.fact, changed}
         data_deps = set(targets) | {self.producer[n] for n in inputs if n in self.producer}
         labels = [self.placed[t].candidate.label for t in targets]
-        what = " and ".join(f"{label} (turn {t})" for label, t in zip(labels, targets, strict=True))
+        w = self.s.writer
+        what = " and ".join(
+            w.say("invalidate.item", label=label, turn=t) for label, t in zip(labels, targets, strict=True)
+        )
         precisions = [p for t in targets if (p := self.placed[t].candidate.precision) is not None]
         constraints = tuple(c for t in targets for c in self.placed[t].candidate.constraints)
         cand = Candidate(
             kind=f"invalidate_{revision.kind}",
-            question=f"With this revision, what are {what} now?",
+            question=w.say("invalidate.question", targets=what),
             label=what,
             compute="",
             result="",
@@ -204,7 +208,7 @@ class _Composer:
             slots={**revision.slots, "recompute": list(recomputed), "stale": stale},
             precision=min(precisions) if precisions else None,
             constraints=((revision.check,) if revision.check else ()) + constraints,
-            context=f"{revision.context} Earlier results that used the old figures are stale; recompute them.",
+            context=w.say("invalidate.context", revision=revision.context),
         )
         self.place(cand, "invalidate", tuple(targets), data_deps, code, writes, cand.question)
 

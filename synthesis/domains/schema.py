@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from synthesis.domains.wording import QuestionWriter, get_writer
+
 REVISION_KINDS = ("param", "correction", "exclude")
 
 
@@ -49,7 +51,7 @@ class Revision:
 
 @dataclass(frozen=True)
 class Schema:
-    """The facts about one task's tables that the turn templates are written against."""
+    """The facts about one task's tables that the turn templates are written against, and who words the turns."""
 
     domain: str
     title: str
@@ -85,6 +87,17 @@ class Schema:
     dim_attr_noun: str = field(default="", metadata={"help": "How questions name dim_attr, e.g. 'store format'."})
     revisions: tuple[Revision, ...] = field(default=(), metadata={"help": "Revisions, used at most once each."})
     files: Mapping[str, str] = field(default_factory=dict, metadata={"help": "Table name -> 'data/<name>.csv'."})
+    question_writer: str = field(
+        default="a", metadata={"help": "Who words the turns (synthesis.domains.wording.QUESTION_WRITERS): a or b."}
+    )
+
+    def __post_init__(self) -> None:
+        get_writer(self.question_writer)  # an unknown name fails here, listing the valid ones
+
+    @property
+    def writer(self) -> QuestionWriter:
+        """The wording of this task's questions, contexts and constraint texts."""
+        return get_writer(self.question_writer)
 
     @property
     def clean(self) -> str:

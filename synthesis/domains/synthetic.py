@@ -10,6 +10,7 @@ keys without a match in the dimension table; dimension attributes with stray spa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ import pandas as pd
 from synthesis.domains.base import TaskSpec, check_n_turns
 from synthesis.domains.compose import compose_task
 from synthesis.domains.schema import FilterSpec, Revision, Schema
+from synthesis.domains.wording import get_writer
 
 Column = Callable[[np.random.Generator, int], np.ndarray]
 
@@ -135,9 +137,14 @@ def build_tables(d: DomainDef, rng: np.random.Generator) -> tuple[dict[str, pd.D
     return {d.fact: fact, d.dim: dim}, facts
 
 
-def schema_for(d: DomainDef, facts: Mapping[str, object]) -> Schema:
-    """The Schema of a generated task (wording, code snippets and revisions)."""
-    f = d.fact
+def derive_formula(d: DomainDef) -> str:
+    """The measure's formula over column names: "quantity * unit_price * (1 - discount_rate)"."""
+    return re.sub(r"\{f\}\['(\w+)'\]", r"\1", d.derive)
+
+
+def schema_for(d: DomainDef, facts: Mapping[str, object], question_writer: str = "a") -> Schema:
+    """The Schema of a generated task (wording by ``question_writer``, code snippets and revisions)."""
+    f, w = d.fact, get_writer(question_writer)
     pvar, pvalue, pnew, pwhy = d.param
     derive = f"{f}[{d.measure!r}] = " + d.derive.format(f=f)
     load = f"{f} = pd.read_csv(f'{{BASE_PATH}}/data/{f}.csv')"
@@ -151,15 +158,16 @@ def schema_for(d: DomainDef, facts: Mapping[str, object]) -> Schema:
     revisions = (
         Revision(
             kind="param",
-            context=f"Revised assumption: {pvar} is {pnew!r}, not {pvalue!r} ({pwhy}).",
+            context=w.say("revision.param", param=pvar, new=pnew, old=pvalue, why=pwhy),
             code=f"{pvar} = {pnew!r}",
             slots={"param": {"var": pvar, "old": pvalue, "new": pnew}},
-            check=(f"{pvar} is {pnew!r}.", f"assert {pvar} == {pnew!r}"),
+            check=(w.say("revision.param_check", param=pvar, new=pnew), f"assert {pvar} == {pnew!r}"),
         ),
         Revision(
             kind="correction",
-            context=f"Correction: {col} = {facts['error_value']!r} for {d.id_col} {eid} is a data-entry error; the "
-            f"true value is {true!r}.",
+            context=w.say(
+                "revision.correction", column=col, old=facts["error_value"], id_col=d.id_col, key=eid, new=true
+            ),
             code=f"{where} = {true!r}",
             slots={
                 "correction": {
@@ -171,15 +179,26 @@ def schema_for(d: DomainDef, facts: Mapping[str, object]) -> Schema:
                     "new": true,
                 }
             },
-            check=(f"{col} of {d.id_col} {eid} is {true!r}.", f"assert float({where}.iloc[0]) == {true!r}"),
+            check=(
+                w.say("revision.correction_check", column=col, id_col=d.id_col, key=eid, new=true),
+                f"assert float({where}.iloc[0]) == {true!r}",
+            ),
         ),
         Revision(
             kind="exclude",
-            context=d.exclude_reason.format(key=excluded) + f" Exclude every row with {d.dim_key} {excluded}.",
+            context=w.say(
+                "revision.exclude", reason=d.exclude_reason.format(key=excluded), column=d.dim_key, value=excluded
+            ),
             code=f"{f} = {f}[{f}[{d.dim_key!r}] != {excluded!r}].copy()",
             slots={"exclude": {"var": f, "column": d.dim_key, "value": excluded}},
-            check=(f"No row has {d.dim_key} {excluded}.", f"assert ({f}[{d.dim_key!r}] != {excluded!r}).all()"),
+            check=(
+                w.say("revision.exclude_check", column=d.dim_key, value=excluded),
+                f"assert ({f}[{d.dim_key!r}] != {excluded!r}).all()",
+            ),
         ),
+    )
+    derive_text = w.say(
+        "derive.rule", text=d.derive_text, measure=d.measure_noun, formula=derive_formula(d), param=pvar, value=pvalue
     )
     rule_check = f"assert ({f}[{d.measure!r}] - ({d.derive.format(f=f)})).abs().max() < 1e-9"
     return Schema(
@@ -194,7 +213,7 @@ def schema_for(d: DomainDef, facts: Mapping[str, object]) -> Schema:
         category=d.category,
         category_noun=d.category_noun,
         derive_code=derive,
-        derive_rule=(d.derive_text, rule_check),
+        derive_rule=(derive_text, rule_check),
         params={pvar: pvalue},
         normalize="title",
         synonyms=dict(d.synonyms),
@@ -211,13 +230,15 @@ def schema_for(d: DomainDef, facts: Mapping[str, object]) -> Schema:
         dim_attr_noun=d.dim_attr_noun,
         revisions=revisions,
         files={f: f"data/{f}.csv", d.dim: f"data/{d.dim}.csv"},
+        question_writer=question_writer,
     )
 
 
-def generate_domain_task(d: DomainDef, seed: int, n_turns: int) -> TaskSpec:
-    """A seeded task of ``n_turns`` turns over freshly generated tables of domain ``d``."""
+def generate_domain_task(d: DomainDef, seed: int, n_turns: int, question_writer: str = "a") -> TaskSpec:
+    """A seeded task of ``n_turns`` turns over freshly generated tables of domain ``d``, worded by
+    ``question_writer`` (the writers differ in words only: same tables, turns, code and slots)."""
     check_n_turns(n_turns)
     rng = np.random.default_rng([seed, sum(d.name.encode())])
     tables, facts = build_tables(d, rng)
-    schema = schema_for(d, facts)
+    schema = schema_for(d, facts, question_writer)
     return compose_task(schema, tables, task_id=f"syn-{d.name}-{seed}-{n_turns}", seed=seed, n_turns=n_turns)

@@ -9,7 +9,9 @@ revises the data.
 Variable kinds (:class:`Var.kind`): ``frame`` (a DataFrame; ``info['subset']`` marks filtered row sets that carry the
 category column), ``series`` (``info['agg']`` and ``info['by']``: a grouped measure), ``top`` (a top-k series),
 ``monthly`` (monthly totals), ``scalar`` and ``table`` (the dimension table). Templates reading two inputs are in
-:mod:`synthesis.domains.templates_combine`; the registry of all is ``compose.TEMPLATES``.
+:mod:`synthesis.domains.templates_combine`; the registry of all is ``compose.TEMPLATES``. Every text a template
+writes (question, context, label, constraint text) comes from the schema's question writer (``s.writer.say(key,
+...)``, :mod:`synthesis.domains.wording`), so the writers differ in words only.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from synthesis.domains.schema import Schema, ident, number_tag
+from synthesis.domains.wording import QuestionWriter
 
-AGG_WORDS = {"sum": "total", "mean": "mean", "median": "median"}
-OP_WORDS = {">": "above", ">=": "at least"}
+AGGS = ("sum", "mean", "median")
+"""The aggregations of the grouped templates (worded by the writer's ``agg.<name>`` phrases)."""
 OP_TAGS = {">": "over", ">=": "atleast"}
 
 
@@ -51,15 +54,12 @@ class Candidate:
     context: str = ""
 
 
-def rounded_check(var: str, p: int) -> tuple[str, str]:
-    return (f"Round every value to {p} decimals.", f"assert all(abs(v - round(v, {p})) < 1e-9 for v in {var})")
+def rounded_check(w: QuestionWriter, var: str, p: int) -> tuple[str, str]:
+    return (w.say("rounded.check", p=p), f"assert all(abs(v - round(v, {p})) < 1e-9 for v in {var})")
 
 
-def share_check(var: str) -> tuple[str, str]:
-    return (
-        "Shares are fractions in [0, 1] (not percentages), rounded to 4 decimals.",
-        f"assert 0 <= {var} <= 1 and abs({var} - round({var}, 4)) < 1e-12",
-    )
+def share_check(w: QuestionWriter, var: str) -> tuple[str, str]:
+    return (w.say("share.check", p=4), f"assert 0 <= {var} <= 1 and abs({var} - round({var}, 4)) < 1e-12")
 
 
 def series_dict(var: str) -> str:
@@ -79,10 +79,11 @@ def load_turn(s: Schema) -> Candidate:
     total = f"round(float({s.fact}[{s.measure!r}].sum()), {p})"
     result = f"{{'n_{s.fact}': int(len({s.fact})), 'total_{ident(s.measure)}': {total}}}"
     constraints = (s.derive_rule,) if s.derive_rule else ()
+    w = s.writer
     return Candidate(
         kind="load",
-        question=f"Load {s.files[s.fact]}. How many {s.fact_noun} are there, and what is the total {s.measure_noun}?",
-        label=f"the number of {s.fact_noun} and the total {s.measure_noun}",
+        question=w.say("load.question", file=s.files[s.fact], fact_noun=s.fact_noun, measure_noun=s.measure_noun),
+        label=w.say("load.label", fact_noun=s.fact_noun, measure_noun=s.measure_noun),
         compute=compute,
         result=result,
         requires=(),
@@ -90,8 +91,8 @@ def load_turn(s: Schema) -> Candidate:
         slots={"round": p},
         precision=p,
         constraints=constraints,
-        context=(s.derive_rule[0] + " " if s.derive_rule else "") + f"Round {'money' if s.money else 'totals'} to {p} "
-        "decimals.",
+        context=(s.derive_rule[0] + " " if s.derive_rule else "")
+        + w.say("load.round_money" if s.money else "load.round_totals", p=p),
     )
 
 
@@ -103,41 +104,43 @@ def clean_turn(s: Schema) -> Candidate:
         f"'{ident(s.category)}_values': sorted({c}[{s.category!r}].unique().tolist())}}"
     )
     constraints: tuple[tuple[str, str | None], ...] = ()
+    w = s.writer
     if s.canonical:
         constraints = (
             (
-                f"After cleaning, {s.category} takes only the values {', '.join(s.canonical)}.",
+                w.say("clean.canonical", category=s.category, values=s.canonical),
                 f"assert set({c}[{s.category!r}]) <= set({sorted(s.canonical)!r})",
             ),
         )
     if s.normalize == "band":
-        spelling = (
-            f"Add the column {s.category}: quartile band Q1-Q4 of {s.band_of} (Q1 lowest; pd.qcut of "
-            f"{s.band_of}.rank(method='first') into 4 bins)."
-        )
+        spelling = w.say("clean.band", category=s.category, band_of=s.band_of, bins=4)
+    elif s.normalize == "title":
+        synonyms = [f"{k} = {v}" for k, v in sorted(s.synonyms.items())]
+        spelling = w.say("clean.title", category_noun=s.category_noun.lower(), synonyms=synonyms)
     else:
-        spelling = (
-            f"{s.category_noun.capitalize()} names have inconsistent case, stray spaces and synonyms "
-            f"({', '.join(f'{k} = {v}' for k, v in sorted(s.synonyms.items()))}); normalise them to title case."
-            if s.normalize == "title"
-            else f"Strip stray spaces from {s.category}."
-        )
+        spelling = w.say("clean.strip", category=s.category)
+    label = w.say("clean.label", fact_noun=s.fact_noun)
     return Candidate(
         kind="clean",
-        question=f"Clean the data: how many {s.fact_noun} remain, how many were dropped, and which "
-        f"{s.category_noun} values are there?",
-        label=f"the cleaned {s.fact_noun}",
+        question=w.say("clean.question", fact_noun=s.fact_noun, category_noun=s.category_noun),
+        label=label,
         compute=s.clean_code(),
         result=result,
         requires=(s.fact,),
-        writes=(Var(c, "frame", info={"subset": True, "label": f"the cleaned {s.fact_noun}"}),),
+        writes=(Var(c, "frame", info={"subset": True, "label": label}),),
         slots={
             "dropna": {"var": c, "source": s.fact, "subset": [s.measure, s.band_of or s.category]},
             "normalize": {"var": c, "column": s.category, "synonyms": dict(s.synonyms)},
         },
         precision=s.precision,
         constraints=constraints,
-        context=f"Drop {s.fact_noun} with no {s.measure_noun} or no {s.band_of or s.category_noun}. {spelling}",
+        context=w.say(
+            "clean.context",
+            fact_noun=s.fact_noun,
+            measure_noun=s.measure_noun,
+            missing=s.band_of or s.category_noun,
+            spelling=spelling,
+        ),
     )
 
 
@@ -150,16 +153,17 @@ Fresh = dict[str, Var]
 def group_agg(s: Schema, fresh: Fresh) -> list[Candidate]:
     if s.clean not in fresh:
         return []
-    out, p = [], s.precision
-    for agg, word in AGG_WORDS.items():
+    out, p, w = [], s.precision, s.writer
+    for agg in AGGS:
         var = f"{ident(s.measure)}_{agg}_by_{ident(s.category)}"
         if var in fresh:
             continue
+        words = {"agg": w.say(f"agg.{agg}"), "measure_noun": s.measure_noun, "category_noun": s.category_noun}
         out.append(
             Candidate(
                 kind="group_agg",
-                question=f"What is the {word} {s.measure_noun} per {s.category_noun}?",
-                label=f"the {word} {s.measure_noun} per {s.category_noun}",
+                question=w.say("group_agg.question", **words),
+                label=w.say("group_agg.label", **words),
                 compute=f"{var} = {s.clean}.groupby({s.category!r})[{s.measure!r}].{agg}().round({p})",
                 result=f"{{{var!r}: {series_dict(var)}}}",
                 requires=(s.clean,),
@@ -170,8 +174,8 @@ def group_agg(s: Schema, fresh: Fresh) -> list[Candidate]:
                     "round": p,
                 },
                 precision=p,
-                constraints=(rounded_check(var, p),),
-                context=f"Use the cleaned {s.fact_noun}. Round to {p} decimals.",
+                constraints=(rounded_check(w, var, p),),
+                context=w.say("group_agg.context", fact_noun=s.fact_noun, p=p),
             )
         )
     return out
@@ -180,13 +184,14 @@ def group_agg(s: Schema, fresh: Fresh) -> list[Candidate]:
 def filter_subset(s: Schema, fresh: Fresh) -> list[Candidate]:
     if s.clean not in fresh:
         return []
-    out, p = [], s.precision
+    out, p, w = [], s.precision, s.writer
     for f in s.filters:
         for value in f.thresholds:
             var = f"{s.fact}_{ident(f.column)}_{OP_TAGS[f.op]}_{number_tag(value)}"
             if var in fresh:
                 continue
-            words = f"{f.noun} {OP_WORDS[f.op]} {value:g}"
+            op = w.say(f"op.{f.op}")
+            words = w.say("filter.condition", noun=f.noun, op=op, value=value)
             compute = (
                 f"{var} = {s.clean}[{s.clean}[{f.column!r}] {f.op} {value!r}]\n"
                 f"{var}_total = round(float({var}[{s.measure!r}].sum()), {p})"
@@ -194,13 +199,22 @@ def filter_subset(s: Schema, fresh: Fresh) -> list[Candidate]:
             out.append(
                 Candidate(
                     kind="filter",
-                    question=f"How many {s.fact_noun} have {words}, and what is their total {s.measure_noun}?",
-                    label=f"the count and total {s.measure_noun} of {s.fact_noun} with {words}",
+                    question=w.say(
+                        "filter.question", fact_noun=s.fact_noun, condition=words, measure_noun=s.measure_noun
+                    ),
+                    label=w.say("filter.label", fact_noun=s.fact_noun, condition=words, measure_noun=s.measure_noun),
                     compute=compute,
                     result=f"{{'{var}_count': int(len({var})), '{var}_total': {var}_total}}",
                     requires=(s.clean,),
                     writes=(
-                        Var(var, "frame", info={"subset": True, "label": f"{s.fact_noun} with {words}"}),
+                        Var(
+                            var,
+                            "frame",
+                            info={
+                                "subset": True,
+                                "label": w.say("filter.subset", fact_noun=s.fact_noun, condition=words),
+                            },
+                        ),
                         Var(f"{var}_total", "scalar"),
                     ),
                     slots={
@@ -210,14 +224,14 @@ def filter_subset(s: Schema, fresh: Fresh) -> list[Candidate]:
                         "round": p,
                     },
                     precision=p,
-                    context=f"Use the cleaned {s.fact_noun}; '{OP_WORDS[f.op]}' means {f.op}. Round to {p} decimals.",
+                    context=w.say("filter.context", fact_noun=s.fact_noun, op=op, sign=f.op, p=p),
                 )
             )
     return out
 
 
 def subset_group(s: Schema, fresh: Fresh) -> list[Candidate]:
-    out, p = [], s.precision
+    out, p, w = [], s.precision, s.writer
     for name, v in fresh.items():
         var = f"{name}_by_{ident(s.category)}"
         if v.kind != "frame" or not v.info.get("subset") or name == s.clean or var in fresh:
@@ -225,23 +239,27 @@ def subset_group(s: Schema, fresh: Fresh) -> list[Candidate]:
         out.append(
             Candidate(
                 kind="subset_group",
-                question=f"For {v.info['label']}, what is the total {s.measure_noun} per {s.category_noun}?",
-                label=f"the total {s.measure_noun} per {s.category_noun} of {v.info['label']}",
+                question=w.say(
+                    "subset_sum.question", subset=v.info["label"], measure_noun=s.measure_noun, by=s.category_noun
+                ),
+                label=w.say(
+                    "subset_sum.label", subset=v.info["label"], measure_noun=s.measure_noun, by=s.category_noun
+                ),
                 compute=f"{var} = {name}.groupby({s.category!r})[{s.measure!r}].sum().round({p})",
                 result=f"{{{var!r}: {series_dict(var)}}}",
                 requires=(name,),
                 writes=(Var(var, "series", info={"agg": "sum", "by": s.category, "subset": name}),),
                 slots={"groupby": {"var": var, "source": name, "by": s.category, "column": s.measure}, "agg": "sum"},
                 precision=p,
-                constraints=(rounded_check(var, p),),
-                context=f"Round to {p} decimals.",
+                constraints=(rounded_check(w, var, p),),
+                context=w.say("round.context", p=p),
             )
         )
     return out
 
 
 def top_k(s: Schema, fresh: Fresh) -> list[Candidate]:
-    out = []
+    out, w = [], s.writer
     for name, v in fresh.items():
         if v.kind != "series":
             continue
@@ -252,16 +270,15 @@ def top_k(s: Schema, fresh: Fresh) -> list[Candidate]:
             out.append(
                 Candidate(
                     kind="top_k",
-                    question=f"Which {k} {v.info['by']} values have the highest {name.replace('_', ' ')}, in "
-                    "descending order?",
-                    label=f"the top {k} of {name.replace('_', ' ')}",
+                    question=w.say("top_k.question", k=k, by=v.info["by"], name=name.replace("_", " ")),
+                    label=w.say("top_k.label", k=k, name=name.replace("_", " ")),
                     compute=f"{var} = {name}.sort_values(ascending=False).head({k})",
                     result=f"{{{var!r}: [str(k) for k in {var}.index], '{var}_values': [float(v) for v in {var}]}}",
                     requires=(name,),
                     writes=(Var(var, "top", info={"by": v.info["by"], "k": k}),),
                     slots={"sort": {"var": var, "source": name, "ascending": False, "k": k}},
                     precision=s.precision,
-                    context="List them from the largest down.",
+                    context=w.say("top_k.context"),
                 )
             )
             break  # one k per series keeps the pool varied
@@ -269,7 +286,7 @@ def top_k(s: Schema, fresh: Fresh) -> list[Candidate]:
 
 
 def share_top(s: Schema, fresh: Fresh) -> list[Candidate]:
-    out = []
+    out, w = [], s.writer
     for name, v in fresh.items():
         var = f"share_top_{name}"
         if v.kind != "series" or v.info.get("agg") != "sum" or var in fresh:
@@ -277,17 +294,16 @@ def share_top(s: Schema, fresh: Fresh) -> list[Candidate]:
         out.append(
             Candidate(
                 kind="share",
-                question=f"Which {v.info['by']} value has the largest {name.replace('_', ' ')}, and what share of "
-                "the total does it hold?",
-                label=f"the largest share of {name.replace('_', ' ')}",
+                question=w.say("share.question", by=v.info["by"], name=name.replace("_", " ")),
+                label=w.say("share.label", name=name.replace("_", " ")),
                 compute=f"{var} = round(float({name}.max() / {name}.sum()), 4)",
                 result=f"{{'top_{name}': str({name}.idxmax()), {var!r}: {var}}}",
                 requires=(name,),
                 writes=(Var(var, "scalar", info={"share": True}),),
                 slots={"share": {"var": var, "source": name}, "round": 4},
                 precision=4,
-                constraints=(share_check(var),),
-                context="Shares are fractions between 0 and 1, rounded to 4 decimals.",
+                constraints=(share_check(w, var),),
+                context=w.say("share.context", p=4),
             )
         )
     return out
@@ -297,7 +313,7 @@ def monthly(s: Schema, fresh: Fresh) -> list[Candidate]:
     var = f"monthly_{ident(s.measure)}" + ("_k" if s.money else "")
     if not s.date or s.clean not in fresh or var in fresh:
         return []
-    p, factor = s.precision, 1000 if s.money else 1
+    p, factor, w = s.precision, 1000 if s.money else 1, s.writer
     scaled = f" / {factor}" if s.money else ""
     parsed = f"pd.to_datetime({s.clean}[{s.date!r}], errors='coerce', format='mixed')"
     dated = f"{s.clean}[{parsed}.notna()]"
@@ -308,20 +324,20 @@ def monthly(s: Schema, fresh: Fresh) -> list[Candidate]:
     )
     resampled = {"var": var, "source": s.clean, "column": s.date, "measure": s.measure, "rule": "MS"}
     slots: dict[str, Any] = {"resample": resampled, "round": p}
-    constraints = [rounded_check(var, p)]
-    context = f"Parse {s.date} as dates; months are calendar months ('YYYY-MM'). Round to {p} decimals."
+    constraints = [rounded_check(w, var, p)]
+    context = w.say("monthly.context", date=s.date, p=p)
     if s.money:
         slots["unit"] = {"var": var, "factor": factor}
-        context = f"Amounts in thousands (divide by {factor}). " + context
+        context = w.say("monthly.scaled", factor=factor) + context
         check = (
             f"assert abs(float({var}.sum()) * {factor} - float({dated}[{s.measure!r}].sum())) <= 5 * len({var}) + 1"
         )
-        constraints.append(("Monthly amounts are in thousands.", check))
+        constraints.append((w.say("monthly.check"), check))
     return [
         Candidate(
             kind="monthly",
-            question=f"What is the total {s.measure_noun} per month" + (" (in thousands)?" if s.money else "?"),
-            label=f"the monthly {s.measure_noun}",
+            question=w.say("monthly.question_scaled" if s.money else "monthly.question", measure_noun=s.measure_noun),
+            label=w.say("monthly.label", measure_noun=s.measure_noun),
             compute=compute,
             result=f"{{{var!r}: {series_dict(var)}}}",
             requires=(s.clean,),
@@ -335,7 +351,7 @@ def monthly(s: Schema, fresh: Fresh) -> list[Candidate]:
 
 
 def monthly_peak(s: Schema, fresh: Fresh) -> list[Candidate]:
-    out = []
+    out, w = [], s.writer
     for name, v in fresh.items():
         var = f"peak_month_{name}"
         if v.kind != "monthly" or var in fresh:
@@ -343,9 +359,8 @@ def monthly_peak(s: Schema, fresh: Fresh) -> list[Candidate]:
         out.append(
             Candidate(
                 kind="peak",
-                question=f"Which month had the highest {name.replace('_', ' ')}, and what was the change from the "
-                "first to the last month?",
-                label=f"the peak month of {name.replace('_', ' ')}",
+                question=w.say("peak.question", name=name.replace("_", " ")),
+                label=w.say("peak.label", name=name.replace("_", " ")),
                 compute=f"{var} = str({name}.idxmax())\n"
                 f"{name}_change = round(float({name}.iloc[-1] - {name}.iloc[0]), {s.precision})",
                 result=f"{{{var!r}: {var}, '{name}_change': {name}_change}}",
@@ -353,28 +368,28 @@ def monthly_peak(s: Schema, fresh: Fresh) -> list[Candidate]:
                 writes=(Var(var, "scalar"), Var(f"{name}_change", "scalar")),
                 slots={"sort": {"var": var, "source": name, "ascending": False, "k": 1}, "round": s.precision},
                 precision=s.precision,
-                context="Change = last month minus first month.",
+                context=w.say("peak.context"),
             )
         )
     return out
 
 
 def missing_report(s: Schema, fresh: Fresh) -> list[Candidate]:
-    var = f"missing_{s.fact}"
+    var, w = f"missing_{s.fact}", s.writer
     if s.fact not in fresh or var in fresh:
         return []
     return [
         Candidate(
             kind="missing",
-            question=f"Before cleaning, which columns of the {s.fact_noun} have missing values, and how many each?",
-            label=f"the missing values per column of the {s.fact_noun}",
+            question=w.say("missing.question", fact_noun=s.fact_noun),
+            label=w.say("missing.label", fact_noun=s.fact_noun),
             compute=f"{var} = {s.fact}.isna().sum()\n{var} = {var}[{var} > 0]",
             result=f"{{{var!r}: {{str(k): int(v) for k, v in {var}.items()}}}}",
             requires=(s.fact,),
             writes=(Var(var, "scalar"),),
             slots={"missing": {"var": var, "source": s.fact}},
             precision=0,
-            context="Count NaN cells per column; list only columns that have some.",
+            context=w.say("missing.context"),
         )
     ]
 
@@ -382,7 +397,7 @@ def missing_report(s: Schema, fresh: Fresh) -> list[Candidate]:
 def outliers(s: Schema, fresh: Fresh) -> list[Candidate]:
     if s.clean not in fresh:
         return []
-    out = []
+    out, w = [], s.writer
     for column, noun in [(f.column, f.noun) for f in s.filters] + [(s.measure, s.measure_noun)]:
         var = f"{s.fact}_{ident(column)}_outliers"
         if var in fresh or any(c.writes[0].name == var for c in out):
@@ -395,9 +410,8 @@ def outliers(s: Schema, fresh: Fresh) -> list[Candidate]:
         out.append(
             Candidate(
                 kind="outliers",
-                question=f"Using the IQR rule, how many {s.fact_noun} are high outliers in {noun}, and what is the "
-                "limit?",
-                label=f"the high outliers in {noun}",
+                question=w.say("outliers.question", fact_noun=s.fact_noun, noun=noun),
+                label=w.say("outliers.label", noun=noun),
                 compute=compute,
                 result=f"{{'{var}_count': int(len({var})), '{var}_limit': {var}_limit}}",
                 requires=(s.clean,),
@@ -407,8 +421,7 @@ def outliers(s: Schema, fresh: Fresh) -> list[Candidate]:
                 ),
                 slots={"outlier": {"var": var, "source": s.clean, "column": column, "k": 1.5}, "round": 4},
                 precision=4,
-                context="High outlier: value > Q3 + 1.5 * (Q3 - Q1) (pandas default quantiles). Round the limit to "
-                "4 decimals.",
+                context=w.say("outliers.context", k=1.5, p=4),
             )
         )
     return out
@@ -417,11 +430,12 @@ def outliers(s: Schema, fresh: Fresh) -> list[Candidate]:
 def load_dim(s: Schema, fresh: Fresh) -> list[Candidate]:
     if not s.dim or s.dim in fresh:
         return []
+    w = s.writer
     return [
         Candidate(
             kind="load_dim",
-            question=f"Load {s.files[s.dim]}. How many {s.dim_noun} are there per {s.dim_attr_noun}?",
-            label=f"the {s.dim_noun} per {s.dim_attr_noun}",
+            question=w.say("load_dim.question", file=s.files[s.dim], dim_noun=s.dim_noun, attr_noun=s.dim_attr_noun),
+            label=w.say("load_dim.label", dim_noun=s.dim_noun, attr_noun=s.dim_attr_noun),
             compute=s.dim_load_code,
             result=f"{{'{s.dim}_per_{s.dim_attr}': {{str(k): int(v) for k, v in "
             f"{s.dim}[{s.dim_attr!r}].value_counts().sort_index().items()}}}}",
@@ -429,7 +443,6 @@ def load_dim(s: Schema, fresh: Fresh) -> list[Candidate]:
             writes=(Var(s.dim, "table", fact_derived=False),),
             slots={"normalize": {"var": s.dim, "column": s.dim_attr, "synonyms": {}}},
             precision=0,
-            context=f"{s.dim_attr_noun.capitalize()} values have stray spaces and mixed case; normalise them to "
-            "title case.",
+            context=w.say("load_dim.context", attr_noun=s.dim_attr_noun.lower()),
         )
     ]

@@ -12,6 +12,7 @@ def join_group(s: Schema, fresh: Fresh) -> list[Candidate]:
     if not s.dim or s.dim not in fresh or s.clean not in fresh:
         return []
     merged, var, p = f"{s.fact}_with_{s.dim}", f"{ident(s.measure)}_by_{ident(str(s.dim_attr))}", s.precision
+    w = s.writer
     if var in fresh:
         return []
     compute = (
@@ -21,10 +22,16 @@ def join_group(s: Schema, fresh: Fresh) -> list[Candidate]:
     return [
         Candidate(
             kind="join",
-            question=f"Join the cleaned {s.fact_noun} with the {s.dim_noun} on {s.dim_key}, keeping every "
-            f"{s.fact_noun[:-1] if s.fact_noun.endswith('s') else s.fact_noun}. What is the total {s.measure_noun} "
-            f"per {s.dim_attr_noun}, and how many {s.fact_noun} have no match?",
-            label=f"the total {s.measure_noun} per {s.dim_attr_noun}",
+            question=w.say(
+                "join.question",
+                fact_noun=s.fact_noun,
+                dim_noun=s.dim_noun,
+                key=s.dim_key,
+                fact_one=s.fact_noun[:-1] if s.fact_noun.endswith("s") else s.fact_noun,
+                measure_noun=s.measure_noun,
+                attr_noun=s.dim_attr_noun,
+            ),
+            label=w.say("join.label", measure_noun=s.measure_noun, attr_noun=s.dim_attr_noun),
             compute=compute,
             result=f"{{{var!r}: {series_dict(var)}, "
             f"'{merged}_unmatched': int({merged}[{s.dim_attr!r}].isna().sum())}}",
@@ -39,11 +46,11 @@ def join_group(s: Schema, fresh: Fresh) -> list[Candidate]:
             precision=p,
             constraints=(
                 (
-                    f"A left join keeps every cleaned {s.fact_noun[:-1]} row.",
+                    w.say("join.check", fact_row=s.fact_noun[:-1]),
                     f"assert len({merged}) == len({s.clean})",
                 ),
             ),
-            context=f"Left join; unmatched {s.fact_noun} keep NaN in {s.dim_attr}. Round to {p} decimals.",
+            context=w.say("join.context", fact_noun=s.fact_noun, attr=s.dim_attr, p=p),
         )
     ]
 
@@ -51,7 +58,7 @@ def join_group(s: Schema, fresh: Fresh) -> list[Candidate]:
 def subset_by_attr(s: Schema, fresh: Fresh) -> list[Candidate]:
     if not s.dim or s.dim not in fresh:
         return []
-    out, p = [], s.precision
+    out, p, w = [], s.precision, s.writer
     for name, v in fresh.items():
         var = f"{name}_by_{ident(str(s.dim_attr))}"
         if v.kind != "frame" or not v.info.get("subset") or name == s.clean or var in fresh:
@@ -63,8 +70,12 @@ def subset_by_attr(s: Schema, fresh: Fresh) -> list[Candidate]:
         out.append(
             Candidate(
                 kind="subset_join",
-                question=f"For {v.info['label']}, what is the total {s.measure_noun} per {s.dim_attr_noun}?",
-                label=f"the total {s.measure_noun} per {s.dim_attr_noun} of {v.info['label']}",
+                question=w.say(
+                    "subset_sum.question", subset=v.info["label"], measure_noun=s.measure_noun, by=s.dim_attr_noun
+                ),
+                label=w.say(
+                    "subset_sum.label", subset=v.info["label"], measure_noun=s.measure_noun, by=s.dim_attr_noun
+                ),
                 compute=compute,
                 result=f"{{{var!r}: {series_dict(var)}}}",
                 requires=(name, s.dim),
@@ -76,15 +87,15 @@ def subset_by_attr(s: Schema, fresh: Fresh) -> list[Candidate]:
                     "round": p,
                 },
                 precision=p,
-                constraints=(rounded_check(var, p),),
-                context=f"Join on {s.dim_key} (left join). Round to {p} decimals.",
+                constraints=(rounded_check(w, var, p),),
+                context=w.say("subset_join.context", key=s.dim_key, p=p),
             )
         )
     return out
 
 
 def subset_share_in_top(s: Schema, fresh: Fresh) -> list[Candidate]:
-    out = []
+    out, w = [], s.writer
     tops = [n for n, v in fresh.items() if v.kind == "top" and v.info["by"] == s.category]
     subsets = [n for n, v in fresh.items() if v.kind == "frame" and v.info.get("subset") and n != s.clean]
     for top in tops:
@@ -99,24 +110,29 @@ def subset_share_in_top(s: Schema, fresh: Fresh) -> list[Candidate]:
             out.append(
                 Candidate(
                     kind="share_in_top",
-                    question=f"What share of the {s.measure_noun} of {fresh[sub].info['label']} comes from the "
-                    f"{s.category_noun} values in {top.replace('_', ' ')}?",
-                    label=f"the share of {fresh[sub].info['label']} in {top.replace('_', ' ')}",
+                    question=w.say(
+                        "share_in_top.question",
+                        measure_noun=s.measure_noun,
+                        subset=fresh[sub].info["label"],
+                        category_noun=s.category_noun,
+                        top=top.replace("_", " "),
+                    ),
+                    label=w.say("share_in_top.label", subset=fresh[sub].info["label"], top=top.replace("_", " ")),
                     compute=compute,
                     result=f"{{{var!r}: {var}}}",
                     requires=(top, sub),
                     writes=(Var(var, "scalar", info={"share": True}),),
                     slots={"share": {"var": var, "source": sub}, "round": 4},
                     precision=4,
-                    constraints=(share_check(var),),
-                    context="Shares are fractions between 0 and 1, rounded to 4 decimals.",
+                    constraints=(share_check(w, var),),
+                    context=w.say("share.context", p=4),
                 )
             )
     return out
 
 
 def subset_fraction(s: Schema, fresh: Fresh) -> list[Candidate]:
-    out = []
+    out, w = [], s.writer
     totals = [
         n for n, v in fresh.items() if v.kind == "series" and v.info.get("agg") == "sum" and "subset" not in v.info
     ]
@@ -128,13 +144,12 @@ def subset_fraction(s: Schema, fresh: Fresh) -> list[Candidate]:
             var = f"fraction_{part}"
             if var in fresh:
                 continue
+            by, subset = fresh[part].info["by"], fresh[fresh[part].info["subset"]].info["label"]
             out.append(
                 Candidate(
                     kind="fraction",
-                    question=f"For each {fresh[part].info['by']} value, what fraction of its {s.measure_noun} comes "
-                    f"from {fresh[fresh[part].info['subset']].info['label']}?",
-                    label=f"the fraction per {fresh[part].info['by']} from "
-                    f"{fresh[fresh[part].info['subset']].info['label']}",
+                    question=w.say("fraction.question", by=by, measure_noun=s.measure_noun, subset=subset),
+                    label=w.say("fraction.label", by=by, subset=subset),
                     compute=f"{var} = ({part} / {total}).fillna(0).round(4)",
                     result=f"{{{var!r}: {series_dict(var)}}}",
                     requires=(part, total),
@@ -143,18 +158,18 @@ def subset_fraction(s: Schema, fresh: Fresh) -> list[Candidate]:
                     precision=4,
                     constraints=(
                         (
-                            "Fractions are in [0, 1], rounded to 4 decimals.",
+                            w.say("fraction.check", p=4),
                             f"assert ((({var}) >= 0) & (({var}) <= 1)).all()",
                         ),
                     ),
-                    context="Fractions between 0 and 1 (0 where none), rounded to 4 decimals.",
+                    context=w.say("fraction.context", p=4),
                 )
             )
     return out
 
 
 def peak_vs_share(s: Schema, fresh: Fresh) -> list[Candidate]:
-    out = []
+    out, w = [], s.writer
     months = [n for n, v in fresh.items() if v.kind == "monthly"]
     shares = [n for n, v in fresh.items() if v.kind == "scalar" and v.info.get("share") and n.startswith("share_top_")]
     for month in months:
@@ -165,24 +180,25 @@ def peak_vs_share(s: Schema, fresh: Fresh) -> list[Candidate]:
             out.append(
                 Candidate(
                     kind="peak_vs_share",
-                    question=f"Is the busiest month's share of the {month.replace('_', ' ')} total larger than "
-                    f"{share.replace('_', ' ')}? Report both shares.",
-                    label=f"the busiest month's share against {share.replace('_', ' ')}",
+                    question=w.say(
+                        "peak_vs_share.question", month=month.replace("_", " "), share=share.replace("_", " ")
+                    ),
+                    label=w.say("peak_vs_share.label", share=share.replace("_", " ")),
                     compute=f"{var} = round(float({month}.max() / {month}.sum()), 4)",
                     result=f"{{{var!r}: {var}, {share!r}: {share}, 'peak_month_larger': bool({var} > {share})}}",
                     requires=(month, share),
                     writes=(Var(var, "scalar", info={"share": True}),),
                     slots={"share": {"var": var, "source": month}, "round": 4},
                     precision=4,
-                    constraints=(share_check(var),),
-                    context="Shares are fractions between 0 and 1, rounded to 4 decimals.",
+                    constraints=(share_check(w, var),),
+                    context=w.say("share.context", p=4),
                 )
             )
     return out
 
 
 def subset_overlap(s: Schema, fresh: Fresh) -> list[Candidate]:
-    out, p = [], s.precision
+    out, p, w = [], s.precision, s.writer
     subsets = sorted(n for n, v in fresh.items() if v.kind == "frame" and v.info.get("subset") and n != s.clean)
     for i, a in enumerate(subsets):
         for b in subsets[i + 1 :]:
@@ -193,9 +209,10 @@ def subset_overlap(s: Schema, fresh: Fresh) -> list[Candidate]:
             out.append(
                 Candidate(
                     kind="overlap",
-                    question=f"How many {s.fact_noun} are both {la} and {lb}, and what is their total "
-                    f"{s.measure_noun}?",
-                    label=f"the overlap of {la} and {lb}",
+                    question=w.say(
+                        "overlap.question", fact_noun=s.fact_noun, left=la, right=lb, measure_noun=s.measure_noun
+                    ),
+                    label=w.say("overlap.label", left=la, right=lb),
                     compute=f"{var} = {a}.loc[{a}.index.intersection({b}.index)]\n"
                     f"{var}_total = round(float({var}[{s.measure!r}].sum()), {p})",
                     result=f"{{'{var}_count': int(len({var})), '{var}_total': {var}_total}}",
@@ -208,15 +225,14 @@ def subset_overlap(s: Schema, fresh: Fresh) -> list[Candidate]:
                         "round": p,
                     },
                     precision=p,
-                    context=f"Rows are the same {s.fact_noun[:-1]} when they have the same row label. Round to {p} "
-                    "decimals.",
+                    context=w.say("overlap.context", fact_row=s.fact_noun[:-1], p=p),
                 )
             )
     return out
 
 
 def common_top(s: Schema, fresh: Fresh) -> list[Candidate]:
-    out = []
+    out, w = [], s.writer
     tops = sorted(n for n, v in fresh.items() if v.kind == "top")
     for i, a in enumerate(tops):
         for b in tops[i + 1 :]:
@@ -226,16 +242,20 @@ def common_top(s: Schema, fresh: Fresh) -> list[Candidate]:
             out.append(
                 Candidate(
                     kind="common_top",
-                    question=f"Which {fresh[a].info['by']} values appear in both {a.replace('_', ' ')} and "
-                    f"{b.replace('_', ' ')}?",
-                    label=f"the values common to {a.replace('_', ' ')} and {b.replace('_', ' ')}",
+                    question=w.say(
+                        "common_top.question",
+                        by=fresh[a].info["by"],
+                        left=a.replace("_", " "),
+                        right=b.replace("_", " "),
+                    ),
+                    label=w.say("common_top.label", left=a.replace("_", " "), right=b.replace("_", " ")),
                     compute=f"{var} = sorted(set({a}.index) & set({b}.index))",
                     result=f"{{{var!r}: [str(k) for k in {var}]}}",
                     requires=(a, b),
                     writes=(Var(var, "scalar"),),
                     slots={"overlap": {"var": var, "left": a, "right": b}},
                     precision=None,
-                    context="List them in alphabetical order.",
+                    context=w.say("common_top.context"),
                 )
             )
     return out
@@ -244,7 +264,7 @@ def common_top(s: Schema, fresh: Fresh) -> list[Candidate]:
 def mean_vs_median(s: Schema, fresh: Fresh) -> list[Candidate]:
     means = [n for n, v in fresh.items() if v.kind == "series" and v.info.get("agg") == "mean"]
     medians = [n for n, v in fresh.items() if v.kind == "series" and v.info.get("agg") == "median"]
-    out = []
+    out, w = [], s.writer
     for a in means:
         for b in medians:
             var = f"mean_above_median_{ident(str(fresh[a].info['by']))}"
@@ -253,9 +273,8 @@ def mean_vs_median(s: Schema, fresh: Fresh) -> list[Candidate]:
             out.append(
                 Candidate(
                     kind="mean_vs_median",
-                    question=f"For which {fresh[a].info['by']} values is the mean {s.measure_noun} above the median "
-                    "(a right-skewed distribution), and by how much at most?",
-                    label=f"the {fresh[a].info['by']} values whose mean exceeds the median",
+                    question=w.say("mean_vs_median.question", by=fresh[a].info["by"], measure_noun=s.measure_noun),
+                    label=w.say("mean_vs_median.label", by=fresh[a].info["by"]),
                     compute=f"{var} = sorted(k for k in {a}.index if {a}[k] > {b}.get(k, float('inf')))\n"
                     f"{var}_gap = round(float(({a} - {b}).max()), {s.precision})",
                     result=f"{{{var!r}: [str(k) for k in {var}], '{var}_gap': {var}_gap}}",
@@ -263,7 +282,7 @@ def mean_vs_median(s: Schema, fresh: Fresh) -> list[Candidate]:
                     writes=(Var(var, "scalar"), Var(f"{var}_gap", "scalar")),
                     slots={"agg": "mean", "round": s.precision},
                     precision=s.precision,
-                    context=f"Compare the rounded values of both turns. Round the gap to {s.precision} decimals.",
+                    context=w.say("mean_vs_median.context", p=s.precision),
                 )
             )
     return out

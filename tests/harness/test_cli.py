@@ -76,7 +76,9 @@ def test_help_is_plain_text_without_process_internals(command, capsys, monkeypat
     assert "``" not in out and ":func:" not in out and ":class:" not in out and ":mod:" not in out
     assert "PR_SET_PDEATHSIG" not in out and ".. --help ends here" not in out
     if command == "evaluate":  # the suite names, where a suite is chosen
-        assert "a suite name: heldout-seeds, heldout-domain, smoke, heldout-demo, dabench-dev." in out
+        assert (
+            "a suite name: heldout-seeds, heldout-domain, heldout-writer-b, smoke, heldout-demo, dabench-dev." in out
+        )
 
 
 def test_plain_text_keeps_the_targets_of_sphinx_roles():

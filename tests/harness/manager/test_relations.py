@@ -1,5 +1,5 @@
-"""Relations inferred from a turn's words alone (no task graph): one case per phrasing of the synthesizer's contract,
-the fallbacks when named turns are not committed, and the cue order."""
+"""Relations inferred from a turn's words alone (no task graph): one case per phrasing of the synthesizer's contract
+(question writers a and b), the fallbacks when named turns are not committed, and the cue order."""
 
 import pytest
 
@@ -29,6 +29,21 @@ def rel(kind, *states):
         ("Compare turn 1 with turn 3.", "", rel("combine", "S1", "S3")),
         ("Load data/sales.csv. How many orders are there?", "Revenue is quantity * unit_price.", [{"type": "init"}]),
         ("With the corrected amount, what is the total?", "Correction: order 7 was mistyped.", [{"type": "init"}]),
+        # question writer b's wording of the same relations
+        ("Combining what turns 2 and 3 produced: which region leads?", "", rel("combine", "S2", "S3")),
+        ("Combining what turns 1, 4 and 5 produced: compare them.", "", rel("combine", "S1", "S4", "S5")),
+        ("Return to what turn 4 produced, setting aside the turns after it. The median?", "", rel("branch", "S4")),
+        ("Starting from what turn 5 produced: what proportion does the top region hold?", "", rel("progress", "S5")),
+        (
+            "After this update, report the summed revenue (from turn 2) and the largest (from turn 4) again.",
+            "Data-entry fix: the unit_price of order_id 7 was keyed in as 3399.0; it should be 33.99.",
+            rel("invalidate", "S2", "S4"),
+        ),
+        (
+            "Starting from what turn 2 produced: the average per region? Work from the latest, revised data.",
+            "",
+            rel("progress", "S2"),
+        ),
     ],
 )
 def test_each_phrasing(question, context, expected):
