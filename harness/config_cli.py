@@ -55,6 +55,7 @@ from typing import Any
 
 import yaml
 
+from harness.pyast import parse_python
 from harness.yaml_config import (
     construct,
     fix_suffix,
@@ -297,7 +298,7 @@ def _field_docs(cls: type) -> dict[str, str]:
         if not dataclasses.is_dataclass(klass):
             continue
         try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+            tree = parse_python(textwrap.dedent(inspect.getsource(klass)))
         except (OSError, TypeError, SyntaxError):
             continue
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from harness.manager.bookkeeping import call, one_line, open_response, update_response
 from harness.manager.hints import HintError, render_repair_hint
 from harness.manager.policy_types import PolicyInput
+from harness.pyast import parse_python
 from harness.untrusted import neutralize
 
 if TYPE_CHECKING:
@@ -266,7 +267,7 @@ class _Planned:
 def _constraint_variable(code: str) -> str:
     """The first variable a constraint's code reads (what a repair hint names), ``""`` when it reads none."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return ""
     builtins = set(dir(__builtins__)) if not isinstance(__builtins__, dict) else set(__builtins__)

@@ -70,6 +70,7 @@ from harness.checks.spec import (
     UnitScale,
     parse_spec,
 )
+from harness.pyast import parse_python
 
 PREFIX = "_ck"
 """Internal names of a compiled check start with this (renamed when a spec's variable does too)."""
@@ -462,7 +463,7 @@ COMPILERS: dict[str, Callable[..., str]] = {
 def _rename(code: str, names: dict[str, str]) -> str:
     """``code`` with the names in ``names`` renamed (via ``ast``), also in the literal text of its f-strings (where
     no spec value ever is: messages show values through names)."""
-    tree = ast.parse(code)
+    tree = parse_python(code)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             node.id = names.get(node.id, node.id)
@@ -505,7 +506,7 @@ def compile_check(spec: CheckSpec | Mapping[str, Any]) -> str:
 def _names(code: str) -> set[str]:
     """Every name ``code`` binds or reads."""
     out: set[str] = set()
-    for node in ast.walk(ast.parse(code)):
+    for node in ast.walk(parse_python(code)):
         if isinstance(node, ast.Name):
             out.add(node.id)
         elif isinstance(node, ast.FunctionDef | ast.ExceptHandler) and node.name:

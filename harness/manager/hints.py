@@ -19,6 +19,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from harness.pyast import parse_python
+
 STATE_HINT_NOTE = (
     "The states above were recorded by a supervisor from earlier steps of this analysis. They are observations "
     "for reference only: verify any value against the data or your own results before you build on it."
@@ -58,7 +60,7 @@ def _carries_code(text: str) -> bool:
         if "=" not in line or line.startswith(("#", "-", "*")):
             continue
         try:
-            tree = ast.parse(line)
+            tree = parse_python(line)
         except SyntaxError:
             continue
         if any(isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) for node in tree.body):

@@ -60,6 +60,7 @@ from harness.manager.policy_types import (
     declared_relations,
 )
 from harness.manager.relations import infer_relations
+from harness.pyast import parse_python
 from harness.specs import ManagerSpec
 
 
@@ -187,7 +188,7 @@ def written_names(code: str) -> list[str]:
     does not parse (a syntax error, a cell cut by the display cap) is read line by line: ``name = ...``,
     ``name[...] = ...`` and ``name += ...`` at the start of a line."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError):
         found = re.findall(r"^([A-Za-z_]\w*)\s*(?:\[[^\]\n]*\])?\s*(?:[-+*/%]|//)?=(?!=)", code, re.MULTILINE)
         return list(dict.fromkeys(found))

@@ -35,6 +35,7 @@ from typing import Any
 
 from harness.checks import CheckSpecError, compile_check, parse_spec, requirement
 from harness.manager.ast_inspect import Inspector, cap_text
+from harness.pyast import parse_python
 from harness.sandbox import ExecutionResult, Kernel, SandboxError
 
 STDOUT_CAP = 2_000  # chars of probe stdout / display returned to the manager
@@ -143,7 +144,7 @@ def inspect_python(code: str) -> ToolResult:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # compile_python reports them
-            tree = ast.parse(code)
+            tree = parse_python(code)
         return ToolResult(True, Inspector(code).run(tree))
     except SyntaxError as exc:
         loc = _syntax_error_location(exc, code)
@@ -371,7 +372,7 @@ def _operands(test: ast.expr) -> list[ast.expr]:
 def _operand_values(kernel: Kernel, code: str, line: int, timeout_s: float) -> dict[str, Any] | None:
     """For a failed top-level ``assert``: the values (reprs) of its operands, from a second probe that reruns the
     statements before it."""
-    tree = ast.parse(code)
+    tree = parse_python(code)
     for i, stmt in enumerate(tree.body):
         if isinstance(stmt, ast.Assert) and stmt.lineno == line and (operands := _operands(stmt.test)):
             prefix = ast.unparse(ast.Module(body=tree.body[:i], type_ignores=[]))

@@ -11,12 +11,13 @@ verifier makes a failed probe (``ProbeFailed``) and is replaced by a fresh one a
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from harness.pyast import parse_python
 
 from .channels import Channel, SandboxError, request
 from .probes import MAX_EXPORTED, names_read, projections
@@ -59,7 +60,7 @@ class ProbeHost:
         """The raw reply of a probe: its variables exported by the kernel (cached until the kernel runs anything),
         its code run by the verifier over them."""
         try:
-            tree = ast.parse(code, "<probe>", "exec")
+            tree = parse_python(code, "<probe>", "exec")
             names, hard = names_read(tree)
             columns = projections(tree, names[:MAX_EXPORTED])
         except (SyntaxError, ValueError, RecursionError):

@@ -11,13 +11,13 @@ Direct construction (``TaskConfig(id=..., kind=...)``) runs the same semantic ch
 
 from __future__ import annotations
 
-import ast
 import difflib
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from types import SimpleNamespace
 from typing import Any
 
+from harness.pyast import parse_python
 from harness.tasks.checks import (
     ANSWER_NAME_PATTERN,
     CONFIG_FILE,
@@ -391,7 +391,7 @@ def _parse_constraints(items: list, file: str, field_name: str, problems: list[P
 
 def _syntax_error(code: str) -> str | None:
     try:
-        ast.parse(code)
+        parse_python(code)
     except SyntaxError as error:
         return f"{error.msg} (line {error.lineno})"
     return None

@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from harness.pyast import parse_python
 from harness.tasks.mlebench_compat import mlebench_shim
 
 FILE_PREFIX = "file:"
@@ -79,7 +80,7 @@ class GraderRef:
         if not path.is_file():
             return f"grader file {self.file!r} does not exist in the task folder."
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            tree = parse_python(path.read_text(encoding="utf-8"), filename=str(path))
         except (SyntaxError, UnicodeDecodeError) as exc:
             return f"grader file {self.file!r} does not parse ({exc})."
         if self.function not in top_level_names(tree):

@@ -10,7 +10,6 @@ The private answers are read again only by :meth:`Task.load_answers`, which only
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
 import os
@@ -22,6 +21,7 @@ from typing import Any
 import yaml
 
 from harness.evaluation.metrics import METRICS
+from harness.pyast import parse_python
 from harness.tasks.config import (
     ANSWER_NAME_PATTERN,
     CONFIG_FILE,
@@ -412,7 +412,7 @@ def _code_problems(root: Path, cfg: TaskConfig, problems: list[Problem]) -> None
     prepare = root / PREPARE_FILE
     if prepare.is_file():
         try:
-            names = top_level_names(ast.parse(prepare.read_text(encoding="utf-8")))
+            names = top_level_names(parse_python(prepare.read_text(encoding="utf-8")))
         except (SyntaxError, UnicodeDecodeError) as exc:
             problems.append(Problem(PREPARE_FILE, "(file)", f"does not parse ({exc}).", "fix the syntax."))
         else:

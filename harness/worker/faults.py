@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.jsonl import iter_jsonl
+from harness.pyast import parse_python
 
 REQUIRED_KEYS = ("task_id", "turn_id", "fault_type", "code")
 OPTIONAL_KEYS = ("variables", "detectable")
@@ -84,8 +85,8 @@ def infer_corrupted_variables(reference_code: str, faulty_code: str) -> tuple[st
     Returns ``()`` when either side does not parse (an execution-error fault, say): there is nothing to localize.
     """
     try:
-        reference = {ast.dump(s) for s in ast.parse(reference_code).body}
-        faulty = ast.parse(faulty_code).body
+        reference = {ast.dump(s) for s in parse_python(reference_code).body}
+        faulty = parse_python(faulty_code).body
     except SyntaxError:
         return ()
     names: set[str] = set()

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.pyast import parse_python
+
 logger = logging.getLogger(__name__)
 
 MIN_LINE_CHARS = 25
@@ -173,7 +175,7 @@ def evidence_code_strings(code: str) -> tuple[str, ...]:
     """The comment lines and the string constants of the assertion messages of an evidence probe."""
     out = [line.strip().lstrip("#").strip() for line in code.split("\n") if line.strip().startswith("#")]
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return tuple(out)
     for node in _statements(tree.body):

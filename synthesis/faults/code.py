@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from harness.manager.ast_inspect import Inspector
+from harness.pyast import parse_python
 
 PRINT_CALLS = ("print_result", "print", "display")
 """Calls dropped from a recomputation probe (it must not print answers of its own)."""
@@ -32,7 +33,7 @@ ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant, ast.Lis
 # ---- reading code -----------------------------------------------------------------------------------------------
 def statements(code: str) -> list[ast.stmt]:
     """Top-level statements of ``code`` (raises ``SyntaxError`` like ``ast.parse``)."""
-    return ast.parse(code).body
+    return parse_python(code).body
 
 
 def names_of(stmt: ast.stmt) -> tuple[set[str], set[str], set[str]]:
@@ -45,7 +46,7 @@ def names_of(stmt: ast.stmt) -> tuple[set[str], set[str], set[str]]:
 def _inspect_statement(source: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """``inspect_python``'s reads, inputs and writes of one statement's source (cached: the same reference
     statements are analysed once per fault candidate of a turn)."""
-    info = Inspector(source).run(ast.parse(source))
+    info = Inspector(source).run(parse_python(source))
     return tuple(info["reads"]), tuple(info["inputs"]), tuple(info["writes"])
 
 
@@ -54,7 +55,7 @@ def code_writes(code: str) -> tuple[str, ...]:
     """Names the code assigns (first-seen order; imported modules aside), ``()`` when it does not parse. Cached: the
     fault types ask it of the same reference code again and again."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return ()
     names: list[str] = []
@@ -65,7 +66,7 @@ def code_writes(code: str) -> tuple[str, ...]:
 
 def code_inputs(code: str) -> set[str]:
     """Names the code reads before it assigns them (what it takes from the namespace)."""
-    info = Inspector(code).run(ast.parse(code))
+    info = Inspector(code).run(parse_python(code))
     return set(info["inputs"])
 
 
@@ -115,7 +116,7 @@ def replace_node(code: str, node: ast.AST, new_text: str, *, check: bool = True)
     end = char_offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
     edited = code[:begin] + new_text + code[end:]
     if check:
-        ast.parse(edited)
+        parse_python(edited)
     return edited
 
 
@@ -202,7 +203,7 @@ def _renamed_slice(codes: tuple[str, ...]) -> tuple[str, frozenset[str]]:
         if not isinstance(stmt, ast.Import | ast.ImportFrom):
             assigned |= names_of(stmt)[2]
     renamer = _Renamer(assigned)
-    body = [renamer.visit(ast.parse(ast.unparse(stmt)).body[0]) for stmt in kept]
+    body = [renamer.visit(parse_python(ast.unparse(stmt)).body[0]) for stmt in kept]
     return "\n".join(ast.unparse(stmt) for stmt in body), frozenset(assigned)
 
 

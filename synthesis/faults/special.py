@@ -32,6 +32,7 @@ import random
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from harness.pyast import parse_python
 from synthesis.faults.code import (
     code_inputs,
     expr_text,
@@ -64,7 +65,7 @@ def _stale_at_invalidate(task: TaskSpec, turn: TurnSpec) -> list[Edit]:
     for stmt in reversed(dropped):
         code = replace_node(code, stmt, "", check=False)
     code = "\n".join(line for line in code.splitlines() if line.strip())
-    ast.parse(code)
+    parse_python(code)
     stale = [w for s in dropped for w in stmt_writes(s)]
     read_by_rest = set().union(*(names_of(s)[0] for s in body if s not in dropped))
     roots = tuple(dict.fromkeys([w for w in stale if w in read_by_rest] + stale))
@@ -148,7 +149,7 @@ def _superseded_rederivation(source: TurnSpec, revision: Mapping[str, Any] | Non
             continue
         text = ast.get_source_segment(source.code, stmt) or ast.unparse(stmt)
         if var in stmt_writes(stmt):
-            hits = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant) and n.value == new]
+            hits = [n for n in ast.walk(parse_python(text)) if isinstance(n, ast.Constant) and n.value == new]
             for node in reversed(hits):
                 text = replace_node(text, node, repr(old))
                 swapped = True

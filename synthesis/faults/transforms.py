@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from harness.pyast import parse_python
 from synthesis.faults.code import Site, expr_text, node_text, replace_node, sites, stmt_writes
 from synthesis.faults.model import Edit
 
@@ -90,7 +91,7 @@ def keyword(node: ast.Call, name: str) -> ast.keyword | None:
 
 
 def edit_call(code: str, node: ast.Call, change: Callable[[ast.Call], None]) -> str:
-    new = ast.parse(ast.unparse(node), mode="eval").body
+    new = parse_python(ast.unparse(node), mode="eval").body
     assert isinstance(new, ast.Call)
     change(new)
     return replace_node(code, node, expr_text(new))
@@ -202,7 +203,7 @@ def propose_wrong_threshold(task: TaskSpec, turn: TurnSpec, answers: Any, rng: r
         else:
             new = round(old * 1.1, 6)
         if new is not None and new != old:
-            moved = ast.parse(ast.unparse(site.node), mode="eval").body
+            moved = parse_python(ast.unparse(site.node), mode="eval").body
             target = moved.comparators[0] if on_right else moved.left  # type: ignore[attr-defined]
             target.value = new
             shifted = ast.unparse(moved)

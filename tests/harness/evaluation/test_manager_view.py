@@ -113,14 +113,16 @@ def test_held_out_suites_and_the_oracle_warning(tmp_path):
     off = SimpleNamespace(suite="smoke", runtime={})
     record = EpisodeRecord("t", "e", {"executable_constraints": True, "constraint_code_public": True}, True)
     smoke = oracle_section(off, Suite("smoke", []), {"rule": [record]})
-    assert smoke == {"oracle_relations": False, "executable_constraints": True, "constraint_code_public_tasks": 1,
-                     "heldout": False, "warning": None}  # fmt: skip
+    assert smoke == {"oracle_relations": False, "executable_constraints": True, "oracle_checks": False,
+                     "constraint_code_public_tasks": 1, "heldout": False, "warning": None}  # fmt: skip
     assert oracle_lines(oracle_section(off, Suite("smoke", []), {}))[0].startswith("Manager view: no oracles")
 
 
 def test_the_switches_are_fields_not_runtime_options(tmp_path):
     config = EvaluationConfig(suite="smoke", out=str(tmp_path), oracle_relations=True)
-    assert config.runtime_fields() == {"flow": None, "oracle_relations": True, "executable_constraints": False}
+    assert config.runtime_fields() == {
+        "flow": None, "oracle_relations": True, "executable_constraints": False, "oracle_checks": False,
+    }  # fmt: skip
     with pytest.raises(EvaluationError, match=r"set \['oracle_relations'\] with the fields of the same name"):
         EvaluationConfig(suite="smoke", out=str(tmp_path), runtime={"oracle_relations": True})
 

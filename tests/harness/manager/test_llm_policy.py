@@ -532,7 +532,7 @@ def test_a_tiny_transformers_model_drives_a_whole_episode(sandbox, tiny_folder):
 def test_get_policy_builds_every_spec():
     assert list(POLICIES) == [
         "none", "rule", "window-rule", "windowed", "windowed-hf", "llm", "llm-hf", "freeform", "freeform-hf", "hier",
-        "read",
+        "hier-checks", "read",
     ]  # fmt: skip
     assert get_policy("none").active is False and get_policy("rule").name == "rule"
     rule = get_policy("window-rule")
@@ -575,7 +575,8 @@ def test_a_bad_spec_names_the_problem_the_grammar_and_an_example(spec, reason):
     assert MANAGER_GRAMMAR in message and "\n" not in message
     assert MANAGER_GRAMMAR == (
         "none | rule | window-rule[:K] | windowed:K:URL | windowed-hf:K:PATH | llm:URL | llm-hf:PATH | freeform:URL | "
-        "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH | read"
+        "freeform-hf:PATH | hier:none | hier:llm:URL | hier:llm-hf:PATH | hier-checks:none | hier-checks:gold | "
+        "hier-checks:llm:URL | hier-checks:llm-hf:PATH | read"
     )
     assert "e.g. --manager rule" in message
 
