@@ -28,7 +28,8 @@ Written under ``OUT/``:
   null), ``fault_info`` (``turn_id, fault_type, variables, error_variable, benign``; null for a clean line) and
   ``injected`` (the full :class:`~synthesis.faults.model.InjectedFault` dict the gold policy needs, when the shard
   holds it);
-- ``faults.jsonl``: the kept faults in the shared format (:mod:`harness.worker.faults`).
+- ``faults.jsonl``: the kept faults in the shared format (:mod:`harness.worker.faults`), a harmful one with
+  ``detectable`` (whether the gold manager's checks revealed it at its turn; evaluation splits fault detection by it).
 
 A shard or episode-records file that cannot be read (a truncated gzip, bad JSON, a list where an object belongs, keys
 missing) raises ``ValueError`` naming the file (and the line) and the fix: delete the task's shard and episode records
@@ -74,6 +75,12 @@ HISTOGRAM_BINS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 SHARD_KEYS = ("task_id", "index", "error")
 GOOD_SHARD_KEYS = ("task", "outcomes", "samples", "sample_drops")
+
+
+def fault_line(outcome: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``faults.jsonl`` line of a kept fault: the fault, plus ``detectable`` for a harmful one (None: benign)."""
+    detectable = outcome.get("detectable")
+    return {**outcome["fault"], **({"detectable": detectable} if detectable is not None else {})}
 
 
 def _redo(path: Path, task_id: str) -> str:
@@ -221,7 +228,7 @@ def export(
     )
     outcomes = [{**o, "task_id": s["task_id"], "domain": s["task"]["domain"]} for s in good for o in s["outcomes"]]
     kept = [o for o in outcomes if o["kept"]]
-    (out / "faults.jsonl").write_text("".join(dumps(o["fault"]) + "\n" for o in kept), encoding="utf-8")
+    (out / "faults.jsonl").write_text("".join(dumps(fault_line(o)) + "\n" for o in kept), encoding="utf-8")
     samples = [r for split in rows.values() for r in split]
     trajectories = len(good) + len(kept)
     stats = {
