@@ -98,7 +98,7 @@ RESULTS_FILE = "results.json"
 ORACLE_SWITCHES = {
     "oracle_relations": "the task's dependency graph",
     "executable_constraints": "the constraints' code",
-    "oracle_checks": "the gold's check specs",
+    "oracle_checks": "the gold's check specs (read by hier-checks:gold only)",
 }
 """The RuntimeConfig switches that put an oracle into the manager's view -> what they show."""
 RUN_FIELDS = ("workers", *EXECUTION_FIELDS)
