@@ -37,15 +37,22 @@ def _same(text: str) -> str:
     return text
 
 
+def opening_relations(inp: PolicyInput) -> list[dict[str, Any]]:
+    """The relations an OPEN_STATE for the turn of ``inp`` states: the task graph's under ``view.oracle_relations``,
+    else those the question's words name (:func:`harness.manager.relations.infer_relations`)."""
+    turn = inp.turn
+    assert turn is not None
+    if inp.view.oracle_relations:
+        return declared_relations(turn.depends_on, turn.relation, inp.turn_states)
+    return infer_relations(turn.question, turn.context or "", inp.turn_states)
+
+
 def open_response(inp: PolicyInput, constraints: Iterable[dict[str, str]], text: Callable[[str], str] = _same) -> str:
     """OPEN_STATE for the turn of ``inp`` with ``constraints`` (ABSTAIN without a turn)."""
     turn = inp.turn
     if turn is None:
         return call("ABSTAIN")
-    if inp.view.oracle_relations:
-        relations = declared_relations(turn.depends_on, turn.relation, inp.turn_states)
-    else:
-        relations = infer_relations(turn.question, turn.context or "", inp.turn_states)
+    relations = opening_relations(inp)
     issue = text(f"Turn {turn.turn_id}: {one_line(turn.question, 300)}")
     return call("OPEN_STATE", {"issue": issue, "constraints": list(constraints), "relations": relations})
 

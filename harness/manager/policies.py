@@ -48,7 +48,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness.manager.bookkeeping import update_state_call
+from harness.manager.bookkeeping import opening_relations, update_state_call
 from harness.manager.policy_registry import register_policy
 from harness.manager.policy_types import (
     MAX_ACTIONS,
@@ -57,9 +57,7 @@ from harness.manager.policy_types import (
     PolicyInput,
     call,
     constraint_view,
-    declared_relations,
 )
-from harness.manager.relations import infer_relations
 from harness.pyast import parse_python
 from harness.specs import ManagerSpec
 
@@ -122,10 +120,7 @@ class RulePolicy:
         turn = inp.turn
         if turn is None:
             return call("ABSTAIN")
-        if inp.view.oracle_relations:
-            relations = declared_relations(turn.depends_on, turn.relation, inp.turn_states)
-        else:
-            relations = infer_relations(turn.question, turn.context, inp.turn_states)
+        relations = opening_relations(inp)
         constraints = constraint_view(turn.constraints, inp.view)
         return call("OPEN_STATE", {"issue": turn.question, "constraints": constraints, "relations": relations})
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.checks.spec import CheckSpec
-from harness.manager.bookkeeping import one_line, update_state_call
+from harness.manager.bookkeeping import one_line, opening_relations, update_state_call
 from harness.manager.hints import HintError, render_repair_hint
 from harness.manager.policies import RulePolicy, execution_evidence
 from harness.manager.policy_registry import register_policy
@@ -40,10 +40,8 @@ from harness.manager.policy_types import (
     PolicyInput,
     call,
     constraint_view,
-    declared_relations,
 )
 from harness.manager.reader import NotedTurn, Variable, read_turn, summary_columns, variable_kind
-from harness.manager.relations import infer_relations
 from harness.specs import ManagerSpec
 
 MAX_STEPS = 5
@@ -153,10 +151,7 @@ class ReadPolicy:
         turn = inp.turn
         if turn is None:
             return call("ABSTAIN")
-        if inp.view.oracle_relations:
-            relations = declared_relations(turn.depends_on, turn.relation, inp.turn_states)
-        else:
-            relations = infer_relations(turn.question, turn.context or "", inp.turn_states)
+        relations = opening_relations(inp)
         issue = note(turn.turn_id, turn.question, turn.context or "")
         constraints = constraint_view(turn.constraints, inp.view)
         return call("OPEN_STATE", {"issue": issue, "constraints": constraints, "relations": relations})
