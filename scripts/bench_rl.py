@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "prompts": args.prompts,
         "rollouts_per_prompt": args.rollouts,
         **step,
-        "generate_tokens_per_s": round(reference, 1),
+        "generate_tokens_per_s": round(reference, 3),
         "ratio": round(step["tokens_per_s"] / reference, 3),
     }
     print(f"{'figure':<24} value")

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> dict:
     assert all(len(ids) == args.tokens for ids, _ in sequential + batched)
     figures = {
         "model": name, "threads": args.threads, "context": args.context, "prefix": args.prefix, "n": args.n,
-        "tokens": args.tokens, "sequential_s": round(sequential_s, 3), "batched_s": round(batched_s, 3),
+        "tokens": args.tokens, "sequential_s": round(sequential_s, 6), "batched_s": round(batched_s, 6),
         "ratio": round(sequential_s / batched_s, 3), "sequential_tokens_per_s": round(tokens / sequential_s, 1),
         "batched_tokens_per_s": round(tokens / batched_s, 1),
     }  # fmt: skip
@@ -197,7 +197,7 @@ def rollouts_benchmark(args: argparse.Namespace, model, name: str) -> dict:
     figures = {
         "mode": "rollouts", "model": name, "threads": args.threads, "rollouts": args.rollouts,
         "responses": args.responses, "context": args.context, "prefix": args.prefix, "tool": args.tool,
-        "tokens": args.tokens, "sequential_s": round(sequential_s, 3), "wave_s": round(wave_s, 3),
+        "tokens": args.tokens, "sequential_s": round(sequential_s, 6), "wave_s": round(wave_s, 6),
         "ratio": round(sequential_s / wave_s, 3), "sequential_tokens_per_s": round(tokens / sequential_s, 1),
         "wave_tokens_per_s": round(tokens / wave_s, 1), "sequential_calls": calls, "wave_calls": driver.calls,
     }  # fmt: skip
