@@ -165,7 +165,7 @@ def launch_training(
     script: str, config: Path, args: list[str], *, accelerate_config: Path, log: Path, what: str
 ) -> None:
     """``accelerate launch scripts/<script> --config CONFIG ARGS`` offline, as a user would type it (the command is
-    printed); output to ``log``. A ``script`` without ``.py`` is a module (``-m training.study.sft``). A failure
+    printed); output to ``log``. A ``script`` without ``.py`` is a module (``-m package.module``). A failure
     raises ``RuntimeError`` naming ``what`` with the log's tail."""
     target = [str(ROOT / "scripts" / script)] if script.endswith(".py") else ["-m", script]
     command = [

@@ -1,23 +1,20 @@
-"""The small-model study: SmolLM2-135M-Instruct as the manager, before and after SFT (and DAPO).
+"""The small-model study: SmolLM2-135M-Instruct writing the checks a turn requires (prompt only, SFT, SFT+DAPO)
+against the baselines that could explain the result, in whole held-out episodes.
 
 A client of the library, not part of it: nothing in ``harness``, ``rewards``, ``synthesis``, ``envs`` or the rest of
-``training`` imports this package (``tests/test_layers.py``). It reaches the core through generic hooks only
-(``HFChatBackend.logits_processors``, ``LLMPolicy.before_reply``, a TRL trainer subclass of its own).
+``training`` imports this package (``tests/test_layers.py``). It reaches the core through the product's own commands
+(``stateguard evaluate``, ``scripts/sft.py``, ``scripts/rl.py``) and their files.
 
-    python -m training.study --config training/study/configs/smollm2-mini.yaml   # the ~2-minute miniature
+    python -m training.study --config training/study/configs/smollm2-mini.yaml   # the miniature
 
 Modules:
 
-- :mod:`.driver`: :class:`~.driver.StudyConfig` and :func:`~.driver.run_study`, the stages in order;
+- :mod:`.config`: :class:`~.config.StudyConfig`, the design declared before the test set is drawn;
+- :mod:`.driver`: :func:`~.driver.run_study`, the stages in order, and the ``stateguard evaluate`` command per arm;
 - :mod:`.cli`: the command line (``python -m training.study``);
-- :mod:`.data`: the synthesized training and held-out data, in the study's prompt view;
-- :mod:`.arms`: the arms (models and policies) and how each is built and served;
-- :mod:`.decisions`, :mod:`.exact_match`: the decision points and the exact-match samples, scored per arm;
-- :mod:`.margin`, :mod:`.margin_cli`, :mod:`.branch_bias`: teacher-forced decision margins and the serving-time
-  decision bias chosen on them;
-- :mod:`.action_weight`, :mod:`.sft`: the SFT trainer that weighs the tokens naming each action, and its launch
-  entry point (``accelerate launch -m training.study.sft``);
-- :mod:`.decoding`: the study's decoding rule (no decision before a probe ran), set on ``LLMPolicy.before_reply``;
+- :mod:`.data`: the synthesized training and test splits, and the SFT data in the study's prompt view;
+- :mod:`.testset`: the frozen test set (drawn once, its ids and hashes committed, checked on every run);
+- :mod:`.arms`: the arms, how each model arm is built, and the manager spec each is served with;
 - :mod:`.layout`: :class:`~.layout.Study`, where each stage's files live;
-- :mod:`.metrics`, :mod:`.report`, :mod:`.render`, :mod:`.plots`: the numbers, the report and the figures.
+- :mod:`.episode_metrics`, :mod:`.report`: the numbers, the record and the figures.
 """

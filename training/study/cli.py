@@ -1,11 +1,11 @@
-"""The small-model study: SmolLM2-135M-Instruct as the manager, before and after SFT (and DAPO).
+"""The small-model study: SmolLM2-135M-Instruct writing the checks a turn requires, in whole held-out episodes.
 
     python -m training.study --config training/study/configs/smollm2.yaml        # the full study, <= 3 h
-    python -m training.study --config training/study/configs/smollm2-mini.yaml   # the ~2-minute miniature
+    python -m training.study --config training/study/configs/smollm2-mini.yaml   # the miniature, a few minutes
     python -m training.study --config training/study/configs/smollm2.yaml --out runs/study-b   # another folder
-    python -m training.study --config training/study/configs/smollm2-mini.yaml --eval_limit 1 --seed 3
+    python -m training.study --config training/study/configs/smollm2-mini.yaml --model_tasks 1 --seed 3
 
-The flags are the fields of ``training.study.driver.StudyConfig`` (``harness.config_cli``: its defaults, then the
+The flags are the fields of ``training.study.config.StudyConfig`` (``harness.config_cli``: its defaults, then the
 ``--config`` YAML file, then the flags; ``--field_name`` or ``--field-name``; mappings and lists of lists as one YAML
 value, e.g. ``--train_synthesis '{tasks_per_domain: 1}'``); every value's type is checked. ``--out`` is relative to
 the current folder, the file's ``out`` to the repository root. Re-running with the same output folder resumes
@@ -25,7 +25,7 @@ PROG = "python -m training.study"
 
 def make_parser() -> argparse.ArgumentParser:
     from harness.config_cli import add_config_arguments
-    from training.study.driver import StudyConfig
+    from training.study.config import StudyConfig
 
     parser = argparse.ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -37,7 +37,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def time_table(timing: dict[str, float]) -> str:
-    """The per-stage time table: seconds per stage, then per stage kind (data, train, exact_match, decisions, ...)."""
+    """The per-stage time table: seconds per stage, then per stage kind (data, testset, train, episodes)."""
     kinds: dict[str, float] = {}
     for stage, seconds in timing.items():
         if stage != "total":

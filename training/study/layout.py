@@ -25,28 +25,20 @@ class Study:
     def data_dir(self, split: str) -> Path:
         return self.out / "data" / split
 
-    def heldout_splits(self) -> list[str]:
-        """The held-out splits: ``heldout`` (the held-out fault types) and, when configured, ``heldout-seen`` (held-out
-        tasks with the training fault types)."""
-        return ["heldout", *(["heldout-seen"] if self.config.heldout_seen_synthesis else [])]
-
-    def eval_suite(self) -> Path:
-        """The suite the episodes are played on: the ``eval_split`` held-out split, or its tasks' first ``eval_turns``
-        turns (with ``eval_faulted_only``: the tasks with a harmful fault there)."""
-        split = self.config.eval_split
-        if self.config.eval_turns is None:
-            return self.data_dir(split)
-        faulted = "-faulted" if self.config.eval_faulted_only else ""
-        return self.out / "data" / f"{split}-first-{self.config.eval_turns}{faulted}"
+    def test_suite(self) -> Path:
+        """The evaluation suite of the frozen test set (:func:`training.study.testset.draw_testset`)."""
+        return self.out / "data" / "test-suite"
 
     def arm_dir(self, arm: str) -> Path:
         return self.out / "arms" / arm
 
     def model_dir(self, arm: str) -> Path:
-        """The checkpoint a model arm is evaluated with."""
-        if arm in ("prompt", "windowed"):  # SmolLM2 as converted
-            return self.config.path(self.config.smollm2_dir)
-        return self.arm_dir(arm) / ("merged" if arm in ("sft-lora", "hier") else "model")
+        """The checkpoint folder a model arm is served from (its ``manager.json`` beside the weights)."""
+        return self.arm_dir(arm) / "model"
+
+    def eval_dir(self, arm: str) -> Path:
+        """The ``stateguard evaluate --out`` folder of ``arm``."""
+        return self.out / "eval" / arm
 
     def launch(self, arm: str, script: str, config: str, args: list[str]) -> None:
         self.arm_dir(arm).mkdir(parents=True, exist_ok=True)
