@@ -13,6 +13,7 @@ from harness.evaluation.report import fmt, interval, markdown_table
 
 COUNTS = ("true_positive", "false_positive", "false_negative")
 PLOTS = ("repair_f1.png", "false_repairs.png", "dcr.png")
+KIND_COLORS = {"baseline": "tab:gray", "oracle": "tab:orange", "model": "tab:blue"}
 PLOTTED = (("repair_f1", "episode repair F1"), ("false_repair_rate", "false repairs per clean turn"), ("dcr", "DCR"))
 
 
@@ -178,11 +179,12 @@ def decision_lines(results: Mapping[str, Any]) -> list[str]:
 
 
 def write_plots(out: Path, results: Mapping[str, Any]) -> list[Path]:
-    """One bar chart per metric of :data:`PLOTTED` (value and 95% CI per arm, the oracle hatched): :data:`PLOTS`."""
+    """One bar chart per metric of :data:`PLOTTED` (value and 95% CI per arm, coloured by kind: baseline, oracle, model): :data:`PLOTS`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     from harness.evaluation.report import save_figure
 
@@ -196,12 +198,13 @@ def write_plots(out: Path, results: Mapping[str, Any]) -> list[Path]:
         errors = [[max(v - c[0], 0.0) for v, c in zip(values, cis, strict=True)],
                   [max(c[1] - v, 0.0) for v, c in zip(values, cis, strict=True)]]  # fmt: skip
         fig, ax = plt.subplots(figsize=(1.2 * len(names) + 3, 3.4))
-        bars = ax.bar(range(len(names)), values, yerr=errors, capsize=3, color="tab:blue")
-        for bar, arm in zip(bars, names, strict=True):
-            kind = arms[arm].get("kind")
-            bar.set_color({"baseline": "tab:gray", "oracle": "white", "model": "tab:blue"}.get(kind, "tab:blue"))
-            if kind == "oracle":
-                bar.set(hatch="//", edgecolor="black")
+        colors = [KIND_COLORS.get(arms[a].get("kind"), "tab:blue") for a in names]
+        ax.bar(range(len(names)), values, yerr=errors, capsize=3, color=colors)
+        for i, entry in enumerate(entries):
+            if entry.get("value") is None:
+                ax.text(i, 0, "n/a", ha="center", va="bottom", fontsize=8)
+        shown = dict.fromkeys(arms[a].get("kind") for a in names)
+        ax.legend(handles=[Patch(color=KIND_COLORS.get(k, "tab:blue"), label=str(k)) for k in shown], fontsize=7)
         labels = [arms[a].get("label", a).replace(" (", "\n(") for a in names]
         ax.set(xticks=range(len(names)), title=f"{title} per arm, 95% CI (SIMULATED worker)")
         ax.set_xticklabels(labels, fontsize=7)

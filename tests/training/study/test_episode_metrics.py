@@ -158,3 +158,11 @@ def test_targets_say_n_a_for_an_arm_that_did_not_run_and_keep_the_notes() -> Non
     assert rows["dcr-sft-none"]["status"] == "met" and rows["dcr-sft-none"]["value"]["ci95"] == [-0.3, -0.05]
     dapo = rows["reward-dapo-sft"]
     assert dapo["status"] == "n/a" and "DAPO not run: no GPU" in dapo["reason"] and dapo["note"] == "no device"
+
+
+def test_a_fault_not_marked_detectable_is_neither_a_hit_a_miss_nor_a_clean_turn() -> None:
+    record = _record("T1", "1", repairs=("1", "3"))
+    record.config["eval"]["fault_detectable"] = False
+    (facts,) = arm_facts([record], TASKS)
+    assert (facts.scored_fault, facts.clean_turns, facts.tp, facts.fn, facts.fp) == (None, ("3",), 0, 0, 1)
+    assert facts.reward == pytest.approx(-1 / 3)
