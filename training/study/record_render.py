@@ -179,7 +179,8 @@ def decision_lines(results: Mapping[str, Any]) -> list[str]:
 
 
 def write_plots(out: Path, results: Mapping[str, Any]) -> list[Path]:
-    """One bar chart per metric of :data:`PLOTTED` (value and 95% CI per arm, coloured by kind: baseline, oracle, model): :data:`PLOTS`."""
+    """One bar chart per metric of :data:`PLOTTED` (value and 95% CI per arm, coloured by kind:
+    baseline, oracle, model; ``n/a`` where undefined): :data:`PLOTS`."""
     import matplotlib
 
     matplotlib.use("Agg")
