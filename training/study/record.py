@@ -55,6 +55,15 @@ def load_arm_records(eval_out: str | Path, variant: str) -> list[EpisodeRecord]:
     return read_variant(variant_file(Path(eval_out), variant))
 
 
+def testset_tasks(suite: Any) -> dict[str, TaskInfo]:
+    """Task id -> :class:`~harness.evaluation.summary.TaskInfo` of every task of ``suite`` (a
+    :class:`harness.evaluation.suite.Suite`, e.g. from ``resolve_suite``), as ``stateguard evaluate`` builds them."""
+    from harness.tasks import load_task
+
+    dirs = {spec.task_id: spec.task_dir for spec in suite.episodes(with_faults=True)}
+    return {task_id: TaskInfo.of(load_task(folder)) for task_id, folder in dirs.items()}
+
+
 def arm_settings(manager: str, checkpoint: str | Path | None = None, **extra: Any) -> dict[str, Any]:
     """An arm's settings for the record: its ``--manager`` spec, its checkpoint and the ``manager.json`` found there
     (verbatim; None when the folder has none or there is no checkpoint), plus ``extra`` (e.g. ``episodes_limit``)."""

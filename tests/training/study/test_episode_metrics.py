@@ -166,3 +166,15 @@ def test_a_fault_not_marked_detectable_is_neither_a_hit_a_miss_nor_a_clean_turn(
     (facts,) = arm_facts([record], TASKS)
     assert (facts.scored_fault, facts.clean_turns, facts.tp, facts.fn, facts.fp) == (None, ("3",), 0, 0, 1)
     assert facts.reward == pytest.approx(-1 / 3)
+
+
+def test_testset_tasks_reads_each_tasks_graph() -> None:
+    from pathlib import Path
+
+    from harness.evaluation.suite import Suite
+    from training.study.record import testset_tasks
+
+    retail = Path(__file__).resolve().parents[3] / "harness" / "builtin_tasks" / "retail-sales"
+    (info,) = testset_tasks(Suite("t", [retail])).values()
+    assert info.kind == "multi_turn" and info.depends_on["5"] == ("3", "4")
+    assert downstream("2", info.depends_on) == {"4", "5"}
