@@ -10,7 +10,7 @@ import pytest
 from harness.evaluation.summary import TaskInfo
 from harness.manager.episode import EpisodeRecord
 from training.study.episode_metrics import arm_facts, arm_metrics, compare, downstream
-from training.study.record import arm_settings, build_results, write_record
+from training.study.record import arm_settings, build_results, load_arm_records, write_record
 from training.study.study_targets import targets
 
 N = 300
@@ -114,6 +114,10 @@ def _results(tmp_path, arms=("none", "rule", "read", "gold-specs", "prompt", "sf
 
 
 def test_the_record_is_written_with_every_arm_the_oracle_label_and_the_targets(tmp_path) -> None:
+    folder = tmp_path / "eval" / "episodes"
+    folder.mkdir(parents=True)
+    (folder / "hier_llm-hf.jsonl").write_text("".join(r.to_json() + "\n" for r in _sft()))
+    assert len(arm_facts(load_arm_records(tmp_path / "eval", "hier:llm-hf"), TASKS)) == 4  # errored one dropped
     results = _results(tmp_path)
     assert list(results["arms"]) == ["none", "rule", "read", "gold-specs", "prompt", "sft", "sft-dapo"]
     assert results["arms"]["sft"]["settings"]["manager.json"] == {"stateguard_manager": 1, "policy": "hier"}
