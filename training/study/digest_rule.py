@@ -89,3 +89,7 @@ class DigestRulePolicy:
             evidence = evidence.replace("==", " equals ").replace("=", " is ")[:300]
         return call("REPAIR", {"analytical_evidence": evidence,
                                "error_hint": {"error_variable": variable, "faulty_reasoning": reasoning}})  # fmt: skip
+
+
+DECISION_BASELINES: dict[str, type[DigestRulePolicy]] = {DIGEST_RULE: DigestRulePolicy}
+"""Arms that play the decision points only (no model, no training, no episodes): name -> policy class."""

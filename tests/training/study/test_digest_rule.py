@@ -7,7 +7,7 @@ import json
 
 from harness.manager.policy_types import PolicyInput
 from harness.manager.wire import parse_response
-from training.study.digest_rule import DigestRulePolicy, digest_failure
+from training.study.digest_rule import DECISION_BASELINES, DigestRulePolicy, digest_failure
 
 DECIDE = ("run_check", "check_execution", "FINALIZE_RELATIONS", "REPAIR", "ABANDON_STATE")
 DRAFT = {"current_draft": {"used_variables": [{"name": "top"}]}}
@@ -52,7 +52,7 @@ def test_the_digest_rule_scores_the_gold_decisions_at_the_decision_points(pool, 
     from training.study.metrics import decision_metrics
 
     points = decision_points(pool, 4, seed=0)
-    rows = [play_decision(env, p, DigestRulePolicy(), 1, "decision") for p in points]
+    rows = [play_decision(env, p, DECISION_BASELINES["digest-rule"](), 1, "decision") for p in points]
     assert [r["control"] for r in rows] == [p.gold_control for p in points]
     m = decision_metrics(rows, seed=0, n=200)
     assert m["repair_points"] == 2 and m["repair_f1"]["value"] == 1.0
