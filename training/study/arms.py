@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.manager.checkpoint_settings import ManagerSettings, read_manager_settings, write_manager_settings
-from training.study.data import sft_dataset
 from training.study.layout import Study
 
 logger = logging.getLogger(__name__)
@@ -76,20 +75,25 @@ def prepare_prompt(study: Study, arm: str) -> dict[str, Any]:
 
 
 def train_sft(study: Study, arm: str) -> dict[str, Any]:
-    """LoRA SFT of SmolLM2 on the training split's ``hier_checks`` samples (seen through ``prompt_view``), merged
-    into ``OUT/arms/<arm>/model`` with its ``manager.json``."""
-    from training.merge import merge_adapter
-
+    """LoRA SFT of SmolLM2 on the training split's ``hier_checks`` samples, seen through ``prompt_view``: the SFT
+    launcher writes the checkpoint's ``manager.json`` (the check-writing hier manager, that view, the reply cap) and
+    merges the adapter into ``OUT/arms/<arm>/model``. A checkpoint whose settings are not the study's stops it."""
     config = study.config
-    adapter = study.arm_dir(arm) / "adapter"
     args = [
-        "--model_name_or_path", str(config.path(config.smollm2_dir)), "--dataset_path", str(sft_dataset(study)),
-        "--output_dir", str(adapter), "--merge_lora", "false", "--formats", "hier_checks", *config.sft_args,
+        "--model_name_or_path", str(config.path(config.smollm2_dir)), "--dataset_path", str(study.data_dir("train")),
+        "--output_dir", str(study.model_dir(arm)), "--merge_lora", "true", "--formats", "hier_checks",
+        "--prompt_view", config.prompt_view, "--serve_max_new_tokens", str(config.manager_max_tokens),
+        *config.sft_args,
     ]  # fmt: skip
     study.launch(arm, "scripts/sft.py", config.sft_config, args)
-    merge_adapter(adapter, study.model_dir(arm))
-    write_manager_settings(study.model_dir(arm), checks_settings(study, config.prompt_view))
-    return {"checkpoint": str(study.model_dir(arm)), "adapter": str(adapter)}
+    found = read_manager_settings(study.model_dir(arm))
+    wanted = checks_settings(study, config.prompt_view)
+    if found != wanted:
+        raise RuntimeError(
+            f"{study.model_dir(arm)}: the SFT saved manager.json {found and found.to_dict()}, the study serves "
+            f"{wanted.to_dict()}; fix the SFT config or the study's prompt_view / manager_max_tokens"
+        )
+    return {"checkpoint": str(study.model_dir(arm))}
 
 
 def train_dapo(study: Study, arm: str) -> dict[str, Any]:
@@ -142,11 +146,3 @@ def train_arm(study: Study, arm: str) -> dict[str, Any]:
     result["seconds"] = round(time.perf_counter() - start, 1)
     marker.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     return result
-
-
-def served_settings(study: Study, arm: str) -> dict[str, Any] | None:
-    """The ``manager.json`` a model arm is served with (None for a baseline)."""
-    if not ARMS[arm].model:
-        return None
-    settings = read_manager_settings(Path(study.model_dir(arm)))
-    return None if settings is None else settings.to_dict()

@@ -11,7 +11,7 @@ value, e.g. ``--train_synthesis '{tasks_per_domain: 1}'``); every value's type i
 the current folder, the file's ``out`` to the repository root. Re-running with the same output folder resumes
 (finished stages, samples and episodes are kept). Writes ``OUT/report.md``, ``OUT/results.json`` and the plots; the
 last line printed is a JSON summary. What each stage does and how every number is defined:
-``training/study/driver.py`` and ``training/study/report.py``.
+``training/study/driver.py`` and ``training/study/episode_metrics.py``.
 """
 
 from __future__ import annotations
@@ -64,10 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {exc}\nRe-run the same command to resume.", file=sys.stderr)
         return 1
     print(time_table(results["timing"]))
+    names = ("repair_f1", "false_repair_rate", "turn_accuracy", "dcr", "episode_reward")
     summary = {
-        arm: {k: v["metrics"][k]["value"] for k in ("legal_action_rate", "exact_match", "repair_f1", "reward_total")}
-        | {"decision_f1": ((v["metrics"].get("decisions") or {}).get("repair_f1") or {}).get("value")}
+        arm: {"episodes": v["metrics"]["episodes"], **{k: v["metrics"][k]["value"] for k in names}}
         for arm, v in results["arms"].items()
     }
-    print(json.dumps({"total_s": results["timing"]["total"], "unavailable": list(results["unavailable"]), **summary}))
+    met = {t["id"]: t["status"] for t in results["targets"]}
+    print(json.dumps({"total_s": results["timing"]["total"], "targets": met, **summary}))
     return 0

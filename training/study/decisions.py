@@ -34,8 +34,8 @@ This is how the RL rollouts are played (:mod:`training.rl.rollout`), with a mana
 session. One row per point and arm goes to ``OUT/arms/<arm>/decisions.jsonl`` (resumable): its ``group`` (the
 held-out split it came from), its actions (each with its ``actor``, ``policy`` or ``harness``), the control, the
 reward and the point's model usage (``model_calls``, ``prompt_tokens``, ``completion_tokens``: the differences of the
-manager's counters over the activation, :func:`training.study.arms.model_usage`; None for a manager without a model).
-The metrics are in :func:`training.study.report.decision_metrics`.
+manager's counters over the activation, :func:`model_usage`; None for a manager without a model).
+The metrics are in :func:`training.study.decision_metrics.decision_metrics`.
 """
 
 from __future__ import annotations
@@ -49,16 +49,28 @@ from harness.jsonl import append_jsonl, read_jsonl_resumable
 from harness.manager.hier import HARNESS, POLICY
 from harness.manager.lifecycle import CONTROL_ACTIONS
 from training.rl.rollout import HarnessConfirm, StartPoint, action_stats, check_takeover, gold_decision, start_points
-from training.study.arms import model_usage
-from training.study.decoding import DECISIONS
-from training.study.metrics import harness_confirmed, own_control
+
+from training.study.decision_metrics import harness_confirmed, own_control
 
 if TYPE_CHECKING:
     from envs.manager import ManagerEnv
     from envs.pool import ReplayPool
 
 DECISIONS_FILE = "decisions.jsonl"
-DECISION_CONTROLS = DECISIONS
+DECISION_CONTROLS = ("REPAIR", "FINALIZE_RELATIONS")
+"""The gold controls a decision point ends with: a repair, or the confirmation."""
+
+
+def model_usage(policy: Any) -> dict[str, int] | None:
+    """A model policy's usage so far: ``calls`` (model calls), ``prompt_tokens`` and ``completion_tokens`` (as its
+    backend reported them; the hier manager's tier-1 :attr:`~harness.manager.hier.HierPolicy.stats`); None for a
+    policy without them (no model)."""
+    stats = getattr(policy, "stats", None)
+    source = policy if isinstance(getattr(policy, "calls", None), int) else stats
+    names = ("calls", "prompt_tokens", "completion_tokens")
+    if source is None or not all(isinstance(getattr(source, name, None), int) for name in names):
+        return None
+    return {name: int(getattr(source, name)) for name in names}
 """The gold control actions that make a check activation a decision point: repair, or confirm (do not repair)."""
 
 

@@ -17,7 +17,7 @@
    the scripted (SIMULATED) worker, whole 6-turn tasks. The baselines play every test task, a model arm the first
    ``model_tasks`` (each with its clean and faulted episodes). The exact command of each arm is in the record.
 5. **record**: :mod:`training.study.episode_metrics` (per-arm metrics, paired task-clustered differences, the
-   targets met or missed) and :func:`training.study.report.write_record` (``results.json``, ``report.md``, plots).
+   targets met or missed) and :func:`training.study.record.write_record` (``results.json``, ``report.md``, plots).
 
 Resume: every stage leaves a marker (the splits' ``stats.json``, ``OUT/arms/<arm>/train.json``,
 ``OUT/eval/<arm>/done.json``; ``stateguard evaluate`` resumes its own episodes), so a killed study re-run with the
@@ -41,7 +41,7 @@ import yaml
 
 from harness.tracking import resolve_report_to
 from training.pipeline import ROOT
-from training.study.arms import ARMS, manager_spec, served_settings, train_arm
+from training.study.arms import ARMS, manager_spec, train_arm
 from training.study.config import StudyConfig
 from training.study.data import synthesize_split
 from training.study.layout import Study
@@ -100,11 +100,98 @@ def evaluate_arm(study: Study, arm: str) -> dict[str, Any]:
     return result
 
 
+def play_decision_points(study: Study) -> dict[str, list[dict[str, Any]]]:
+    """The diagnostic: ``decision_points`` of the test split (half REPAIR, half confirm), the gold running its checks
+    and the arm deciding from their results (``takeover: decision``), played by the no-model deciders ``rule`` and
+    the digest rule (:mod:`training.study.digest_rule`) in the real manager env."""
+    from envs import ManagerEnv, ReplayPool
+    from harness.manager.policies import RulePolicy
+    from training.study.decisions import DECISIONS_FILE, decision_points, score_decisions
+    from training.study.digest_rule import DECISION_BASELINES, DIGEST_RULE
+
+    config = study.config
+    pool = ReplayPool(study.data_dir("test"))
+    points = decision_points(pool, config.decision_points, config.seed)
+    env = ManagerEnv(pool=pool, worker="replay", isolation=config.isolation)
+    deciders = {"rule": RulePolicy, DIGEST_RULE: DECISION_BASELINES[DIGEST_RULE]}
+    try:
+        return {
+            arm: score_decisions(study.arm_dir(arm) / DECISIONS_FILE, env, points, make(), 2, label=arm,
+                                 takeover="decision", group="test")
+            for arm, make in deciders.items()
+        }  # fmt: skip
+    finally:
+        env.close()
+
+
+def collect(
+    study: Study,
+    evaluations: dict[str, dict[str, Any]],
+    testset: dict[str, Any],
+    decisions: dict[str, list[dict[str, Any]]],
+    timing: dict[str, float],
+) -> dict[str, Any]:
+    """The study's results (:func:`training.study.record.build_results`) from each arm's evaluation folder."""
+    from harness.evaluation.suite import resolve_suite
+    from training.study.record import arm_settings, build_results, load_arm_records, testset_tasks
+
+    config = study.config
+    tasks = testset_tasks(resolve_suite(str(study.test_suite())))
+    records = {arm: load_arm_records(study.eval_dir(arm), arm) for arm in evaluations}
+    settings = {
+        arm: arm_settings(
+            manager_spec(study, arm),
+            study.model_dir(arm) if ARMS[arm].model else None,
+            command=evaluation["command"],
+            exit_code=evaluation["rc"],
+            tasks_limit=config.model_tasks if ARMS[arm].model else None,
+        )
+        for arm, evaluation in evaluations.items()
+    }
+    summary = {
+        "id": Path(config.testset_record).name,
+        "sha256": testset_digest(testset),
+        "editions_seen": len(testset["seen_by_editions"]),
+        "seen_by_editions": testset["seen_by_editions"],
+        "domain": ", ".join(config.testset.get("domains", [])),
+        "question_writer": config.testset.get("question_writer"),
+        "seed": config.testset.get("seed"),
+        "path": str(config.testset_record),
+    }
+    return build_results(
+        records,
+        tasks,
+        question=QUESTION,
+        testset=summary,
+        settings=settings,
+        timing=timing,
+        descriptions={arm: ARMS[arm].description for arm in evaluations},
+        decisions=decisions,
+        config=asdict(config),
+        seed=config.seed,
+        n_resamples=config.n_resamples,
+    )
+
+
+def testset_digest(record: dict[str, Any]) -> str:
+    """One SHA-256 of the frozen set: its tasks' and faults' hashes in order."""
+    import hashlib
+
+    parts = [t["sha256"] for t in record["tasks"]] + [f["sha256"] for f in record["faults"]]
+    return hashlib.sha256("".join(parts).encode()).hexdigest()
+
+
+QUESTION = (
+    "Does SmolLM2-135M-Instruct, trained to write the checks a turn requires (SFT, then DAPO over check activations), "
+    "repair more detectable faults and no more clean turns than the baselines that could explain it, in whole "
+    "held-out episodes?"
+)
+
+
 def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) the whole study; writes the record into ``OUT`` and returns the results."""
     from training.smollm2 import build_smollm2
-    from training.study.episode_metrics import study_results
-    from training.study.report import track_study, write_record
+    from training.study.record import track_study, write_record
 
     study = Study(config, Path(out) if out is not None else config.path(config.out))
     study.out.mkdir(parents=True, exist_ok=True)
@@ -127,20 +214,15 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
     data = {split: timed(f"data/{split}", lambda s=split: synthesize_split(study, s)) for split in ("train", "test")}
     record_path = config.path(config.testset_record)
     testset = timed("testset", lambda: draw_testset(config, study.data_dir("test"), study.test_suite(), record_path))
-    trained = {arm: timed(f"train/{arm}", lambda a=arm: train_arm(study, a)) for arm in config.arms}
-    evaluations = {arm: timed(f"episodes/{arm}", lambda a=arm: evaluate_arm(study, a)) for arm in config.arms}
-    for arm, evaluation in evaluations.items():
-        evaluation["manager_settings"] = served_settings(study, arm)
-        evaluation["oracle"] = ARMS[arm].oracle
-        evaluation["description"] = ARMS[arm].description
-    results = study_results(study, evaluations, seed=config.seed, n_resamples=config.n_resamples)
-    results.update(
-        config=asdict(config),
-        testset={**testset, "record": str(config.testset_record)},
-        data={split: {k: v for k, v in stats.items() if k != "config"} for split, stats in data.items()},
-        trained=trained,
-        timing=timing,
-    )
+    trained: dict[str, dict[str, Any]] = {}
+    evaluations: dict[str, dict[str, Any]] = {}
+    for arm in config.arms:  # each arm built, then played: the baselines' numbers come first
+        trained[arm] = timed(f"train/{arm}", lambda a=arm: train_arm(study, a))
+        evaluations[arm] = timed(f"episodes/{arm}", lambda a=arm: evaluate_arm(study, a))
+    decisions = timed("decisions", lambda: play_decision_points(study)) if config.decision_points else {}
+    results = collect(study, evaluations, testset, decisions, timing)
+    results["data"] = {split: {k: v for k, v in stats.items() if k != "config"} for split, stats in data.items()}
+    results["trained"] = trained
     write_record(study.out, results)
     track_study(study.out, results, resolve_report_to(config.report_to), f"{study.out.name}-study")
     return results

@@ -5,7 +5,7 @@
 model), description, settings (the manager spec and the ``manager.json`` it was served with, :func:`arm_settings`)
 and metrics (:mod:`training.study.episode_metrics`); the paired comparisons; the targets
 (:mod:`training.study.study_targets`); the test set's summary (id, hash, how many editions have seen it); the
-decision-point diagnostic (per arm, :func:`training.study.metrics.decision_metrics` of its rows, the digest rule
+decision-point diagnostic (per arm, :func:`training.study.decision_metrics.decision_metrics` of its rows, the digest rule
 included); the timing. :func:`write_record` writes it (:mod:`training.study.record_render` renders the report and
 plots). All worker numbers are SIMULATED: the scripted worker replays reference or faulty programs.
 """
@@ -21,6 +21,7 @@ from harness.evaluation.stats import N_RESAMPLES
 from harness.evaluation.summary import TaskInfo
 from harness.manager.episode import EpisodeRecord
 from training.study.episode_metrics import ORACLE_ARMS, evaluate_arms
+from training.study.record_render import PLOTS
 from training.study.study_targets import targets
 
 MANAGER_FILE = "manager.json"
@@ -108,7 +109,7 @@ def build_results(
         config: the study config as run (recorded as given).
         pairs: the ``(a, b)`` comparisons; default every arm against ``none`` and the named ones.
     """
-    from training.study.metrics import decision_metrics
+    from training.study.decision_metrics import decision_metrics
 
     evaluated = evaluate_arms(records, tasks, pairs=pairs, seed=seed, n_resamples=n_resamples)
     played = {arm: decision_metrics(rows, seed, n_resamples) for arm, rows in (decisions or {}).items() if rows}
@@ -159,3 +160,42 @@ def write_record(out_dir: str | Path, results: Mapping[str, Any]) -> list[Path]:
     paths[1].write_text(json.dumps(results.get("timing", {}), indent=2) + "\n")
     paths[2].write_text(render_report(results))
     return paths + write_plots(out, results)
+
+
+def study_metrics(results: dict[str, Any]) -> dict[str, float]:
+    """The scalars a tracker gets, ``study/<arm>/<metric>``: every number of each arm's metrics (a metric with an
+    interval gives its value), nested names joined with ``/`` (``decisions_by_group/heldout/repair_f1``); missing
+    values (None) are left out."""
+    from harness.tracking import tag
+
+    metrics: dict[str, float] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and "value" in value and "ci95" in value:
+            value = value["value"]
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}/{tag(str(key))}", inner)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            metrics[prefix] = float(value)
+
+    for arm, entry in results["arms"].items():
+        walk(f"study/{tag(arm)}", entry.get("metrics", {}))
+    return metrics
+
+
+def track_study(out: Path, results: dict[str, Any], report_to: str, run_name: str) -> None:
+    """Log :func:`study_metrics` and the plots written in ``out`` to one run of ``report_to`` (nothing for
+    ``none``), project ``stateguard``."""
+    from harness.tracking import open_tracker
+
+    tracker = open_tracker(report_to, project="stateguard", name=run_name, out=out, config=results.get("config"))
+    if tracker is None:
+        return
+    try:
+        tracker.log(study_metrics(results))
+        plots = {f"study/plots/{Path(name).stem}": out / name for name in PLOTS if (out / name).is_file()}
+        if plots:
+            tracker.log_images(plots)
+    finally:
+        tracker.finish()

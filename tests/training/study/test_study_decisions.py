@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from training.study.decisions import DECISION_CONTROLS, decision_points, play_decision, point_key, score_decisions
-from training.study.metrics import harness_confirmed, own_control
-from training.study.render import render_report
-from training.study.report import decision_metrics
+from training.study.decision_metrics import decision_metrics, harness_confirmed, own_control
 
 
 class Silent:
@@ -148,59 +146,17 @@ def test_decision_metrics_by_hand() -> None:
     assert decision_metrics([tier0], seed=0, n=50)["controls"] == {"None": 1}
 
 
-def test_the_report_has_the_decision_table() -> None:
-    rows = [
-        _row("a@1", "t1", "REPAIR", "REPAIR", [True], 1.0),
-        _row("d@4", "t2", "FINALIZE_RELATIONS", None, [False], 0),
-    ]
-    decisions = decision_metrics(rows, seed=0, n=50)
-    empty = {"value": None, "ci95": None, "n": 0}
-    metrics = {
-        name: empty
-        for name in ("legal_action_rate", "exact_match", "repair_f1", "repair_f1_exact", "false_repair_rate",
-                     "turn_accuracy", "downstream_turn_accuracy", "reward_total")
-    }  # fmt: skip
-    metrics.update(repair_precision=None, repair_recall=None, dcr=None, reward={}, decisions=decisions)
-    results = {
-        "heldout": {"tasks": 1, "episodes": 1, "fault_types_unseen_in_training": ["unit_slip"],
-                    "exact_match_samples": 0, "decision_points": 2, "decision_max_responses": 2},
-        "data": {"train": {"samples": 3}},
-        "arms": {"rule": {"metrics": metrics, "training": None}},
-        "comparisons": [], "targets": [], "unavailable": {}, "timing": {"total": 1.0},
-    }  # fmt: skip
-    report = render_report(results)
-    assert "## Decision points: repair or confirm, closed loop" in report
-    line = next(line for line in report.splitlines() if line.startswith("| rule | 2 (1) | 0.500"))
-    assert "FINALIZE_RELATIONS" not in line and "REPAIR 1" in line and "None 1" in line
-
-
 def test_a_study_refuses_data_synthesized_with_another_config(tmp_path: Path) -> None:
-    from training.study.driver import Study, StudyConfig, synthesize_split
+    from training.study.data import synthesize_split
+    from training.study.driver import Study, StudyConfig
 
-    study = Study(StudyConfig(arms=["none"], heldout_synthesis={"tasks_per_domain": 6, "seed": 2000}), tmp_path)
-    held = study.data_dir("heldout")
+    testset = {"domains": ["logistics"], "question_writer": "b", "tasks_per_domain": 6, "seed": 2000}
+    study = Study(StudyConfig(arms=["none"], testset=testset), tmp_path)
+    held = study.data_dir("test")
     held.mkdir(parents=True)
     (held / "stats.json").write_text(json.dumps({"config": {"tasks_per_domain": 2, "seed": 2000}}))
     with pytest.raises(ValueError, match=r"tasks_per_domain=2 vs 6.*another --out"):
-        synthesize_split(study, "heldout")
-    same = {"config": {"tasks_per_domain": 6, "seed": 2000, "domains": ["logistics"], "validation_fraction": 0.0}}
+        synthesize_split(study, "test")
+    same = {"config": {**testset, "validation_fraction": 0.0}}
     (held / "stats.json").write_text(json.dumps(same))
-    assert synthesize_split(study, "heldout") == same  # the same config: resumed, not re-synthesized
-
-
-def test_comparisons_pair_decision_points_by_key() -> None:
-    from training.study.report import comparisons
-
-    a = [
-        _row("p@1", "t1", "REPAIR", None, [False], 0.0),
-        _row("p@2", "t2", "FINALIZE_RELATIONS", "FINALIZE_RELATIONS", [True], 1),
-    ]
-    b = [
-        _row("p@1", "t1", "REPAIR", "REPAIR", [True], 1.0),
-        _row("p@2", "t2", "FINALIZE_RELATIONS", "REPAIR", [True], 0.5),
-    ]
-    [row] = comparisons([["x", "y"]], {"x": [], "y": []}, {}, seed=0, n=200, decisions={"x": a, "y": b})
-    assert row["decision_reward"]["diff"] == pytest.approx((1.0 + -0.5) / 2) and row["decision_reward"]["n"] == 2
-    assert row["decision_match"]["diff"] == pytest.approx((1.0 - 1.0) / 2)  # p@1 now right, p@2 now wrong
-    [row] = comparisons([["x", "y"]], {"x": [], "y": []}, {}, seed=0, n=200)
-    assert row["decision_reward"] is None and row["decision_match"] is None
+    assert synthesize_split(study, "test") == same  # the same config: resumed, not re-synthesized
