@@ -101,7 +101,7 @@ def endpoint_settings(spec: ManagerSpec, backend: OpenAIChatBackend) -> Found:
     root = cards[0].get("root")
     settings = read_manager_settings(root) if isinstance(root, str) and Path(root).is_dir() else None
     if settings is None:
-        logger.info("%s serves %s and names no folder here with a manager.json (a foreign or remote server); "
+        logger.warning("%s serves %s and names no folder here with a manager.json (a foreign or remote server); "
                     "served without checkpoint settings", backend.base_url, cards[0]["id"])  # fmt: skip
         return None, None
     source = str(settings_path(str(root)))
