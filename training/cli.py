@@ -57,10 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_settings_parser(commands: argparse._SubParsersAction) -> None:
-    """``stateguard model settings DIR ...``: one flag per field of the folder's ``manager.json``."""
-    from harness.manager.checkpoint_settings import POLICIES, PROMPT_VIEWS, WRITES, ManagerSettings
-
-    default = ManagerSettings()
+    """``stateguard model settings DIR ...``: one flag per field of the folder's ``manager.json`` (a flag left out
+    keeps the field's default; the values are checked when the command runs, so registering imports nothing)."""
     settings = commands.add_parser(
         "settings",
         help="write a model folder's manager.json: the manager it serves as, its prompt view and decoding",
@@ -68,19 +66,25 @@ def add_settings_parser(commands: argparse._SubParsersAction) -> None:
         "follow (an explicit --manager-max-tokens / --constrained-decoding / --legal-actions-only still wins).",
     )
     settings.add_argument("folder", type=Path, help="the model folder (a checkpoint)")
-    settings.add_argument("--policy", choices=POLICIES, default=default.policy, help="flat llm manager or hier tier 1")
-    settings.add_argument("--writes", choices=WRITES, default=None, help="hier: what tier 1 writes (decisions)")
-    settings.add_argument("--prompt-view", choices=PROMPT_VIEWS, default=default.prompt_view, help="full or bare")
+    settings.add_argument("--policy", help="llm (the flat manager; default) or hier (the model is tier 1)")
+    settings.add_argument("--writes", help="hier: what tier 1 writes, decisions (default) or checks")
+    settings.add_argument("--prompt-view", help="full (default) or bare (no system prompt, no tools block)")
     settings.add_argument(
-        "--constrained-decoding", action=argparse.BooleanOptionalAction, default=default.constrained_decoding,
+        "--constrained-decoding", action=argparse.BooleanOptionalAction, default=None,
         help="decode under the grammar of what the model writes (default: on)",
     )  # fmt: skip
     settings.add_argument(
-        "--legal-actions-only", action="store_true", help="llm: the grammar allows only the actions legal now"
-    )
-    settings.add_argument("--max-new-tokens", type=int, default=default.max_new_tokens, help="cap on one reply")
-    settings.add_argument("--temperature", type=float, default=default.temperature, help="0: greedy")
+        "--legal-actions-only", action="store_true", default=None,
+        help="llm: the grammar allows only the actions legal now",
+    )  # fmt: skip
+    settings.add_argument("--max-new-tokens", type=int, help="cap on one reply in tokens (default 384)")
+    settings.add_argument("--temperature", type=float, help="sampling temperature (default 0: greedy)")
     settings.set_defaults(func=run_settings)
+
+
+SETTINGS_FLAGS = (
+    "policy", "writes", "prompt_view", "constrained_decoding", "legal_actions_only", "max_new_tokens", "temperature",
+)  # fmt: skip
 
 
 def run_settings(args: argparse.Namespace) -> int:
@@ -89,11 +93,9 @@ def run_settings(args: argparse.Namespace) -> int:
     if not args.folder.is_dir():
         print(f"stateguard model settings: {args.folder} is not a folder; pass the model's folder")
         return 2
+    given = {name: getattr(args, name) for name in SETTINGS_FLAGS if getattr(args, name) is not None}
     try:
-        settings = ManagerSettings(
-            args.policy, args.writes, args.prompt_view, args.constrained_decoding, args.legal_actions_only,
-            args.max_new_tokens, args.temperature,
-        )  # fmt: skip
+        settings = ManagerSettings(**given)
     except ManagerSettingsError as exc:
         print(f"stateguard model settings: {exc}")
         return 2
