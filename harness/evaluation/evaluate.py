@@ -433,13 +433,13 @@ def make_policy(spec: str, config: EvaluationConfig) -> Any:
     from harness.manager import get_policy
     from harness.manager.check_writers import GOLD_NEEDS_SWITCH, needs_oracle_checks
     from harness.manager.llm_policy import LLMPolicy
-    from harness.manager.model_settings import constrain_actions, limit_reply_tokens
+    from harness.manager.model_settings import constrain_actions, limit_reply_tokens, model_backend
 
     if needs_oracle_checks(parse_manager_spec(spec, check_paths=False)) and not config.oracle_checks:
         raise EvaluationError(f"--manager {spec}: {GOLD_NEEDS_SWITCH}")
     try:
         policy = get_policy(spec)
-        if config.manager_max_tokens is not None and getattr(policy, "backend", None) is not None:
+        if config.manager_max_tokens is not None and model_backend(policy) is not None:
             limit_reply_tokens(policy, config.manager_max_tokens)  # model-backed variants only
         if config.constrained_decoding and parse_manager_spec(spec, check_paths=False).answers_in_actions:
             flat = isinstance(policy, LLMPolicy)

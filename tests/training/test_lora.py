@@ -90,6 +90,7 @@ def test_stateguard_merge_folds_an_adapter_folder(lora_out: Path, tmp_path: Path
     write_manager_settings(tmp_path / "adapter", hier_checks)  # the adapter with another manager.json
     assert cli.main(["merge", "--adapter", str(tmp_path / "adapter"), "--out", str(tmp_path / "h")]) == 0
     assert read_manager_settings(tmp_path / "h") == hier_checks  # the merged folder is served as the adapter was
+    capsys.readouterr()
     assert cli.main(["merge", "--adapter", str(lora_out), "--out", str(tmp_path / "n")]) == 2
     err = capsys.readouterr().err.strip()
     assert (
