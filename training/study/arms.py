@@ -145,12 +145,15 @@ def model_usage(policy: Any) -> dict[str, int] | None:
 
 
 def _sft_args(study: Study, arm: str, model: str, dataset: Path, output: Path) -> list[str]:
-    """The SFT arguments (:data:`SFT_MODULE`) of ``arm``: the study's ``sft_args`` for all, ``--formats hier`` for a
-    hier arm (the others train on ``flat``, the script's default)."""
+    """The SFT arguments (:data:`SFT_MODULE`) of ``arm``: the study's prompt view and reply cap (saved in the
+    checkpoint's manager.json), its ``sft_args`` for all, ``--formats hier`` for a hier arm (the others train on
+    ``flat``, the script's default)."""
     formats = ["--formats", "hier"] if ARMS[arm].format == "hier" else []
+    config = study.config
+    served = ["--prompt_view", config.prompt_view, "--serve_max_new_tokens", str(config.manager_max_tokens)]
     return [
-        "--model_name_or_path", model, "--dataset_path", str(dataset), "--output_dir", str(output),
-        *study.config.sft_args, *formats,
+        "--model_name_or_path", model, "--dataset_path", str(dataset), "--output_dir", str(output), *served,
+        *config.sft_args, *formats,
     ]  # fmt: skip
 
 

@@ -35,6 +35,8 @@ def test_hier_trains_like_sft_lora_on_the_hier_rows(monkeypatch: pytest.MonkeyPa
     assert config == StudyConfig().sft_lora_config and "--formats" not in lora_args  # flat arms: the default
     assert hier_args == [a.replace("sft-lora", "hier") for a in lora_args] + ["--formats", "hier"]
     assert all(a in hier_args for a in SFT_ARGS)  # the same budget
+    view = lora_args.index("--prompt_view")  # the checkpoints' manager.json says how the study serves them
+    assert lora_args[view : view + 4] == ["--prompt_view", "bare", "--serve_max_new_tokens", "160"]
     assert hier_result["checkpoint"].endswith("arms/hier/merged") and "adapter" in hier_result
     assert lora_result["checkpoint"].endswith("arms/sft-lora/merged")
 
