@@ -18,11 +18,13 @@ served with (the file's, with the command's explicit flags on top) and the file 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from harness.manager.prompt_view import PROMPT_VIEWS
+from harness.specs import parse_manager_spec
 
 MANAGER_FILE = "manager.json"
 VERSION_KEY = "stateguard_manager"
@@ -160,6 +162,20 @@ def write_manager_settings(folder: str | Path, settings: ManagerSettings) -> Pat
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(settings.to_dict(), indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def saved_settings(specs: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Manager spec -> the contents of its in-process checkpoint's :data:`MANAGER_FILE` (``llm-hf:PATH``,
+    ``hier[-checks]:llm-hf:PATH``), for the specs whose folder holds one: what an evaluation's fingerprint keeps, so
+    a changed file is not resumed as the same evaluation. A malformed file raises :class:`ManagerSettingsError`."""
+    found: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        parsed = parse_manager_spec(spec, check_paths=False)
+        if parsed.in_process and parsed.answers_in_actions and Path(str(parsed.model)).is_dir():
+            settings = read_manager_settings(str(parsed.model))
+            if settings is not None:
+                found[spec] = settings.to_dict()
+    return found
 
 
 def used_settings(policy: Any) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
 """``stateguard evaluate --manager hier:llm-hf:CKPT`` serves the checkpoint as its manager.json says, and the record
 says so: every episode's ``config["manager_settings"]`` and the variant's ``manager_settings`` in results.json name
-the file and the settings used (an explicit ``manager_max_tokens`` on top)."""
+the file and the settings used (an explicit ``manager_max_tokens`` on top); a changed file is not resumed."""
 
 from __future__ import annotations
 
@@ -44,3 +44,6 @@ def test_results_record_the_checkpoint_settings_each_variant_was_served_with(two
     assert record.config["manager"] == "hier-checks-llm-hf" and record.config["manager_settings"] == used
     assert record.config["eval"]["constrained_decoding"] is True
     assert record.error is None and any(a["actor"] == "policy" for a in record.activations)  # tier 1 wrote checks
+    write_manager_settings(model, ManagerSettings(policy="hier", writes="checks"))  # served otherwise now
+    with pytest.raises(ValueError, match="holds episodes of another run: the runtime changed"):
+        run_evaluation(config)  # not resumed as the same evaluation
