@@ -176,6 +176,8 @@ class HierPolicy:
     """
 
     active = True
+    settings_file: str | None = None
+    """The checkpoint's manager.json tier 1 is served by (:mod:`harness.manager.served`), None without one."""
 
     def __init__(
         self,

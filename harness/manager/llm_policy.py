@@ -133,6 +133,8 @@ class LLMPolicy:
     """A manager policy answered by a chat model (see the module docstring)."""
 
     active = True
+    settings_file: str | None = None
+    """The checkpoint's manager.json it is served by (:mod:`harness.manager.served`), None without one."""
 
     def __init__(
         self,

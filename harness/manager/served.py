@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TypeVar
 
 from harness.llm import ChatBackend, HFChatBackend, OpenAIChatBackend
 from harness.manager.check_writers import GoldChecksPolicy
@@ -53,6 +54,7 @@ from harness.specs import ManagerSpec
 
 logger = logging.getLogger(__name__)
 
+P = TypeVar("P", LLMPolicy, HierPolicy)
 Found = tuple[ManagerSettings | None, str | None]
 """A checkpoint's settings and the file they were read from (None, None: none)."""
 
@@ -127,7 +129,7 @@ def model_backend(spec: ManagerSpec) -> tuple[ChatBackend, ManagerSettings | Non
     return endpoint, settings, source
 
 
-def serve(policy: LLMPolicy | HierPolicy, settings: ManagerSettings | None, source: str | None):
+def serve(policy: P, settings: ManagerSettings | None, source: str | None) -> P:
     """``policy`` decoding as ``settings`` say (the grammar, legal actions only), its settings file recorded."""
     policy.settings_file = source
     if settings is not None and settings.constrained_decoding:
