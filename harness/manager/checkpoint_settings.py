@@ -12,7 +12,8 @@ for a folder without the file; a malformed file raises :class:`ManagerSettingsEr
 field and the fix. Unknown keys are refused, so a typo never passes silently.
 
 :func:`used_settings` is what an episode record and ``results.json`` keep: the settings a model policy is actually
-served with (the file's, with the command's explicit flags on top) and the file they came from.
+served with (the file's, with the command's explicit flags on top) and the file they came from;
+:func:`saved_settings` is what an evaluation's fingerprint keeps (a changed file is another evaluation).
 """
 
 from __future__ import annotations
