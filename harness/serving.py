@@ -32,6 +32,13 @@ uses the first listed id, so ``llm:URL`` works against either server unchanged. 
 terminates its model process, whose queues the tracker then unlinks: nothing is left behind) and, when its output is
 not a terminal, the progress bars and colours (a log file gets plain lines).
 
+**How the checkpoint is served** (its ``manager.json``: the manager it is, its prompt view, grammar and reply cap;
+:mod:`harness.manager.checkpoint_settings`): vLLM lists the folder it serves as its model's ``root`` (the command
+passes it as an absolute path), and an ``llm:URL`` / ``hier:llm:URL`` / ``hier-checks:llm:URL`` client that can read
+that folder (the same machine) follows its ``manager.json`` as ``llm-hf:PATH`` does (:mod:`harness.manager.served`).
+The CPU stand-in lists the model's name alone, and a client of a server on another machine cannot read the folder:
+those clients are served without the file's settings (one logged line); pass the settings as flags there.
+
 :func:`serve_in_background` starts either server as a child process, waits until ``GET /v1/models`` answers and
 yields the API root (``http://HOST:PORT/v1``); tests and the checkpoint evaluation use it.
 
@@ -138,6 +145,9 @@ class ServeConfig:
                 f"--checkpoint {self.checkpoint}: no {CHAT_TEMPLATE_FILE}; the server must use the template the model "
                 "was trained with. Save the tokenizer with the checkpoint (tokenizer.save_pretrained(DIR))."
             )
+        from harness.manager.checkpoint_settings import read_manager_settings  # registering the command stays light
+
+        read_manager_settings(path)  # a malformed manager.json is refused here, not by each client
         if not 0 < self.port < 65536:
             raise ValueError(f"--port {self.port}: use a TCP port in 1..65535, e.g. 8000.")
         if self.grace_s < 0:
@@ -154,9 +164,10 @@ class ServeConfig:
 
 
 def vllm_command(config: ServeConfig) -> list[str]:
-    """The exact ``vllm serve`` command for ``config`` (see the module docstring)."""
+    """The exact ``vllm serve`` command for ``config`` (see the module docstring); the checkpoint as an absolute path,
+    which vLLM lists as its model's ``root``."""
     command = [
-        "vllm", "serve", str(config.checkpoint),
+        "vllm", "serve", str(Path(config.checkpoint).resolve()),
         "--served-model-name", config.model_name,
         "--host", config.host,
         "--port", str(config.port),
@@ -424,6 +435,12 @@ def serve_command(args: argparse.Namespace) -> int:
     if config.cpu:
         print(f"# run in a temporary folder where {config.model_name} links to {Path(config.checkpoint).resolve()}")
     print(f"# API root for --manager llm:URL / --worker openai:URL: {config.base_url} (model {config.model_name})")
+    from harness.manager.checkpoint_settings import MANAGER_FILE, read_manager_settings
+
+    settings = read_manager_settings(config.checkpoint)
+    if settings is not None:
+        who = "clients on this machine" if not config.cpu else "no client: the CPU stand-in does not name the folder"
+        print(f"# {MANAGER_FILE}: {json.dumps(settings.to_dict())} (followed by {who})")
     if args.dry_run:
         return 0
     try:

@@ -3,12 +3,13 @@
     stateguard merge --adapter runs/sft-qwen3-8b-lora/adapter --out runs/sft-qwen3-8b-lora-merged
     stateguard merge --adapter runs/sft-lora --out runs/sft-lora-merged --dtype bfloat16
 
-The adapter folder is what a LoRA run saves (``adapter_config.json``, ``adapter_model.safetensors`` and the
-tokenizer); the base model is the one its ``adapter_config.json`` names (``base_model_name_or_path``). The output is
-a transformers checkpoint (``config.json``, safetensors weights, the adapter folder's tokenizer and
-``chat_template.jinja``) that ``stateguard serve``, ``vllm serve``, ``llm-hf:PATH`` and ``scripts/rl.py`` load as any
-model. ``scripts/sft.py`` with ``use_peft`` calls :func:`merge_adapter` itself after training (``merge_lora: true``,
-the default). Registered in ``pyproject.toml`` as the entry point ``merge = "training.merge:register"``.
+The adapter folder is what a LoRA run saves (``adapter_config.json``, ``adapter_model.safetensors`` and the tokenizer);
+the base model is the one its ``adapter_config.json`` names (``base_model_name_or_path``). The output is a transformers
+checkpoint (``config.json``, safetensors weights, the adapter folder's tokenizer and ``chat_template.jinja``, and the
+adapter folder's ``manager.json``, how it is served: :mod:`harness.manager.checkpoint_settings`) that ``stateguard
+serve``, ``vllm serve``, ``llm-hf:PATH`` and ``scripts/rl.py`` load as any model. ``scripts/sft.py`` with ``use_peft``
+calls :func:`merge_adapter` itself after training (``merge_lora: true``, the default). Registered in ``pyproject.toml``
+as the entry point ``merge = "training.merge:register"``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from harness.checkpoints import ADAPTER_CONFIG
 from harness.cli import CommandLineError, prepare_out_dir
 from harness.import_utils import require
+from harness.manager.checkpoint_settings import read_manager_settings, write_manager_settings
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +31,8 @@ DTYPES = ("auto", "bfloat16", "float16", "float32")
 def merge_adapter(adapter: str | Path, out: str | Path, dtype: str = "auto") -> Path:
     """Load the base model of the LoRA ``adapter`` folder in ``dtype`` (``auto``: as saved), add the adapter, fold its
     weights into the base weights (``merge_and_unload``) and save the result to ``out`` with the adapter folder's
-    tokenizer and chat template. Returns ``out``. A folder without ``adapter_config.json`` is a ``ValueError``."""
+    tokenizer, chat template and ``manager.json`` (read before the model loads: a malformed one is refused first).
+    Returns ``out``. A folder without ``adapter_config.json`` is a ``ValueError``."""
     adapter, out = Path(adapter), Path(out)
     if not (adapter / ADAPTER_CONFIG).is_file():
         raise ValueError(
@@ -38,6 +41,7 @@ def merge_adapter(adapter: str | Path, out: str | Path, dtype: str = "auto") -> 
         )
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype!r} is not one of {', '.join(DTYPES)}; pick one of them")
+    settings = read_manager_settings(adapter)
     require("peft")
     from peft import AutoPeftModelForCausalLM
     from transformers import AutoTokenizer
@@ -45,6 +49,8 @@ def merge_adapter(adapter: str | Path, out: str | Path, dtype: str = "auto") -> 
     model = AutoPeftModelForCausalLM.from_pretrained(str(adapter), dtype=dtype).merge_and_unload()
     model.save_pretrained(out, safe_serialization=True)
     AutoTokenizer.from_pretrained(str(adapter)).save_pretrained(out)
+    if settings is not None:
+        write_manager_settings(out, settings)
     logger.info("merged the LoRA adapter %s into its base model: %s", adapter, out)
     return out
 

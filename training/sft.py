@@ -4,16 +4,18 @@ One function, :func:`run_sft`, does the whole job; ``scripts/sft.py`` only parse
 dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
 
 - Data: the ``dataset/`` folder a synthesis run writes (``datasets.DatasetDict`` with ``train`` and ``validation``;
-  columns ``messages`` ``[{role, content}]`` and ``tools``, the function schemas). This is TRL's conversational
-  format with tools: ``SFTTrainer`` renders each row with the tokenizer's chat template, passing ``tools``, so the
-  system prompt carries the ``# Tools`` block exactly as at inference. ``formats`` picks the rows by their ``format``
-  column: ``flat`` (the default: the ``llm`` manager's conversations), ``hier`` (tier 1's of the ``hier`` manager),
-  or both (:func:`select_formats`). ``last_turn_only`` trains each sample's final assistant turn (its control
-  action: the decision) and nothing before it: rows become TRL's conversational prompt-completion pairs
-  (:func:`to_last_turn`), ``SFTTrainer`` masks the prompt (``completion_only_loss``) and the assistant mask still
-  applies, so the loss covers exactly that turn's tokens. ``turn_prefixes`` first makes one sample of each
-  assistant turn (the conversation up to it, :func:`to_turn_prefixes`), so that with ``last_turn_only`` the tool
-  calls of a check are trained too, each with its own ``action`` to stratify by.
+  columns ``messages`` ``[{role, content}]`` and ``tools``, the function schemas). This is TRL's conversational format
+  with tools: ``SFTTrainer`` renders each row with the tokenizer's chat template, passing ``tools``, so the system
+  prompt carries the ``# Tools`` block exactly as at inference. ``formats`` picks the rows by their ``format`` column:
+  ``flat`` (the default: the ``llm`` manager's conversations), ``hier`` (tier 1's of the ``hier`` manager),
+  ``hier_checks`` (tier 1's writing checks), or several (:func:`~training.sft_rows.select_formats`); ``prompt_view:
+  bare`` drops the system prompt and the tools from every row (:func:`~training.sft_rows.apply_prompt_view`).
+  ``last_turn_only`` trains each sample's final assistant turn (its control action: the decision) and nothing before
+  it: rows become TRL's conversational prompt-completion pairs (:func:`~training.sft_rows.to_last_turn`),
+  ``SFTTrainer`` masks the prompt (``completion_only_loss``) and the assistant mask still applies, so the loss covers
+  exactly that turn's tokens. ``turn_prefixes`` first makes one sample of each assistant turn (the conversation up to
+  it, :func:`~training.sft_rows.to_turn_prefixes`), so that with ``last_turn_only`` the tool calls of a check are
+  trained too, each with its own ``action`` to stratify by.
 - Loss on assistant tokens only (``assistant_only_loss=True``, forced): the project's chat template
   (``harness/chat_template.jinja``) wraps each assistant body, tool-call JSON and ``<|im_end|>`` included, in
   ``{% generation %}`` markers, and TRL turns everything outside them into label -100.
@@ -24,14 +26,17 @@ dataclasses below and calls it. The trainer is TRL's ``SFTTrainer``, used as is:
   ``n_tokens`` is 0 (not counted) is tokenized here.
 - Model: a path or hub id, or ``tiny`` for the embedded tiny Qwen3 (:mod:`training.models`), built once into the
   cache folder. ``use_peft`` trains LoRA adapters instead of all weights.
-- Output (``output_dir``): the model, the tokenizer with its chat template, ``README.md`` (a short
-  model card: data, drops, settings, metrics), ``all_results.json`` (the metrics of the final training and
-  evaluation) and ``trainer_state.json`` (the logged history: per-step loss, evaluations). With ``use_peft`` the
+- Output (``output_dir``): the model, the tokenizer with its chat template, ``README.md`` (a short model card: data,
+  drops, settings, metrics), ``all_results.json`` (the metrics of the final training and evaluation),
+  ``trainer_state.json`` (the logged history: per-step loss, evaluations) and ``manager.json``, how the checkpoint is
+  served (:func:`serving_settings`: the manager of its sample format, its prompt view, greedy under the grammar,
+  ``serve_max_new_tokens``; :mod:`harness.manager.checkpoint_settings`; also in ``adapter/``). With ``use_peft`` the
   model there is the merged one (``merge_lora: true``, the default: the base with the adapter folded in by
-  :func:`training.merge.merge_adapter`, servable as is) and the adapter is in ``output_dir/adapter``;
-  ``merge_lora: false`` saves the adapter alone to ``output_dir`` (``stateguard merge`` folds it in later).
+  :func:`training.merge.merge_adapter`, servable as is) and the adapter is in ``output_dir/adapter``; ``merge_lora:
+  false`` saves the adapter alone to ``output_dir`` (``stateguard merge`` folds it in later).
 - Small subsets: ``max_train_samples`` / ``max_eval_samples`` take the first rows, or with ``stratify_by: label`` an
-  equal share of each label (:func:`stratified_subset`; the counts are logged as ``data/train_label/<value>``).
+  equal share of each label (:func:`~training.sft_rows.stratified_subset`; the counts are logged as
+  ``data/train_label/<value>``).
 - Metrics are namespaced: ``data/...`` (samples used, over-length drops per split), ``train/...`` (TRL's final
   training metrics, plus ``train/tokens_per_second_after_first_step`` from :func:`steady_tokens_per_second`:
   ``include_num_input_tokens_seen`` is switched on to count non-padding tokens per step) and ``eval/...`` (the
@@ -52,18 +57,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.checkpoints import refuse_adapter_only
 from harness.import_utils import require
+from harness.manager.checkpoint_settings import ManagerSettings, write_manager_settings
+from harness.manager.prompt_view import PROMPT_VIEWS
 from harness.tokenizer import CACHE_DIR_ENV, DEFAULT_CACHE_DIR, load_tokenizer
 from harness.tracking import check_report_to
 from training.merge import merge_adapter
 from training.models import TOKENIZER_SIZE
+from training.sft_rows import apply_prompt_view, select_formats, stratified_subset, to_last_turn, to_turn_prefixes
 
 if TYPE_CHECKING:
     from datasets import Dataset, DatasetDict
@@ -165,8 +172,26 @@ class DataArguments:
         default_factory=lambda: ["flat"],
         metadata={
             "help": "Sample formats to train on (the dataset's `format` column, synthesis.samples.FORMATS): flat "
-            "(the `llm` manager's conversations) and/or hier (tier 1's of the `hier` manager). A dataset without "
-            "the column holds flat samples only."
+            "(the `llm` manager's conversations), hier (tier 1's of the `hier` manager deciding) and/or hier_checks "
+            "(tier 1's writing the turn's checks). A dataset without the column holds flat samples only. One format "
+            "says how the checkpoint is served (manager.json: flat -> llm, hier -> hier, hier_checks -> hier writing "
+            "checks)."
+        },
+    )
+    prompt_view: str = field(
+        default="full",
+        metadata={
+            "help": "What the model is trained (and then served) on: full (the conversations as synthesized, system "
+            "prompt and tools block first) or bare (without both: harness.manager.prompt_view). Saved in "
+            "manager.json."
+        },
+    )
+    serve_max_new_tokens: int = field(
+        default=384,
+        metadata={
+            "help": "The serving cap on one reply, in tokens, saved in the checkpoint's manager.json (stateguard "
+            "run/evaluate --manager [hier:]llm-hf:DIR use it; --manager-max-tokens overrides it). Not a training "
+            "setting."
         },
     )
 
@@ -192,6 +217,9 @@ class DataArguments:
 
         if not self.formats or any(f not in FORMATS for f in self.formats):
             raise ValueError(f"formats={self.formats}: use a non-empty subset of {list(FORMATS)}")
+        if self.prompt_view not in PROMPT_VIEWS or self.serve_max_new_tokens < 1:
+            raise ValueError(f"prompt_view={self.prompt_view!r}, serve_max_new_tokens={self.serve_max_new_tokens}: "
+                             f"use one of {', '.join(PROMPT_VIEWS)} and a positive number of tokens")  # fmt: skip
         for name in ("max_train_samples", "max_eval_samples"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -261,107 +289,16 @@ def drop_overlong(
     return (dataset.select(keep) if dropped else dataset), dropped
 
 
-def stratified_subset(dataset: Dataset, column: str, n: int, seed: int = 0) -> Dataset:
-    """``n`` rows of ``dataset`` drawn round-robin over the values of ``column`` (in sorted order), each value's rows
-    in a seeded random order: every value gets an equal share, and a value with too few rows leaves the rest of
-    its share to the others. The rows keep their dataset order."""
-    if column not in dataset.column_names:
-        raise ValueError(
-            f"stratify_by={column!r} is not a column of the dataset (columns: {', '.join(dataset.column_names)}); "
-            "pick one of them"
-        )
-    rng = random.Random(seed)
-    groups: dict[Any, list[int]] = defaultdict(list)
-    for index, value in enumerate(dataset[column]):
-        groups[value].append(index)
-    queues = []
-    for value in sorted(groups, key=str):
-        rows = groups[value]
-        rng.shuffle(rows)
-        queues.append(rows)
-    picked: list[int] = []
-    for depth in range(max((len(q) for q in queues), default=0)):
-        picked.extend(q[depth] for q in queues if depth < len(q))
-        if len(picked) >= n:
-            break
-    return dataset.select(sorted(picked[:n]))
-
-
-def select_formats(dataset: Dataset, formats: list[str]) -> Dataset:
-    """The rows of ``dataset`` whose ``format`` is one of ``formats`` (a dataset without the column: all flat)."""
-    if "format" not in dataset.column_names:
-        return dataset if "flat" in formats else dataset.select([])
-    wanted = set(formats)
-    keep = [i for i, value in enumerate(dataset["format"]) if value in wanted]
-    return dataset if len(keep) == len(dataset) else dataset.select(keep)
-
-
-UNPARSED_ACTION = "unparsed"
-"""The ``action`` of an assistant turn that is not one well-formed action (:func:`to_turn_prefixes`)."""
-
-
-def to_turn_prefixes(dataset: Dataset) -> Dataset:
-    """One row per assistant turn of each row of ``dataset``: its ``messages`` up to and including that turn, every
-    other column copied, and an ``action`` column with the turn's action name (:data:`UNPARSED_ACTION` when the
-    turn is not one well-formed action; ``stratify_by: action`` balances the actions). A row's last prefix is the
-    row itself.
-    ``n_tokens``, when present, keeps the whole row's count: an upper bound on each prefix's, so
-    :func:`drop_overlong` never keeps a prefix too long, and drops a prefix only with its whole conversation.
-    Samples none of which has an assistant turn are a data error; an empty split stays empty."""
-    from datasets import Dataset
-
-    from harness.manager.wire import parse_response
-
-    rows: list[dict[str, Any]] = []
-    for row in dataset:
-        for index, message in enumerate(row["messages"]):
-            if message["role"] != "assistant":
-                continue
-            parsed = parse_response(message["content"])
-            action = parsed.action.name if parsed.action is not None else UNPARSED_ACTION
-            rows.append({**row, "messages": row["messages"][: index + 1], "action": action})
-    if not rows and len(dataset):
-        raise ValueError(
-            f"turn_prefixes found no assistant turn in any of {len(dataset)} samples; re-run synthesis, or turn "
-            "turn_prefixes off"
-        )
-    if not rows:  # an empty split stays empty, with the column a stratified subset reads
-        return dataset if "action" in dataset.column_names else dataset.add_column("action", [])
-    return Dataset.from_list(rows)
-
-
-def to_last_turn(dataset: Dataset) -> Dataset:
-    """``dataset``'s rows as TRL conversational prompt-completion pairs: ``prompt`` is every message before the last,
-    ``completion`` the last (an assistant turn), ``tools`` unchanged. A row that does not end in an assistant turn is
-    a data error (its name and index in the message)."""
-    ends = [row[-1]["role"] if row else None for row in dataset["messages"]]
-    bad = [i for i, role in enumerate(ends) if role != "assistant"]
-    if bad:
-        raise ValueError(
-            f"last_turn_only needs samples that end in an assistant turn; row {bad[0]} ends in {ends[bad[0]]!r} "
-            f"({len(bad)} such rows); re-run synthesis or turn last_turn_only off"
-        )
-
-    if len(dataset) == 0:  # map adds no column to an empty dataset
-        from datasets import Dataset
-
-        return Dataset.from_dict({"prompt": [], "completion": [], "tools": []})
-
-    def split(row: dict[str, Any]) -> dict[str, Any]:
-        return {"prompt": row["messages"][:-1], "completion": row["messages"][-1:]}
-
-    return dataset.map(split, remove_columns=["messages"]).select_columns(["prompt", "completion", "tools"])
-
-
 def load_sft_splits(
     data_args: DataArguments, max_length: int | None, tokenizer: PreTrainedTokenizerBase | None = None
 ) -> tuple[DatasetDict, dict[str, int]]:
     """The train/validation splits ready for ``SFTTrainer``, and their data metrics: the over-length drops per split
     (``dropped_overlong_<split>``) and, with ``stratify_by``, the rows kept per value (``<split>_<column>/<value>``).
 
-    Only the rows of ``data_args.formats`` are used (:func:`select_formats`), and only their ``messages`` and
+    Only the rows of ``data_args.formats`` are used (:func:`~training.sft_rows.select_formats`), seen through
+    ``data_args.prompt_view`` (:func:`~training.sft_rows.apply_prompt_view`), and only their ``messages`` and
     ``tools`` are kept (the other columns are metadata TRL would ignore or trip over); with ``last_turn_only`` they
-    are ``prompt``, ``completion`` and ``tools`` (:func:`to_last_turn`).
+    are ``prompt``, ``completion`` and ``tools`` (:func:`~training.sft_rows.to_last_turn`).
     """
     from datasets import DatasetDict, load_from_disk
 
@@ -374,7 +311,7 @@ def load_sft_splits(
     column = data_args.stratify_by
     out, stats = {}, {}
     for name, limit in limits.items():
-        rows = select_formats(splits[name], data_args.formats)
+        rows = apply_prompt_view(select_formats(splits[name], data_args.formats), data_args.prompt_view)
         if data_args.turn_prefixes:
             rows = to_turn_prefixes(rows)
         kept, dropped = drop_overlong(rows, max_length, tokenizer)
@@ -531,7 +468,26 @@ def run_sft(
         trainer.save_metrics("all", metrics, combined=False)
         trainer.state.save_to_json(str(Path(sft_config.output_dir) / "trainer_state.json"))  # the loss curve
         write_model_card(Path(sft_config.output_dir), model_args, data_args, sft_config, metrics)
+        settings = serving_settings(data_args)
+        for folder in {Path(sft_config.output_dir), adapter_dir} if settings is not None else ():
+            write_manager_settings(folder, settings)  # the adapter's too: `stateguard merge` copies it
     return metrics
+
+
+SERVED_AS = {"flat": ("llm", None), "hier": ("hier", "decisions"), "hier_checks": ("hier", "checks")}
+"""Sample format -> the manager the checkpoint is served as: ``(policy, writes)`` of its manager.json."""
+
+
+def serving_settings(data_args: DataArguments) -> ManagerSettings | None:
+    """How a checkpoint trained on ``data_args`` is served (its ``manager.json``): the manager of its one sample
+    format, its prompt view, greedy under the grammar, ``serve_max_new_tokens``; None (with a warning) for a mix of
+    formats, which serves no single manager."""
+    if len(set(data_args.formats)) != 1:
+        logger.warning("formats %s train more than one manager; no manager.json written (write one with `stateguard "
+                       "model settings DIR ...`)", data_args.formats)  # fmt: skip
+        return None
+    policy, writes = SERVED_AS[data_args.formats[0]]
+    return ManagerSettings(policy, writes, data_args.prompt_view, max_new_tokens=data_args.serve_max_new_tokens)
 
 
 def settings_and_metrics(settings: dict[str, Any], metrics: dict[str, Any]) -> list[str]:

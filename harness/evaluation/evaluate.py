@@ -27,7 +27,9 @@
         "comparisons": [{"a", "b", "turn_accuracy_diff", "ci95": [lo, hi], "task_accuracy_diff", ...}]}
 
    (``comparisons``: every pair of variants in the order given, ``b - a``, so list the baseline first; each variant
-   also has ``relation_accuracy``, ``manager_view`` and ``rule_constraints``, see :mod:`.summary`), then
+   also has ``relation_accuracy``, ``manager_view`` and ``rule_constraints``, see :mod:`.summary`, and
+   ``manager_settings``: what its model was served with and the ``manager.json`` it came from, null without a
+   model, :mod:`harness.manager.served`), then
    ``OUT/report.md`` with tables and plots (:mod:`harness.evaluation.report`);
 4. with ``report_to`` (trackio | tensorboard | wandb), logs the summary metrics (:func:`tracked_metrics`) and the
    plots to one run of that tracker (:mod:`harness.tracking`; tensorboard writes ``OUT/tb``).
@@ -431,13 +433,13 @@ def make_policy(spec: str, config: EvaluationConfig) -> Any:
     from harness.manager import get_policy
     from harness.manager.check_writers import GOLD_NEEDS_SWITCH, needs_oracle_checks
     from harness.manager.llm_policy import LLMPolicy
-    from harness.manager.model_settings import constrain_actions, limit_reply_tokens
+    from harness.manager.model_settings import constrain_actions, limit_reply_tokens, model_backend
 
     if needs_oracle_checks(parse_manager_spec(spec, check_paths=False)) and not config.oracle_checks:
         raise EvaluationError(f"--manager {spec}: {GOLD_NEEDS_SWITCH}")
     try:
         policy = get_policy(spec)
-        if config.manager_max_tokens is not None and getattr(policy, "backend", None) is not None:
+        if config.manager_max_tokens is not None and model_backend(policy) is not None:
             limit_reply_tokens(policy, config.manager_max_tokens)  # model-backed variants only
         if config.constrained_decoding and parse_manager_spec(spec, check_paths=False).answers_in_actions:
             flat = isinstance(policy, LLMPolicy)
@@ -498,6 +500,9 @@ def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, Tas
         name: {
             **summarize_variant(recs, tasks, seed=config.seed, n_resamples=config.n_resamples),
             "n_errored": errored[name],
+            "manager_settings": next(
+                (r.config["manager_settings"] for r in recs if "manager_settings" in r.config), None
+            ),  # fmt: skip
         }
         for name, recs in records.items()
     }

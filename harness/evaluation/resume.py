@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.manager.checkpoint_settings import saved_settings
 from harness.run_guard import code_version, tree_digest, value_digest
 
 FINGERPRINT_FILE = "fingerprint.json"
@@ -43,6 +44,7 @@ def evaluation_fingerprint(config: Any, episodes: list[Any]) -> dict[str, Any]:
         "manager_max_tokens": config.manager_max_tokens,
         "constrained_decoding": config.constrained_decoding,
         **({"legal_actions_only": True} if config.legal_actions_only else {}),  # absent when off: older folders match
+        **({"manager_settings": saved} if (saved := saved_settings(config.managers)) else {}),  # their manager.json
     }
     folders = {spec.task_id: spec.task_dir for spec in episodes}
     tasks = {task_id: tree_digest(folder) for task_id, folder in folders.items()}  # each folder once

@@ -13,16 +13,18 @@ class ModelSettingError(ValueError):
 
 
 def limit_reply_tokens(policy: Any, n: int) -> None:
-    """Cap the reply length of a model-backed policy (``max_new_tokens`` in process, ``max_tokens`` on an endpoint)."""
+    """Cap the reply length of a model-backed policy, the hier manager's tier 1 too (``max_new_tokens`` in process,
+    ``max_tokens`` on an endpoint)."""
     if n < 1:
         raise ModelSettingError(f"--manager-max-tokens {n}: use a positive number of tokens.")
-    backend = getattr(policy, "backend", None)
+    backend = model_backend(policy)
     for attr in ("max_new_tokens", "max_tokens"):
         if backend is not None and hasattr(backend, attr):
             setattr(backend, attr, n)
             return
     raise ModelSettingError(
-        f"--manager-max-tokens applies to model-backed managers (llm, freeform, windowed); not to {policy.name}."
+        f"--manager-max-tokens applies to model-backed managers (llm, freeform, windowed, hier with a model); not to "
+        f"{policy.name}."
     )
 
 

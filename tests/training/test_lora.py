@@ -7,9 +7,12 @@ One LoRA SFT run of the tiny Qwen3 (2 steps on the short smoke splits of conftes
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 import pytest
+
+from harness.manager.checkpoint_settings import ManagerSettings, read_manager_settings, write_manager_settings
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = [[151644, 872, 198, 14990, 1879, 151645, 198, 151644, 77091, 198]]  # <|im_start|>user\nhello world...
@@ -59,6 +62,7 @@ def test_lora_sft_saves_the_merged_model_and_the_adapter(lora_out: Path, tiny_mo
     card = (lora_out / "README.md").read_text()
     assert "with LoRA adapters (merged into this model; the adapter in `adapter/`)" in card
     ServeConfig(str(lora_out))  # servable: config.json, weights, template
+    assert read_manager_settings(lora_out) == read_manager_settings(lora_out / "adapter") == ManagerSettings()
     merged = AutoModelForCausalLM.from_pretrained(lora_out, dtype="float32")
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype="float32")
     base_logits = _logits(base)
@@ -81,6 +85,12 @@ def test_stateguard_merge_folds_an_adapter_folder(lora_out: Path, tmp_path: Path
     again, saved = load_file(tmp_path / "m" / "model.safetensors"), load_file(lora_out / "model.safetensors")
     assert again.keys() == saved.keys() and all((again[k] == saved[k]).all() for k in saved)
     assert (tmp_path / "m" / "chat_template.jinja").read_text() == (lora_out / "chat_template.jinja").read_text()
+    hier_checks = ManagerSettings(policy="hier", writes="checks", prompt_view="bare")
+    shutil.copytree(lora_out / "adapter", tmp_path / "adapter")
+    write_manager_settings(tmp_path / "adapter", hier_checks)  # the adapter with another manager.json
+    assert cli.main(["merge", "--adapter", str(tmp_path / "adapter"), "--out", str(tmp_path / "h")]) == 0
+    assert read_manager_settings(tmp_path / "h") == hier_checks  # the merged folder is served as the adapter was
+    capsys.readouterr()
     assert cli.main(["merge", "--adapter", str(lora_out), "--out", str(tmp_path / "n")]) == 2
     err = capsys.readouterr().err.strip()
     assert (

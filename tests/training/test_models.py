@@ -169,6 +169,24 @@ def test_cli_builds_a_small_override_free_model_and_reports_it(tmp_path: Path, c
     assert "seed=7 (requested 8)" in capsys.readouterr().out
 
 
+def test_cli_writes_a_model_folders_manager_json(tmp_path: Path, capsys) -> None:
+    """``stateguard model settings DIR`` writes the manager.json the untrained model is served with; a value out of
+    range is refused in one line and writes nothing."""
+    from harness.manager.checkpoint_settings import ManagerSettings, read_manager_settings
+
+    argv = ["model", "settings", str(tmp_path), "--policy", "hier", "--writes", "checks", "--prompt-view", "bare"]
+    assert _run_cli([*argv, "--max-new-tokens", "200"]) == 0
+    expected = ManagerSettings(policy="hier", writes="checks", prompt_view="bare", max_new_tokens=200)
+    assert read_manager_settings(tmp_path) == expected
+    assert f"wrote {tmp_path / 'manager.json'}" in capsys.readouterr().out
+    assert _run_cli(["model", "settings", str(tmp_path / "x"), "--policy", "flat"]) == 2
+    assert _run_cli(["model", "settings", str(tmp_path), "--policy", "flat"]) == 2
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "stateguard model settings: policy='flat': use one of llm, hier"
+    )
+    assert read_manager_settings(tmp_path) == expected  # the refused command wrote nothing
+
+
 def test_config_fields_carry_help() -> None:
     assert all(f.metadata.get("help") for f in dataclasses.fields(TinyQwen3Config))
 

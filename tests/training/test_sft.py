@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.manager.checkpoint_settings import ManagerSettings, read_manager_settings
+
 REPO = Path(__file__).resolve().parents[2]
 SFT_CONFIGS = sorted((REPO / "configs" / "sft").glob("*.yaml"))
 ACCELERATE_CONFIGS = sorted((REPO / "configs" / "accelerate").glob("*.yaml"))
@@ -105,7 +107,8 @@ def test_labels_are_exactly_the_assistant_tokens(sft_smoke_dir, tiny_model_dir, 
 def test_last_turn_only_rows_and_errors(sft_smoke_dir, tmp_path):
     from datasets import Dataset
 
-    from training.sft import DataArguments, load_sft_splits, to_last_turn
+    from training.sft import DataArguments, load_sft_splits
+    from training.sft_rows import to_last_turn
 
     full, _ = load_sft_splits(DataArguments(dataset_path=str(sft_smoke_dir)), None)
     last, _ = load_sft_splits(DataArguments(dataset_path=str(sft_smoke_dir), last_turn_only=True), None)
@@ -132,7 +135,8 @@ def test_turn_prefixes_train_every_assistant_turn_once(sft_smoke_dir):
     from datasets import Dataset, load_from_disk
 
     from harness.manager.wire import parse_response
-    from training.sft import UNPARSED_ACTION, DataArguments, load_sft_splits, to_turn_prefixes
+    from training.sft import DataArguments, load_sft_splits
+    from training.sft_rows import UNPARSED_ACTION, to_turn_prefixes
 
     source = load_from_disk(str(sft_smoke_dir / "dataset"))["train"]
     source = source.select([i for i, f in enumerate(source["format"]) if f == "flat"])
@@ -303,10 +307,29 @@ def test_overlong_samples_are_dropped_and_counted(sft_smoke_dir, sft_short_datas
         load_sft_splits(DataArguments(dataset_path=str(sft_short_dataset_dir)), 10, qwen3_tokenizer)
 
 
+def test_the_prompt_view_and_the_served_manager_follow_the_data_options(sft_smoke_dir):
+    """``prompt_view: bare`` trains without the system prompt and the tools; the checkpoint's manager.json names the
+    manager of its one sample format (a mix of formats gets none), the view and the serving cap."""
+    from training.sft import DataArguments, load_sft_splits, serving_settings
+
+    data = {"dataset_path": str(sft_smoke_dir), "max_train_samples": 3, "max_eval_samples": 1}
+    bare = DataArguments(**data, prompt_view="bare")
+    viewed, full = load_sft_splits(bare, None)[0]["train"], load_sft_splits(DataArguments(**data), None)[0]["train"]
+    assert [row[0]["role"] for row in full["messages"]] == ["system"] * 3 and all(full["tools"])
+    assert viewed["messages"] == [row[1:] for row in full["messages"]] and viewed["tools"] == [[]] * 3
+    assert serving_settings(bare) == ManagerSettings(prompt_view="bare")
+    checks = DataArguments(**data, formats=["hier_checks"], serve_max_new_tokens=200)
+    assert serving_settings(checks) == ManagerSettings(policy="hier", writes="checks", max_new_tokens=200)
+    assert serving_settings(DataArguments(**data, formats=["hier"])) == ManagerSettings(policy="hier")
+    assert serving_settings(DataArguments(**data, formats=["flat", "hier"])) is None
+    with pytest.raises(ValueError, match="prompt_view='short', serve_max_new_tokens=384: use one of full, bare"):
+        DataArguments(**data, prompt_view="short")
+
+
 def test_stratified_subset_gives_each_label_its_share():
     from datasets import Dataset
 
-    from training.sft import stratified_subset
+    from training.sft_rows import stratified_subset
 
     labels = ["clean"] * 40 + ["repair"] * 3 + ["benign"] * 10 + ["post_repair"] * 7
     data = Dataset.from_dict({"label": labels, "row": list(range(len(labels)))})
@@ -417,6 +440,7 @@ def test_run_sft_lowers_train_and_validation_loss_and_saves(
     card = (out / "README.md").read_text()
     assert str(sft_short_dataset_dir) in card and f"| eval/loss | {after:.6g} |" in card
     assert "- max_steps: 8" in card and "- learning_rate: 0.005" in card
+    assert read_manager_settings(out) == ManagerSettings()  # served as it was trained: the flat manager, full view
 
     # The trackers' local files hold the same per-step losses.
     assert read_tensorboard_scalars(out / "runs", "train/loss") == pytest.approx(losses)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 
 import pytest
@@ -73,6 +74,22 @@ def test_the_stand_in_env_silences_the_tracker_warning_and_plain_logs_get_no_bar
     assert env["HF_HUB_DISABLE_PROGRESS_BARS"] == "1" and env["NO_COLOR"] == "1" and "FORCE_COLOR" not in env
     terminal = cpu_env(terminal=True)
     assert "HF_HUB_DISABLE_PROGRESS_BARS" not in terminal and terminal["FORCE_COLOR"] == "1"
+
+
+def test_the_dry_run_shows_the_checkpoints_manager_json_and_a_malformed_one_is_refused(capsys, tiny, tmp_path):
+    from harness.manager.checkpoint_settings import MANAGER_FILE, ManagerSettings, write_manager_settings
+
+    for name in ("config.json", "chat_template.jinja"):
+        shutil.copy(tiny / name, tmp_path / name)
+    settings = ManagerSettings(policy="hier", writes="checks")
+    write_manager_settings(tmp_path, settings)
+    rc, out, _ = run_cli(capsys, "--checkpoint", str(tmp_path), "--dry-run")
+    assert rc == 0 and out.strip().splitlines()[-1] == (
+        f"# {MANAGER_FILE}: {json.dumps(settings.to_dict())} (followed by clients on this machine)"
+    )
+    (tmp_path / MANAGER_FILE).write_text('{"stateguard_manager": 1, "policy": "tier1"}')
+    rc, _, err = run_cli(capsys, "--checkpoint", str(tmp_path), "--dry-run")
+    assert rc == 2 and f"{tmp_path / MANAGER_FILE}: field policy='tier1': use one of llm, hier" in err
 
 
 def test_a_checkpoint_without_its_chat_template_is_refused(capsys, tiny, tmp_path):

@@ -66,6 +66,12 @@ def test_llm_policy_drives_a_whole_evaluation_episode(endpoint, two_turn_task, t
     assert record.config["manager"] == "llm" and record.grade["valid"] is True
     assert all(a["actor"] == "policy" and len(a["actions"]) == 1 for a in record.activations)
     assert [c["b"] for c in results["comparisons"]] == [spec]
+    # transformers serve names no checkpoint folder: served without a manager.json, the explicit cap recorded
+    assert llm["manager_settings"] == record.config["manager_settings"] == {
+        "file": None, "prompt_view": "full", "constrained_decoding": False, "legal_actions_only": False,
+        "max_new_tokens": 8, "temperature": 0.0,
+    }  # fmt: skip
+    assert results["variants"]["none"]["manager_settings"] is None
 
 
 def test_the_stand_in_lists_the_served_name_and_its_log_is_plain(tiny, tmp_path):
