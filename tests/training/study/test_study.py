@@ -103,12 +103,12 @@ def test_the_test_set_is_frozen_at_its_first_draw(tmp_path: Path) -> None:
         return StudyConfig(**{**fields, **changes})
 
     record = draw_testset(config(), split, tmp_path / "suite", record_path)
-    assert record["episodes"] == {"faulted": 4, "clean": 2} and record["seen_by_editions"] == [11]
+    assert record["episodes"] == {"faulted": 3, "clean": 2} and record["seen_by_editions"] == [11]
     assert [t["task_id"] for t in record["tasks"]] == ["t1", "t2"]
     assert record["tasks"][0]["sha256"] == folder_hash(split / "tasks" / "t1")
     assert sorted(p.name for p in (tmp_path / "suite" / "tasks").iterdir()) == ["t1", "t2"]
     suite_faults = (tmp_path / "suite" / "faults.jsonl").read_text().splitlines()
-    assert len(suite_faults) == 4 and all(json.loads(x)["detectable"] for x in suite_faults)
+    assert len(suite_faults) == 3 and all(json.loads(x)["detectable"] for x in suite_faults)
     again = draw_testset(config(edition=12), split, tmp_path / "suite", record_path)
     assert again["seen_by_editions"] == [11, 12] and again["drawn_in_edition"] == 11
     with pytest.raises(FrozenTestsetError, match="tasks: 1 frozen entries not drawn"):
@@ -116,7 +116,7 @@ def test_the_test_set_is_frozen_at_its_first_draw(tmp_path: Path) -> None:
         draw_testset(config(), split, tmp_path / "suite", record_path)
     with pytest.raises(FrozenTestsetError, match="seed: frozen 0, drawn 1"):
         draw_testset(config(seed=1), split, tmp_path / "suite", record_path)
-    with pytest.raises(ValueError, match="4 faulted and 2 clean episodes drawn, the design asks for at least 30"):
+    with pytest.raises(ValueError, match="3 faulted and 2 clean episodes drawn, the design asks for at least 30"):
         draw_testset(config(min_faulted=30), split, tmp_path / "suite", tmp_path / "other.json")
     assert not (tmp_path / "other.json").exists()
 
