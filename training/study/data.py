@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -27,7 +28,8 @@ def synthesize_split(study: Study, split: str) -> dict[str, Any]:
         fields = {**config.testset, "validation_fraction": 0.0}
     if stats.is_file():
         done = json.loads(stats.read_text())
-        had = done.get("config", {})
+        defaults = {f.name: f.default for f in dataclasses.fields(SynthesisConfig)}  # a stats file may omit one
+        had = {**defaults, **done.get("config", {})}
         changed = [k for k, v in fields.items() if k not in ("workers", "isolation") and had.get(k) != v]
         if changed:
             raise ValueError(
