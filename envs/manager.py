@@ -19,6 +19,21 @@ accepted one goes to the runtime as it is (actor ``policy``); a rejected one is 
 (:meth:`~HierPolicy.fallback`, recorded in ``env.hier.rejected`` and in the confirming response's ``<think>``), which
 ends tier 1's part of the activation.
 
+``hier_checks`` puts it in the place of tier 1 of the check-writing hierarchical manager (``HierPolicy(...,
+writes="checks")``): the env stops once per state, at the check activation's first request after tier 0's
+``check_execution`` (:meth:`~HierPolicy.tier1_messages`: the checks system prompt and the checks request). The
+agent's action is tier 1's reply text (``{"checks": [spec, ...]}``), kept for the state through
+:meth:`~HierPolicy.take_checks` (an unparseable reply gives the state no check); tier 0 then sends one ``run_check``
+per kept spec (the clean verifier) and decides: REPAIR iff a written check failed, else FINALIZE_RELATIONS. The step's
+reward is that reply's check-writing reward (:func:`rewards.score_checks`, :class:`rewards.CheckRewardConfig` given as
+``checks_reward``): the verdicts of the specs as tier 0 ran them, and, on the turn of the episode's harmful fault, the
+verdicts of the same specs on the clean twin's state of that turn (:class:`~envs.twins.CleanTwins`: the task's
+reference programs up to that turn, in a second kernel); the turn's label comes from
+:func:`~envs.checks_step.turn_label`. Every step's ``info`` holds ``checks`` (turn, label, parsed, kept and dropped
+specs, verdicts here and on the clean state, tier 0's decision) and ``reward_terms`` (``protocol``, ``catch``,
+``false_alarm``); the last one also ``record``, ``grade`` and ``episode_reward_terms`` (:func:`rewards.score_episode`'s
+terms of the whole episode, for logging; the reward is per reply).
+
 - **Observation**: the newest message of the agent's conversation (``info["messages"]``). ``flat``: the conversation
   the ``llm`` manager policy would send for the current :class:`~harness.manager.policy_types.PolicyInput`
   (:meth:`harness.manager.llm_policy.LLMPolicy.messages`): at the start of an activation the rendered activation
@@ -31,8 +46,9 @@ ends tier 1's part of the activation.
 - **Action**: one model response in the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
   optionally after a ``<think>`` block), parsed by the runtime like any policy's response; unparseable or illegal
   responses are recorded and answered with their refusal (``hier``: replaced by the confirmation), never raised.
-- **Reward**: ``0.0`` until the episode ends, then ``rewards.score_episode(record, fault_info, reward_config).total``
-  (the terms go to ``info["reward_terms"]``). A truncated episode has no record and gets ``0.0``.
+- **Reward** (``flat``, ``hier``): ``0.0`` until the episode ends, then ``rewards.score_episode(record, fault_info,
+  reward_config).total`` (the terms go to ``info["reward_terms"]``).
+  A truncated episode has no record and gets ``0.0``. (``hier_checks``: the reward of each reply, above.)
 - **terminated**: the runtime finished the task (graded); **truncated**: ``max_env_steps`` agent steps were taken
   first (the runtime's own budgets, actions per activation and review activations, end in the harness fallback,
   so the task always finishes unless this cap cuts it).
