@@ -150,21 +150,26 @@ class OpenAIChatBackend:
     @property
     def model(self) -> str:
         """The model id sent with every request; ``None`` at construction -> the first id of ``GET /models``."""
-        if self._model is None:
-            ids = self.models()
-            if not ids:
-                raise ChatEndpointError(f"{self.base_url}/models lists no model; pass model= explicitly.")
-            self._model = ids[0]
-            logger.info("chat endpoint %s: using model %s", self.base_url, self._model)
-        return self._model
+        if self._model is None and not self.model_cards():
+            raise ChatEndpointError(f"{self.base_url}/models lists no model; pass model= explicitly.")
+        return str(self._model)
 
     def models(self) -> list[str]:
         """The model ids the server serves (``GET {base_url}/models``)."""
+        return [str(card["id"]) for card in self.model_cards()]
+
+    def model_cards(self) -> list[dict[str, Any]]:
+        """The entries of ``GET {base_url}/models`` that have an ``id``, as the server lists them (vLLM's also name
+        the folder it serves, ``root``). A backend given no model uses the first one's id from then on."""
         data = self._request(self.base_url + "/models", None)
         entries = data.get("data") if isinstance(data, dict) else None
         if not isinstance(entries, list):
             raise ChatEndpointError(f"{self.base_url}/models returned no model list: {str(data)[:300]}")
-        return [str(entry["id"]) for entry in entries if isinstance(entry, dict) and "id" in entry]
+        cards = [dict(entry) for entry in entries if isinstance(entry, dict) and "id" in entry]
+        if self._model is None and cards:
+            self._model = str(cards[0]["id"])
+            logger.info("chat endpoint %s: using model %s", self.base_url, self._model)
+        return cards
 
     def chat(self, messages: Sequence[Message], tools: list[dict[str, Any]] | None = None) -> ChatReply:
         body: dict[str, Any] = {
@@ -340,7 +345,8 @@ class ServedTokens:
 
 
 class HFChatBackend:
-    """An in-process transformers chat model (greedy by default). Needs ``pip install -e '.[train]'``.
+    """An in-process transformers chat model (greedy by default; ``temperature`` > 0 samples). Needs
+    ``pip install -e '.[train]'``.
 
     ``grammar`` constrains every reply (:class:`harness.grammar.TokenGrammar`): a Lark grammar, or a function of the
     tokenizer's added tokens that returns one (:func:`harness.manager.wire.call_grammar` is such a function: Qwen3's
@@ -357,6 +363,7 @@ class HFChatBackend:
         *,
         max_new_tokens: int = 512,
         do_sample: bool = False,
+        temperature: float = 0.0,
         prefix_cache: bool = True,
         grammar: str | Callable[[frozenset[str]], str] | None = None,
         logits_processors: Sequence[Callable[[int], Callable[[Any, Any], Any]]] = (),
@@ -379,7 +386,7 @@ class HFChatBackend:
             )
         self.model = AutoModelForCausalLM.from_pretrained(path)
         self.model.eval()
-        self.max_new_tokens, self.do_sample = max_new_tokens, do_sample
+        self.max_new_tokens, self.do_sample, self.temperature = max_new_tokens, do_sample, temperature
         self.stop_ids = self._stop_ids()
         self.grammar: Any = None
         self._grammars: dict[str, Any] = {}  # grammar text -> its compiled TokenGrammar
@@ -450,9 +457,12 @@ class HFChatBackend:
         processors += [make(int(input_ids.shape[1])) for make in self.logits_processors]
         if processors:
             kwargs["logits_processor"] = processors
+        sample = self.do_sample or self.temperature > 0  # temperature 0: greedy
+        if sample and self.temperature > 0:
+            kwargs["temperature"] = self.temperature
         with torch.no_grad():
             out = self.model.generate(
-                input_ids, max_new_tokens=self.max_new_tokens, do_sample=self.do_sample, pad_token_id=pad_id, **kwargs
+                input_ids, max_new_tokens=self.max_new_tokens, do_sample=sample, pad_token_id=pad_id, **kwargs
             )
         if self.prefix_cache:
             self._cached_ids = out[0, : self._cache.get_seq_length()].tolist()

@@ -9,7 +9,6 @@ The tokenizer and chat template they train with live in the harness (``harness.t
 - ``training.sft``: ``run_sft``, TRL ``SFTTrainer`` on the synthesized dataset with assistant-only loss; over-length
   samples are dropped and counted, never truncated (``scripts/sft.py``, ``configs/sft/``, ``configs/accelerate/``).
 - ``training.lm_head``: a compact LM head for CPU training that scores only the labelled positions.
-- ``training.prompt_view``: the ``full`` or ``bare`` view of its conversation a manager model is trained and served on.
 - ``training.rl``: DAPO on TRL's ``GRPOTrainer`` in the manager env (``scripts/rl.py``, ``configs/rl/``).
 - ``training.pipeline``: ``stateguard pipeline --config configs/pipeline/<name>.yaml``, model to evaluation in one job.
 - ``training.pipeline_guard``: what the pipeline checks before its first stage (paths, stage markers, fingerprints).

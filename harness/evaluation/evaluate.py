@@ -27,7 +27,9 @@
         "comparisons": [{"a", "b", "turn_accuracy_diff", "ci95": [lo, hi], "task_accuracy_diff", ...}]}
 
    (``comparisons``: every pair of variants in the order given, ``b - a``, so list the baseline first; each variant
-   also has ``relation_accuracy``, ``manager_view`` and ``rule_constraints``, see :mod:`.summary`), then
+   also has ``relation_accuracy``, ``manager_view`` and ``rule_constraints``, see :mod:`.summary`, and
+   ``manager_settings``: what its model was served with and the ``manager.json`` it came from, null without a
+   model, :mod:`harness.manager.served`), then
    ``OUT/report.md`` with tables and plots (:mod:`harness.evaluation.report`);
 4. with ``report_to`` (trackio | tensorboard | wandb), logs the summary metrics (:func:`tracked_metrics`) and the
    plots to one run of that tracker (:mod:`harness.tracking`; tensorboard writes ``OUT/tb``).
@@ -498,6 +500,9 @@ def collect_results(config: EvaluationConfig, suite: Suite, tasks: dict[str, Tas
         name: {
             **summarize_variant(recs, tasks, seed=config.seed, n_resamples=config.n_resamples),
             "n_errored": errored[name],
+            "manager_settings": next(
+                (r.config["manager_settings"] for r in recs if "manager_settings" in r.config), None
+            ),  # fmt: skip
         }
         for name, recs in records.items()
     }

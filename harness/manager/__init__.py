@@ -24,12 +24,15 @@
   (``infer_relations``), without the graph.
 
 - :mod:`harness.manager.llm_policy` — the model-backed ``llm`` and ``freeform`` managers;
+  :mod:`harness.manager.served` — the factories of ``llm``, ``llm-hf``, ``hier`` and ``hier-checks``, which serve a
+  checkpoint as its ``manager.json`` says (:mod:`harness.manager.checkpoint_settings`;
+  :mod:`harness.manager.prompt_view`);
   :mod:`harness.manager.windowed` — the stateless ``windowed`` (model-backed) and ``window-rule`` ablations;
   :mod:`harness.manager.read_policy` — ``read``: the question reader (:mod:`harness.manager.reader`) writes check
   specs from the turn's words and runs them, no model.
 """
 
-from harness.manager import check_writers, hier, llm_policy, policies, read_policy, windowed  # noqa: F401  (each registers its policies)
+from harness.manager import llm_policy, policies, read_policy, served, windowed  # noqa: F401  (each registers its policies)
 from harness.manager.actions import (
     ACTION_KIND,
     ACTION_NAMES,

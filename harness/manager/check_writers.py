@@ -11,14 +11,14 @@
   needs the run's ``oracle_checks`` switch (``--oracle-checks``, recorded in every episode and in results.json's
   ``oracles``); ``stateguard run`` and ``evaluate`` refuse it without the switch before any episode, and the policy
   raises a one-line error in an episode that lacks it, instead of playing a manager that checks nothing.
+
+The spec's factory is :mod:`harness.manager.served`'s (a checkpoint's ``manager.json`` applies to the model arms).
 """
 
 from __future__ import annotations
 
-from harness.llm import HFChatBackend, OpenAIChatBackend
 from harness.manager.hier import HierPolicy
 from harness.manager.hier_checks import render_checks_reply
-from harness.manager.policy_registry import register_policy
 from harness.manager.policy_types import PolicyInput
 from harness.specs import ManagerSpec
 
@@ -47,14 +47,3 @@ class GoldChecksPolicy(HierPolicy):
             turn_id = None if inp.turn is None else inp.turn.turn_id
             self.take_checks(inp, render_checks_reply(inp.view.gold_checks.get(str(turn_id), ())))
         return self.tier0_respond(inp)
-
-
-@register_policy("hier-checks")
-def _hier_checks(spec: ManagerSpec) -> HierPolicy:
-    if spec.tier1 == "gold":
-        return GoldChecksPolicy()
-    if spec.tier1 == "llm":
-        return HierPolicy(OpenAIChatBackend(str(spec.model)), name="hier-checks-llm", writes="checks")
-    if spec.tier1 == "llm-hf":
-        return HierPolicy(HFChatBackend(str(spec.model)), name="hier-checks-llm-hf", writes="checks")
-    return HierPolicy(None, name="hier-checks-none", writes="checks")

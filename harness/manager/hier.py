@@ -75,7 +75,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.checks.spec import CheckSpec
-from harness.llm import DEFAULT_MAX_REPLY_CHARS, ChatBackend, HFChatBackend, Message, OpenAIChatBackend, cut_reply
+from harness.llm import DEFAULT_MAX_REPLY_CHARS, ChatBackend, Message, cut_reply
 from harness.manager.bookkeeping import open_response, update_response
 from harness.manager.hier_checks import (
     MAX_CHECKS,
@@ -100,11 +100,10 @@ from harness.manager.hints import HintError, render_repair_hint
 from harness.manager.lifecycle import Lifecycle
 from harness.manager.llm_policy import reply_to_text
 from harness.manager.policies import RulePolicy, execution_evidence
-from harness.manager.policy_registry import register_policy
 from harness.manager.policy_types import MAX_ACTIONS, SEGMENT_EVENTS, PolicyInput, call, constraint_view, turn_view
+from harness.manager.prompt_view import check_prompt_view, view
 from harness.manager.prompts import render_evidence, render_tool_response
 from harness.manager.wire import THINK_CLOSE, THINK_OPEN, parse_response
-from harness.specs import ManagerSpec
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +171,8 @@ class HierPolicy:
         strict_wire: parse tier 1's replies as strictly as the runtime does (its ``strict_wire``).
         writes: ``decisions`` (tier 1 decides with tools) or ``checks`` (tier 1 writes check specs, tier 0 runs them
             and decides: see the module docstring).
+        prompt_view: ``full`` or ``bare`` (tier 1's conversations without the system message and the tools block:
+            :mod:`harness.manager.prompt_view`).
     """
 
     active = True
@@ -186,6 +187,7 @@ class HierPolicy:
         max_repairs: int = Lifecycle().max_repairs,
         strict_wire: bool = True,
         writes: str = "decisions",
+        prompt_view: str = "full",
     ):
         if writes not in WRITES:
             raise ValueError(f"writes={writes!r}: tier 1 writes one of {', '.join(WRITES)}; use one of them.")
@@ -200,7 +202,9 @@ class HierPolicy:
         self.tier0_checks = 1
         self.writes = writes
         self.system = CHECKS_SYSTEM if writes == "checks" else HIER_SYSTEM
-        self.tools: list[dict[str, Any]] = [] if writes == "checks" else tier1_tool_schemas()
+        self.prompt_view = check_prompt_view(prompt_view)
+        self.tools: list[dict[str, Any]] | None = view([], [] if writes == "checks" else tier1_tool_schemas(),
+                                                       prompt_view)[1]  # fmt: skip
         self.reply_grammar = checks_grammar if writes == "checks" else None
         self.written: list[dict[str, Any]] = []
         self._plans: dict[tuple[str | None, str | None], _Plan] = {}
@@ -328,7 +332,8 @@ class HierPolicy:
     def checks_messages(
         self, inp: PolicyInput, obs: dict[str, Any], draft: dict[str, Any], check: _Check
     ) -> list[Message]:
-        """Tier 1's check-writing conversation: :data:`~.hier_prompts.CHECKS_SYSTEM` and the request."""
+        """Tier 1's check-writing conversation: :data:`~.hier_prompts.CHECKS_SYSTEM` (not under ``prompt_view="bare"``)
+        and the request."""
         user = render_checks_request(
             event_type=obs["event_type"],
             turn=turn_view(inp),
@@ -337,7 +342,8 @@ class HierPolicy:
             index=obs["committed_state_index"],
             room=self._room(check),
         )
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+        return view([{"role": "system", "content": self.system}, {"role": "user", "content": user}], None,
+                    self.prompt_view)[0]  # fmt: skip
 
     def take_checks(self, inp: PolicyInput, text: str) -> ChecksReply | None:
         """Keep the checks of tier 1's reply ``text`` to ``inp`` for its state (tier 0 runs them, this activation and
@@ -429,7 +435,8 @@ class HierPolicy:
             max_repairs=self.max_repairs,
             budget=budget,
         )
-        messages: list[Message] = [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+        messages: list[Message] = view([{"role": "system", "content": self.system}, {"role": "user", "content": user}],
+                                       None, self.prompt_view)[0]  # fmt: skip
         results = [result for _, result in inp.previous]
         for k in range(len(check.steps), len(results)):  # the digest counts tier 0's checks and tier 1's calls
             messages.append({"role": "assistant", "content": inp.previous[k][0]})
@@ -554,25 +561,3 @@ def _decoded(result: str) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-# ---------------------------------------------------------------- construction
-
-
-def hier_openai_policy(url: str) -> HierPolicy:
-    """``hier:llm:URL``: tier 1 is an OpenAI-compatible endpoint; the model is the first one the server lists."""
-    return HierPolicy(OpenAIChatBackend(url), name="hier-llm")
-
-
-def hier_hf_policy(path: str) -> HierPolicy:
-    """``hier:llm-hf:PATH``: tier 1 is an in-process transformers model loaded from a local folder."""
-    return HierPolicy(HFChatBackend(path), name="hier-llm-hf")
-
-
-@register_policy("hier")
-def _hier(spec: ManagerSpec) -> HierPolicy:
-    if spec.tier1 == "llm":
-        return hier_openai_policy(str(spec.model))
-    if spec.tier1 == "llm-hf":
-        return hier_hf_policy(str(spec.model))
-    return HierPolicy(None, name="hier-none")

@@ -22,10 +22,12 @@ assistant message, so every OpenAI-compatible endpoint (vLLM, hosted APIs) accep
 replayed byte for byte. Refused actions (bad format, illegal) get their refusal as the result the same way. An
 earlier call whose backend failed (empty raw response) is left out: the model said nothing.
 
-The function-tool list (:func:`~harness.manager.actions.tool_schemas`) goes with every request. A backend that returns
-a structured assistant message with ``tool_calls`` (vLLM with the hermes tool parser) is turned back into wire text
-(:func:`message_to_text`) that :func:`~harness.manager.wire.parse_response` reads to the same action, or to an error
-of the same kind: invalid JSON arguments are kept verbatim so the parser reports them. Exceptions from the backend
+The function-tool list (:func:`~harness.manager.actions.tool_schemas`) goes with every request. With
+``prompt_view="bare"`` (:mod:`harness.manager.prompt_view`: a checkpoint trained without them) the conversation has
+no system message and no tools block. A backend that returns a structured assistant message with ``tool_calls``
+(vLLM with the hermes tool parser) is turned back into wire text (:func:`message_to_text`) that
+:func:`~harness.manager.wire.parse_response` reads to the same action, or to an error of the same kind: invalid JSON
+arguments are kept verbatim so the parser reports them. Exceptions from the backend
 propagate; the runtime records them as refused actions.
 """
 
@@ -41,6 +43,7 @@ from harness.llm import ChatBackend, ChatReply, HFChatBackend, Message, OpenAICh
 from harness.manager.actions import tool_schemas
 from harness.manager.policy_registry import register_policy
 from harness.manager.policy_types import PolicyInput
+from harness.manager.prompt_view import check_prompt_view, view
 from harness.manager.prompts import FREEFORM_SYSTEM, MANAGER_SYSTEM_POLICY, render_activation, render_tool_responses
 from harness.manager.wire import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from harness.specs import ManagerSpec
@@ -131,9 +134,17 @@ class LLMPolicy:
 
     active = True
 
-    def __init__(self, backend: ChatBackend, *, name: str = "llm", system: str = MANAGER_SYSTEM_POLICY):
+    def __init__(
+        self,
+        backend: ChatBackend,
+        *,
+        name: str = "llm",
+        system: str = MANAGER_SYSTEM_POLICY,
+        prompt_view: str = "full",
+    ):
         self.backend, self.name, self.system = backend, name, system
-        self.tools: list[dict[str, Any]] = tool_schemas()
+        self.prompt_view = check_prompt_view(prompt_view)
+        self.tools: list[dict[str, Any]] | None = view([], tool_schemas(), prompt_view)[1]
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -142,11 +153,12 @@ class LLMPolicy:
         grammar there)."""
 
     def messages(self, inp: PolicyInput) -> list[Message]:
-        """The chat conversation for the next response of the current activation."""
-        messages: list[Message] = [
-            {"role": "system", "content": self.system},
-            {"role": "user", "content": render_activation(inp)},
-        ]
+        """The chat conversation for the next response of the current activation (seen through ``prompt_view``)."""
+        messages: list[Message] = view(
+            [{"role": "system", "content": self.system}, {"role": "user", "content": render_activation(inp)}],
+            None,
+            self.prompt_view,
+        )[0]
         replayed = [(raw, result) for raw, result in inp.previous if raw.strip()]  # a failed backend call said nothing
         responses = render_tool_responses([result for _, result in replayed])
         for (raw, _), response in zip(replayed, responses, strict=True):
@@ -186,16 +198,6 @@ def hf_policy(path: str, *, freeform: bool = False) -> LLMPolicy:
 
 def _system(freeform: bool) -> str:
     return FREEFORM_SYSTEM if freeform else MANAGER_SYSTEM_POLICY
-
-
-@register_policy("llm")
-def _llm(spec: ManagerSpec) -> LLMPolicy:
-    return openai_policy(str(spec.model))
-
-
-@register_policy("llm-hf")
-def _llm_hf(spec: ManagerSpec) -> LLMPolicy:
-    return hf_policy(str(spec.model))
 
 
 @register_policy("freeform")

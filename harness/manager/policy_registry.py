@@ -5,7 +5,8 @@ The spec grammar is :data:`harness.specs.MANAGER_GRAMMAR` (parsed by :func:`harn
 factory receives the parsed :class:`~harness.specs.ManagerSpec` (its ``k``, ``model`` and ``tier1`` already checked)
 and returns a new policy. The built-in policies register when :mod:`harness.manager` is imported (its ``__init__``
 imports the modules that define them: :mod:`~harness.manager.policies`, :mod:`~harness.manager.windowed`,
-:mod:`~harness.manager.llm_policy`, :mod:`~harness.manager.hier`).
+:mod:`~harness.manager.llm_policy`, :mod:`~harness.manager.read_policy`, :mod:`~harness.manager.served`: the
+model-backed ``llm``, ``llm-hf``, ``hier`` and ``hier-checks``, served as a checkpoint's ``manager.json`` says).
 """
 
 from __future__ import annotations

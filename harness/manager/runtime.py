@@ -40,7 +40,9 @@ This module holds what both flows share:
   dependency graph only with ``RuntimeConfig.oracle_relations``, constraint code only with
   ``RuntimeConfig.executable_constraints`` or when the task's metadata sets ``constraint_code_public: true``; the
   gold's check specs only with ``RuntimeConfig.oracle_checks`` (read by the oracle arm ``hier-checks:gold`` alone).
-  The episode record's ``config`` holds the switches, ``constraint_code_public`` and the effective ``manager_view``.
+  The episode record's ``config`` holds the switches, ``constraint_code_public``, the effective ``manager_view`` and,
+  for a model policy, the settings it is served with (``manager_settings``:
+  :func:`~harness.manager.checkpoint_settings.used_settings`).
 - live-view events: ``on_event(name, payload)`` with the names of :data:`EVENTS`; an exception raised by the callback
   is logged and never breaks the episode.
 
@@ -63,6 +65,7 @@ from harness.evaluation.result import GradeResult
 from harness.llm import cut_reply
 from harness.manager import controls, tools
 from harness.manager.actions import ACTION_KIND, Action, make_action
+from harness.manager.checkpoint_settings import used_settings
 from harness.manager.controls import normalize_relations
 from harness.manager.episode import EpisodeRecord, execution_summary, prompt_sha256
 from harness.manager.episode_loop import Episode, EpisodeStateError, Reply, Steps
@@ -163,6 +166,7 @@ class ManagerRuntime:
                 **{k: v for k, v in vars(self.config).items() if k != "flow"},
                 CODE_PUBLIC_KEY: constraint_code_public(task),
                 "manager_view": self.view.recorded(),
+                **_settings_entry(policy),
             },
             simulated=bool(getattr(worker, "simulated", False)),
         )
@@ -505,3 +509,10 @@ class ManagerRuntime:
         }
         self.record.worker_steps.append(entry)
         self.emit("worker_step", entry)
+
+
+def _settings_entry(policy: Policy) -> dict[str, Any]:
+    """``{"manager_settings": ...}``: what a model policy is served with (:func:`used_settings`); empty without a
+    model."""
+    used = used_settings(policy)
+    return {} if used is None else {"manager_settings": used}

@@ -194,9 +194,9 @@ def test_an_activation_the_runtime_ends_undecided_is_confirmed_by_the_harness_no
 
 
 def test_the_bare_view_samples_from_the_study_bare_conversation_token_for_token(pool, qwen3_tokenizer, env):
-    """prompt_view="bare": no system turn, no tools block; every context is training.prompt_view.view's bare
+    """prompt_view="bare": no system turn, no tools block; every context is harness.manager.prompt_view.view's bare
     conversation (what the study's SFT data and served bare models see), rendered with the SFT template."""
-    from training.prompt_view import view
+    from harness.manager.prompt_view import view
 
     tokens = EpisodeTokens(qwen3_tokenizer, prompt_view="bare")
     assert tokens.system_text() == ""

@@ -87,8 +87,8 @@ from harness.manager.hier_prompts import DECISIONS, HIER_SYSTEM, tier1_tool_sche
 from harness.manager.lifecycle import CONTROL_ACTIONS
 from harness.manager.policies import execution_evidence
 from harness.manager.policy_types import PolicyInput, call
+from harness.manager.prompt_view import check_prompt_view
 from harness.manager.wire import parse_response
-from training.prompt_view import check_prompt_view
 
 if TYPE_CHECKING:
     from envs.manager import ManagerEnv

@@ -68,9 +68,9 @@ from harness.executors import (
 from harness.import_utils import is_available, require
 from harness.manager.hier import TIER1_MIN_ACTIONS
 from harness.manager.lifecycle import CONTROL_ACTIONS
+from harness.manager.prompt_view import check_prompt_view
 from harness.tokenizer import load_tokenizer
 from harness.tracking import check_report_to
-from training.prompt_view import check_prompt_view
 from training.rl.dapo import overlong_penalty
 from training.rl.dapo_trainer import dapo_trainer_class, reward_functions
 from training.rl.metrics import rollout_metrics, rollout_share_callback

@@ -11,8 +11,8 @@ tier 1 is the checkpoint (:func:`hier_model_policy`).
 stratification) and merge, on the training split's ``hier`` rows (``--formats hier``: tier 1's decision
 conversations) instead of the ``flat`` ones (``scripts/sft.py``'s default, which every other arm keeps).
 
-Prompt view and ``hier``: one rule for both formats. :func:`training.prompt_view.view` is applied to every row of
-the SFT data (:func:`training.study.data.sft_dataset`) and to every served call, flat or hier, so under ``bare`` the
+Prompt view and ``hier``: one rule for both formats. :func:`harness.manager.prompt_view.view` is applied to every row
+of the SFT data (:func:`training.study.data.sft_dataset`) and to every served call, flat or hier, so under ``bare`` the
 hier model is trained and asked without :data:`~harness.manager.hier_prompts.HIER_SYSTEM` and without the tier-1
 tools block: only the decision prompt (the public turn, the draft state, tier 0's check results, the legal decisions
 and budget) and its own calls. Under ``full`` it sees exactly what :class:`~harness.manager.hier.HierPolicy` sends.
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.llm import HFChatBackend, Message
+from harness.manager.prompt_view import view
 from training.pipeline import ROOT
-from training.prompt_view import view
 from training.study.data import sft_dataset
 from training.study.layout import Study
 

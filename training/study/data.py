@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from training.prompt_view import view
+from harness.manager.prompt_view import view
 from training.study.layout import Study
 
 logger = logging.getLogger(__name__)

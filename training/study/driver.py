@@ -65,10 +65,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.manager.prompt_view import check_prompt_view, view
 from harness.tracking import check_report_to_choice, resolve_report_to
 from harness.yaml_config import load_yaml_config, type_problems
 from training.pipeline import ROOT
-from training.prompt_view import check_prompt_view, view
 from training.study.arms import (
     ARMS,
     MARKER,

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from harness.jsonl import append_jsonl, read_jsonl_resumable
-from training.prompt_view import view
+from harness.manager.prompt_view import view
 from training.study.layout import Study
 
 EXACT_FILE = "exact_match.jsonl"

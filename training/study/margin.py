@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from training.prompt_view import view
+from harness.manager.prompt_view import view
 from training.study.branch_bias import BranchBias
 from training.study.decisions import DECISION_CONTROLS as DECISIONS  # a repair (the positive) and the confirmation
 

@@ -1,9 +1,10 @@
 """What a manager model sees of its conversation: the ``full`` or the ``bare`` prompt view.
 
 ``full`` is the served ``llm`` policy's conversation (system prompt and tools block first); ``bare`` drops both, so
-the activation is the first turn (the view ``training.study`` trains and serves small models with). One constant and
-one check, shared by the study config, the RL arguments and the rollout's token pieces; kept in its own module so the
-study does not import the RL stack.
+the activation is the first turn (the view small models are trained and served with). One constant, one check and
+one view, shared by the served policies (``prompt_view`` of :class:`~harness.manager.llm_policy.LLMPolicy` and
+:class:`~harness.manager.hier.HierPolicy`, set from a checkpoint's ``manager.json``), the SFT data, the RL arguments
+and the rollout's token pieces.
 """
 
 from __future__ import annotations
