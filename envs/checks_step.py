@@ -59,6 +59,7 @@ class ChecksStep:
     here: list[bool | None]
     clean: list[bool | None] | None
     decision: str | None
+    variable: str | None = None  # the variable tier 0's REPAIR named
 
     def reward(self, config: CheckRewardConfig | None) -> CheckReward:
         return score_checks(self.parsed, self.kept, self.dropped, self.here, self.clean, self.label, config)

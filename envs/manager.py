@@ -372,19 +372,20 @@ class ManagerEnv(gym.Env[str, str]):
         repaired = any(r.get("turn_id") == turn_id for r in self._runtime.record.repairs)
         label = turn_label(self._episode.task, self._episode.fault_info, turn_id, repaired)
         reply = self.hier.take_checks(request, action)
-        decision, previous = None, ()
+        decision, previous, variable = None, (), None
         while request is not None and decision is None:  # tier 0 runs the checks; the first decision ends them
             response = self.hier.tier0_respond(request)
             parsed = parse_response(response)
             if parsed.action is not None and parsed.action.name in CHECK_DECISIONS:
                 decision, previous = parsed.action.name, request.previous
+                variable = (parsed.action.arguments.get("error_hint") or {}).get("error_variable")
             request = self._advance(Reply(response, self.hier.last_actor))
         specs, here = ran_checks(previous)
         clean = None
         if label == "faulted":
             clean = self._twins().verdicts(self._episode.task, str(turn_id), specs) if specs else []
         step = ChecksStep(turn_id, label, reply is not None, len(reply.specs) if reply else 0,
-                          len(reply.errors) if reply else 0, here, clean, decision)  # fmt: skip
+                          len(reply.errors) if reply else 0, here, clean, decision, variable)  # fmt: skip
         reward, graded = check_reward_info(step, self.checks_reward)
         info = {**self._base_info(), "legal": reply is not None, "action_result": decision, **graded}
         info["rejected"] = None if reply is not None else self.hier.rejected[-1]["reason"]
