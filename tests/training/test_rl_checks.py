@@ -52,6 +52,21 @@ def test_start_points_are_the_training_splits_faulted_and_clean_turns(pool):
         assert entry.kind == "fault" and turn == entry.fault_info["turn_id"] and not entry.fault_info["benign"]
 
 
+def test_the_temperature_probe_counts_a_checks_object_as_legal():
+    assert ChecksPlayer.legal_reply('{"checks": [{"kind": "no_such_kind"}]}') == "checks"  # a dropped spec: parsed
+    assert ChecksPlayer.legal_reply('<tool_call>{"name": "REPAIR"}</tool_call>') is None
+
+
+def test_hier_checks_refuses_the_fields_it_would_ignore():
+    from training.rl.trainer import RLArguments
+
+    assert RLArguments(format="hier_checks").format == "hier_checks"
+    with pytest.raises(ValueError, match="format='hier_checks' with takeover='decision'.* leave takeover at"):
+        RLArguments(format="hier_checks", takeover="decision")
+    with pytest.raises(ValueError, match="gold_controls"):
+        RLArguments(format="hier_checks", gold_controls=["REPAIR"])
+
+
 def test_a_rollout_writes_the_checks_of_its_turn_as_served_and_earns_the_catch(pool, qwen3_tokenizer):
     env = ManagerEnv(pool=pool, worker="replay", isolation=ISOLATION, format="hier_checks")
     tokens = EpisodeTokens(qwen3_tokenizer, prompt_view="bare", format="hier_checks")

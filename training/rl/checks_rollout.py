@@ -40,6 +40,7 @@ from harness.manager.checkpoint_settings import (
     read_manager_settings,
     write_manager_settings,
 )
+from harness.manager.hier_checks import ChecksReplyError, parse_checks_reply
 from training.rl.rollout import EpisodePlayer, Rollout, SampleRequest, StartPoint
 
 if TYPE_CHECKING:
@@ -86,6 +87,16 @@ def validation_tasks(root: str | Path) -> set[str]:
 
 class ChecksPlayer(EpisodePlayer):
     """Plays ``hier_checks`` rollouts on one :class:`~envs.manager.ManagerEnv` (``format="hier_checks"``)."""
+
+    @staticmethod
+    def legal_reply(text: str, legal_actions: Any = ()) -> str | None:
+        """``"checks"`` when ``text`` is the checks object (its specs may still be dropped), else None: what the
+        temperature probe (:mod:`training.rl.temperature`) counts as a legal reply."""
+        try:
+            parse_checks_reply(text)
+        except ChecksReplyError:
+            return None
+        return "checks"
 
     def steps(self, start: StartPoint) -> Generator[SampleRequest, tuple[list[int], list[float]], Rollout]:
         """The rollout from ``start`` as a generator (the protocol of :meth:`EpisodePlayer.steps`): one
@@ -147,11 +158,26 @@ def served_settings(rl_args: Any, model_path: str | Path) -> ManagerSettings | N
     return settings
 
 
-def save_settings(settings: ManagerSettings | None, rl_args: Any, output_dir: str | Path) -> Path:
-    """Write the output's ``manager.json``: the init checkpoint's, or the rollouts' view and decoding (greedy)."""
+def save_settings(settings: ManagerSettings | None, rl_args: Any, output_dir: str | Path) -> Path | None:
+    """``hier_checks``: write the output's ``manager.json``: the init checkpoint's, or the rollouts' view and decoding
+    (greedy); its path. Other formats: nothing (None)."""
+    if rl_args.format != "hier_checks":
+        return None
     if settings is None:
         settings = ManagerSettings(
             policy="hier", writes="checks", prompt_view=rl_args.prompt_view,
             constrained_decoding=rl_args.constrained_decoding, max_new_tokens=rl_args.max_new_tokens,
         )  # fmt: skip
     return write_manager_settings(output_dir, settings)
+
+
+def check_checks_args(rl_args: Any) -> None:
+    """``hier_checks`` refuses the fields that choose other start points or a takeover (they would be ignored)."""
+    if rl_args.format != "hier_checks":
+        return
+    for name, unset in (("takeover", "activation"), ("event_types", None), ("gold_controls", None)):
+        if getattr(rl_args, name) != unset:
+            raise ValueError(
+                f"format='hier_checks' with {name}={getattr(rl_args, name)!r}: its start points are the faulted and "
+                f"clean turns and the model writes the whole reply; leave {name} at {unset!r}"
+            )

@@ -7,13 +7,13 @@
   (clip-higher), ``beta: 0`` (no KL, no reference model), with a ``rollout_func`` (:class:`ManagerRollouts`) that plays
   rollouts in :class:`envs.ManagerEnv` (:mod:`training.rl.rollout`: one activation per rollout, the exact conversation
   the served ``llm`` policy sends, or with ``format: hier`` tier 1's of the ``hier`` manager; with ``takeover:
-  decision`` the gold plays the activation's verification calls and the model its decision; environment ids masked
-  with ``env_mask``). ``DapoTrainer`` (:mod:`training.rl.dapo_trainer`) adds the rollout state to checkpoints and
-  two savings that leave the loss unchanged (both tested against TRL): rows with zero advantage (uniform groups that
-  filled a batch) are not forwarded beyond what keeps every rank's forwards and collectives alike, and off CUDA in one
-  process only the completion positions are scored (TRL's fused head scores every prompt position there: ~100x the
-  work for a 3.7k-token prompt). Where the DAPO loss is computed:
-  :mod:`training.rl.dapo`.
+  decision`` the gold plays the activation's verification calls and the model its decision; with ``format:
+  hier_checks`` the model writes a turn's checks, :mod:`training.rl.checks_rollout`; env ids masked: ``env_mask``).
+  ``DapoTrainer`` (:mod:`training.rl.dapo_trainer`) adds the rollout state to checkpoints and two savings that leave
+  the loss unchanged (both tested against TRL): rows with zero advantage (uniform groups that filled a batch) are not
+  forwarded beyond what keeps every rank's forwards and collectives alike, and off CUDA in one process only the
+  completion positions are scored (TRL's fused head scores every prompt position there: ~100x the work for a 3.7k-token
+  prompt). Where the DAPO loss is computed: :mod:`training.rl.dapo`.
 - Dynamic sampling (:mod:`training.rl.sampling`): the ``prompt`` rows TRL feeds are placeholders (one per group);
   :class:`ManagerRollouts` draws the start points itself from the replay pool, drops uniform groups and refills
   within ``max_rounds`` rounds, then trains on what it gathered.
@@ -71,7 +71,7 @@ from harness.manager.lifecycle import CONTROL_ACTIONS
 from harness.manager.prompt_view import check_prompt_view
 from harness.tokenizer import load_tokenizer
 from harness.tracking import check_report_to
-from training.rl.checks_rollout import checks_start_points, save_settings, served_settings
+from training.rl.checks_rollout import check_checks_args, checks_start_points, save_settings, served_settings
 from training.rl.dapo import overlong_penalty
 from training.rl.dapo_trainer import dapo_trainer_class, reward_functions
 from training.rl.metrics import rollout_metrics, rollout_share_callback
@@ -244,6 +244,7 @@ class RLArguments:
             raise ValueError(f"oversample={self.oversample} must be >= 1")
         check_prompt_view(self.prompt_view)
         check_takeover(self.takeover)
+        check_checks_args(self)
         if self.gold_controls is not None:
             check_gold_controls(self.gold_controls)
         if check_format(self.format) != "flat" and self.max_actions <= TIER1_MIN_ACTIONS:
@@ -589,9 +590,8 @@ def run_rl(model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig)
     metrics["rl/rollout_s_total"] = trainer.rollouts.seconds
     metrics["rl/temperature"] = config.temperature
     trainer.save_model(config.output_dir)
-    if trainer.accelerator.is_main_process and rl_args.format == "hier_checks":
-        save_settings(trainer.manager_settings, rl_args, config.output_dir)
     if trainer.accelerator.is_main_process:
+        save_settings(trainer.manager_settings, rl_args, config.output_dir)  # hier_checks: manager.json
         trainer.save_metrics("all", metrics, combined=False)
         trainer.state.save_to_json(str(Path(config.output_dir) / "trainer_state.json"))
         groups = summarize_groups(read_records(Path(config.output_dir) / GROUPS_FILE))
