@@ -542,7 +542,6 @@ def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPO
     from rewards import CheckRewardConfig, RewardConfig
 
     model_args.refuse_lora("DAPO")  # RL trains every weight of a full model
-    check_config(rl_args, config)
     check_executor(rl_args.executor_options())  # executor ray: Ray installed and `address` answering, before any work
     if rl_args.torch_threads:
         torch.set_num_threads(rl_args.torch_threads)
@@ -551,6 +550,7 @@ def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPO
     reward_cls = CheckRewardConfig if rl_args.format == "hier_checks" else RewardConfig
     reward_config = reward_cls.from_yaml(rl_args.reward_config) if rl_args.reward_config else reward_cls()
     settings = served_settings(rl_args, model_path)  # hier_checks: sample as the init's manager.json serves
+    check_config(rl_args, config)  # after the settings: their grammar, token cap and view are checked too
     funcs, config.reward_weights = reward_functions(reward_config.weights())
     config.model_init_kwargs = {"dtype": model_args.dtype, **(config.model_init_kwargs or {})}
     seed = config.seed + PartialState().process_index
