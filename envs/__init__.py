@@ -3,6 +3,9 @@
 - :class:`~envs.manager.ManagerEnv` (``stateguard/Manager-v0``): the agent is the state manager; the worker inside
   replays synthesized counterfactual episodes (``replay``, over a :class:`~envs.pool.ReplayPool`), plays a task's
   reference programs (``scripted``) or is a model (``openai:URL``, ``hf:PATH``).
+  ``format``: ``flat`` (the ``llm`` manager), ``hier`` (tier 1 decides) or ``hier_checks`` (tier 1 writes each
+  state's checks; the step's reward is the check-writing reward, a faulted turn's checks also run on its clean twin:
+  :mod:`envs.twins`, :mod:`envs.checks_step`).
 - :class:`~envs.worker.WorkerEnv` (``stateguard/Worker-v0``): the agent is the ReAct worker.
 
 Both step the runtime's episode directly (:meth:`harness.manager.runtime.ManagerRuntime.start`: ``next_request`` /

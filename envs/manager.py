@@ -19,6 +19,21 @@ accepted one goes to the runtime as it is (actor ``policy``); a rejected one is 
 (:meth:`~HierPolicy.fallback`, recorded in ``env.hier.rejected`` and in the confirming response's ``<think>``), which
 ends tier 1's part of the activation.
 
+``hier_checks`` puts it in the place of tier 1 of the check-writing hierarchical manager (``HierPolicy(...,
+writes="checks")``): the env stops once per state, at the check activation's first request after tier 0's
+``check_execution`` (:meth:`~HierPolicy.tier1_messages`: the checks system prompt and the checks request). The
+agent's action is tier 1's reply text (``{"checks": [spec, ...]}``), kept for the state through
+:meth:`~HierPolicy.take_checks` (an unparseable reply gives the state no check); tier 0 then sends one ``run_check``
+per kept spec (the clean verifier) and decides: REPAIR iff a written check failed, else FINALIZE_RELATIONS. The step's
+reward is that reply's check-writing reward (:func:`rewards.score_checks`, :class:`rewards.CheckRewardConfig` given as
+``checks_reward``): the verdicts of the specs as tier 0 ran them, and, on the turn of the episode's harmful fault, the
+verdicts of the same specs on the clean twin's state of that turn (:class:`~envs.twins.CleanTwins`: the task's
+reference programs up to that turn, in a second kernel); the turn's label comes from
+:func:`~envs.checks_step.turn_label`. Every step's ``info`` holds ``checks`` (turn, label, parsed, kept and dropped
+specs, verdicts here and on the clean state, tier 0's decision) and ``reward_terms`` (``protocol``, ``catch``,
+``false_alarm``); the last one also ``record``, ``grade`` and ``episode_reward_terms`` (:func:`rewards.score_episode`'s
+terms of the whole episode, for logging; the reward is per reply).
+
 - **Observation**: the newest message of the agent's conversation (``info["messages"]``). ``flat``: the conversation
   the ``llm`` manager policy would send for the current :class:`~harness.manager.policy_types.PolicyInput`
   (:meth:`harness.manager.llm_policy.LLMPolicy.messages`): at the start of an activation the rendered activation
@@ -31,8 +46,9 @@ ends tier 1's part of the activation.
 - **Action**: one model response in the wire format (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
   optionally after a ``<think>`` block), parsed by the runtime like any policy's response; unparseable or illegal
   responses are recorded and answered with their refusal (``hier``: replaced by the confirmation), never raised.
-- **Reward**: ``0.0`` until the episode ends, then ``rewards.score_episode(record, fault_info, reward_config).total``
-  (the terms go to ``info["reward_terms"]``). A truncated episode has no record and gets ``0.0``.
+- **Reward** (``flat``, ``hier``): ``0.0`` until the episode ends, then ``rewards.score_episode(record, fault_info,
+  reward_config).total`` (the terms go to ``info["reward_terms"]``).
+  A truncated episode has no record and gets ``0.0``. (``hier_checks``: the reward of each reply, above.)
 - **terminated**: the runtime finished the task (graded); **truncated**: ``max_env_steps`` agent steps were taken
   first (the runtime's own budgets, actions per activation and review activations, end in the harness fallback,
   so the task always finishes unless this cap cuts it).
@@ -66,10 +82,12 @@ from typing import Any
 
 import gymnasium as gym
 
+from envs.checks_step import ChecksStep, check_reward_info, ran_checks, turn_label
 from envs.common import SandboxHolder, advance, check_step, merged_config
 from envs.errors import EpisodeError
 from envs.pool import ReplayPool
 from envs.spaces import UnicodeText
+from envs.twins import CleanTwins
 from harness.llm import Message
 from harness.manager.episode import EpisodeRecord
 from harness.manager.episode_loop import Episode, Reply
@@ -77,6 +95,7 @@ from harness.manager.hier import HARNESS, POLICY, HierPolicy
 from harness.manager.llm_policy import LLMPolicy
 from harness.manager.policy_types import PolicyInput
 from harness.manager.runtime import ManagerRuntime, RuntimeConfig
+from harness.manager.wire import parse_response
 from harness.sandbox import Sandbox
 from harness.tasks import Task, load_task
 from harness.worker.spec import build_worker, parse_worker_spec
@@ -88,8 +107,12 @@ CONVERSATION = LLMPolicy(backend=None)  # type: ignore[arg-type]
 """Only its :meth:`~LLMPolicy.messages` is used: the conversation the ``llm`` policy would send (no backend)."""
 
 
-FORMATS = ("flat", "hier")
-"""The agent's place (``ManagerEnvConfig.format``): the flat ``llm`` policy's, or tier 1's of the ``hier`` manager."""
+FORMATS = ("flat", "hier", "hier_checks")
+"""The agent's place (``ManagerEnvConfig.format``): the flat ``llm`` policy's, tier 1's of the ``hier`` manager, or
+tier 1's of the check-writing ``hier`` manager (``writes="checks"``)."""
+
+CHECK_DECISIONS = ("REPAIR", "FINALIZE_RELATIONS", "ABANDON_STATE")
+"""Tier 0's decisions that end a check activation after the written checks ran (``hier_checks``)."""
 
 
 def check_format(format: str) -> str:
@@ -189,6 +212,7 @@ class ManagerEnv(gym.Env[str, str]):
         pool: a :class:`ReplayPool` or a synthesis output folder (else ``config.pool`` is opened when set).
         runtime_config: the manager runtime's budgets (default :class:`RuntimeConfig`).
         reward_config: ``rewards.RewardConfig`` (default: its defaults).
+        checks_reward: ``hier_checks``: ``rewards.CheckRewardConfig`` (default: its defaults).
         sandbox: a sandbox shared with other envs (not closed by this env); default: the env's own.
     """
 
@@ -201,6 +225,7 @@ class ManagerEnv(gym.Env[str, str]):
         pool: ReplayPool | str | Path | None = None,
         runtime_config: RuntimeConfig | None = None,
         reward_config: Any = None,
+        checks_reward: Any = None,
         sandbox: Sandbox | None = None,
         render_mode: str | None = None,
         **overrides: Any,
@@ -236,8 +261,11 @@ class ManagerEnv(gym.Env[str, str]):
         self._request: PolicyInput | None = None
         self._done = False
         self.env_steps = 0
-        self.hier: HierPolicy | None = self._new_hier() if self.config.format == "hier" else None
-        """``hier``: the episode's hierarchical manager (its ``rejected`` lists the agent's rejected actions)."""
+        self.hier: HierPolicy | None = self._new_hier() if self.config.format != "flat" else None
+        """``hier``/``hier_checks``: the episode's hierarchical manager (``rejected`` lists the agent's rejected
+        replies; ``written`` the checks it kept)."""
+        self.checks_reward = checks_reward
+        self.twins: CleanTwins | None = None  # hier_checks: the clean twins of faulted turns (built on first use)
 
     # ---------------------------------------------------------------- episodes
     def _load_faults(self) -> dict[str, Any]:
@@ -305,6 +333,8 @@ class ManagerEnv(gym.Env[str, str]):
         check_step("ManagerEnv", self._run is not None, self._done, action, "one model response string (wire format)")
         assert self._runtime is not None and self._run is not None and self._request is not None
         self.env_steps += 1
+        if self.config.format == "hier_checks":
+            return self._step_checks(action)
         history = len(self._runtime.lifecycle.history)
         answer: str | Reply = action
         rejected = None
@@ -333,8 +363,55 @@ class ManagerEnv(gym.Env[str, str]):
             self._stop()
         return messages[-1]["content"], 0.0, False, truncated, info
 
+    def _step_checks(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """``hier_checks``: keep the agent's checks, let tier 0 run them and decide, grade the reply."""
+        assert self.hier is not None and self._runtime is not None and self._run is not None
+        assert self._episode is not None and self._request is not None
+        request: PolicyInput | None = self._request
+        turn_id = request.turn.turn_id if request.turn is not None else None
+        repaired = any(r.get("turn_id") == turn_id for r in self._runtime.record.repairs)
+        label = turn_label(self._episode.task, self._episode.fault_info, turn_id, repaired)
+        reply = self.hier.take_checks(request, action)
+        decision, previous, variable = None, (), None
+        while request is not None and decision is None:  # tier 0 runs the checks; the first decision ends them
+            response = self.hier.tier0_respond(request)
+            parsed = parse_response(response)
+            if parsed.action is not None and parsed.action.name in CHECK_DECISIONS:
+                decision, previous = parsed.action.name, request.previous
+                variable = (parsed.action.arguments.get("error_hint") or {}).get("error_variable")
+            request = self._advance(Reply(response, self.hier.last_actor))
+        specs, here = ran_checks(previous)
+        clean = None
+        if label == "faulted":
+            clean = self._twins().verdicts(self._episode.task, str(turn_id), specs) if specs else []
+        step = ChecksStep(turn_id, label, reply is not None, len(reply.specs) if reply else 0,
+                          len(reply.errors) if reply else 0, here, clean, decision, variable)  # fmt: skip
+        reward, graded = check_reward_info(step, self.checks_reward)
+        info = {**self._base_info(), "legal": reply is not None, "action_result": decision, **graded}
+        info["rejected"] = None if reply is not None else self.hier.rejected[-1]["reason"]
+        request, messages = self._agent_request(request)
+        if request is None:
+            self._done = True
+            record = self._run.record
+            info.update(record=record, grade=dict(record.grade or {}), episode_reward_terms=self._score(record)[1])
+            return "", reward, True, False, info
+        assert messages is not None
+        info.update(self._request_info(request, messages))
+        truncated = self.env_steps >= self.config.max_env_steps
+        if truncated:
+            self._stop()
+        return messages[-1]["content"], reward, False, truncated, info
+
+    def _twins(self) -> CleanTwins:
+        if self.twins is None:
+            assert self.sandboxes.sandbox is not None  # started by the first reset
+            self.twins = CleanTwins(self.sandboxes.sandbox)
+        return self.twins
+
     def close(self) -> None:
         self._stop()
+        if self.twins is not None:
+            self.twins.close()
         self.sandboxes.close()
         super().close()
 
@@ -343,9 +420,10 @@ class ManagerEnv(gym.Env[str, str]):
         """A fresh hierarchical manager for one episode, with the runtime's budgets (its ``ValueError`` names a
         ``max_actions`` too small for tier 1)."""
         config = self.runtime_config
+        writes = "checks" if self.config.format == "hier_checks" else "decisions"
         return HierPolicy(
             None, name="env-hier", max_actions=config.max_actions, max_repairs=config.max_repairs,
-            strict_wire=config.strict_wire,
+            strict_wire=config.strict_wire, writes=writes,
         )  # fmt: skip
 
     def _agent_request(self, request: PolicyInput | None) -> tuple[PolicyInput | None, list[Message] | None]:

@@ -10,6 +10,13 @@ The hierarchical format (the model is tier 1 of the ``hier`` manager, ``format: 
 
     accelerate launch --config_file configs/accelerate/cpu.yaml scripts/rl.py --config configs/rl/tiny-cpu-hier.yaml
 
+The check-writing format (the model is tier 1 of the check-writing hier manager and writes a turn's checks; the
+reward is validity-grounded, ``rewards.score_checks``; ``--model_name_or_path`` a hier_checks SFT checkpoint, whose
+``manager.json`` sets the rollouts' view, grammar and token cap and is copied to the output)::
+
+    accelerate launch --config_file configs/accelerate/cpu.yaml scripts/rl.py \
+        --config configs/rl/smollm2-checks-cpu.yaml --model_name_or_path runs/sft-smollm2-checks
+
 Qwen3-8B on 8x A100 80 GB, vLLM colocated, DeepSpeed ZeRO-3::
 
     accelerate launch --config_file configs/accelerate/zero3.yaml scripts/rl.py --config configs/rl/qwen3-8b.yaml

@@ -123,7 +123,7 @@ def test_truncation_counts_the_agents_steps_only(pool):
 
 
 def test_format_errors_name_the_fix():
-    with pytest.raises(ValueError, match=r"^format='tree' is not understood; use one of: flat, hier\.$"):
+    with pytest.raises(ValueError, match=r"^format='tree' is not understood; use one of: flat, hier, hier_checks\.$"):
         ManagerEnvConfig(format="tree")
     with pytest.raises(ValueError, match="max_actions=4: tier 0 needs one check"):
         ManagerEnv(format="hier", runtime_config=RuntimeConfig(max_actions=4))

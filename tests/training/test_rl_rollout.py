@@ -304,7 +304,7 @@ def test_rl_arguments_take_the_format_and_check_it():
     from training.rl.trainer import RLArguments
 
     assert RLArguments().format == "flat" and RLArguments(format="hier").format == "hier"
-    with pytest.raises(ValueError, match=r"^format='tree' is not understood; use one of: flat, hier\.$"):
+    with pytest.raises(ValueError, match=r"^format='tree' is not understood; use one of: flat, hier, hier_checks\.$"):
         RLArguments(format="tree")
     with pytest.raises(ValueError, match="format='hier' with max_actions=4: .* use max_actions > 4"):
         RLArguments(format="hier", max_actions=4)

@@ -83,7 +83,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from envs.manager import CONVERSATION, check_format
 from harness.manager.hier import CONFIRM
-from harness.manager.hier_prompts import DECISIONS, HIER_SYSTEM, tier1_tool_schemas
+from harness.manager.hier_prompts import CHECKS_SYSTEM, DECISIONS, HIER_SYSTEM, tier1_tool_schemas
 from harness.manager.lifecycle import CONTROL_ACTIONS
 from harness.manager.policies import execution_evidence
 from harness.manager.policy_types import PolicyInput, call
@@ -122,12 +122,14 @@ class EpisodeTokens:
         ``bare`` (neither: the activation is the first turn; the view ``training.study`` trains and serves small
         models with). ``format``: whose system prompt and tools (when ``system`` / ``tools`` are not given): ``flat``
         the ``llm`` policy's, ``hier`` tier 1's (:data:`~harness.manager.hier_prompts.HIER_SYSTEM`,
-        :func:`~harness.manager.hier_prompts.tier1_tool_schemas`)."""
+        :func:`~harness.manager.hier_prompts.tier1_tool_schemas`), ``hier_checks`` the check writer's
+        (:data:`~harness.manager.hier_prompts.CHECKS_SYSTEM`, no tools)."""
         self.tokenizer = tokenizer
         self.bare = check_prompt_view(prompt_view) == "bare"
-        hier = check_format(format) == "hier"
-        self.system = (HIER_SYSTEM if hier else CONVERSATION.system) if system is None else system
-        self.tools = (tier1_tool_schemas() if hier else CONVERSATION.tools) if tools is None else tools
+        own = {"flat": (CONVERSATION.system, CONVERSATION.tools), "hier": (HIER_SYSTEM, tier1_tool_schemas()),
+               "hier_checks": (CHECKS_SYSTEM, [])}[check_format(format)]  # fmt: skip
+        self.system = own[0] if system is None else system
+        self.tools = own[1] if tools is None else tools
         self.eos_id = int(tokenizer.convert_tokens_to_ids(IM_END))
         user = {"role": "user", "content": _USER_PROBE}
         opened = self._render([user], generation_prompt=True)

@@ -8,7 +8,9 @@ training pool before any training step: for ``points`` start points (drawn by go
 seed, so the training stream is untouched) it plays the episode to the model's first request, exactly as a rollout
 does (:meth:`~training.rl.rollout.EpisodePlayer.steps`), samples ``samples`` first responses at each temperature
 from that context and counts the *legal* ones: the response parses as one wire-format action whose name the
-lifecycle allows at that request (the runtime may still refuse its arguments). :func:`choose_temperature` takes the
+lifecycle allows at that request (the runtime may still refuse its arguments); a player with its own
+``legal_reply(text, legal_actions)`` judges its replies so (:class:`~training.rl.checks_rollout.ChecksPlayer`: the
+reply parses as the checks object). :func:`choose_temperature` takes the
 highest temperature whose legal rate is at least ``min_legal``; when none is, the one with the highest rate (ties:
 the higher temperature). The probe's table is written next to the checkpoint (``temperature_probe.json``).
 """
@@ -79,7 +81,7 @@ def probe_temperatures(
                 engine, request.context_ids, samples, min(max_new_tokens, request.max_new_tokens), t
             ):
                 text = player.tokens.decode(ids[:-1] if ids and ids[-1] == player.tokens.eos_id else ids)
-                name = legal_response(text, legal_actions)
+                name = getattr(player, "legal_reply", legal_response)(text, legal_actions)
                 row = rows[t]
                 row["samples"] += 1
                 if name is not None:

@@ -7,13 +7,13 @@
   (clip-higher), ``beta: 0`` (no KL, no reference model), with a ``rollout_func`` (:class:`ManagerRollouts`) that plays
   rollouts in :class:`envs.ManagerEnv` (:mod:`training.rl.rollout`: one activation per rollout, the exact conversation
   the served ``llm`` policy sends, or with ``format: hier`` tier 1's of the ``hier`` manager; with ``takeover:
-  decision`` the gold plays the activation's verification calls and the model its decision; environment ids masked
-  with ``env_mask``). ``DapoTrainer`` (:mod:`training.rl.dapo_trainer`) adds the rollout state to checkpoints and
-  two savings that leave the loss unchanged (both tested against TRL): rows with zero advantage (uniform groups that
-  filled a batch) are not forwarded beyond what keeps every rank's forwards and collectives alike, and off CUDA in one
-  process only the completion positions are scored (TRL's fused head scores every prompt position there: ~100x the
-  work for a 3.7k-token prompt). Where the DAPO loss is computed:
-  :mod:`training.rl.dapo`.
+  decision`` the gold plays the activation's verification calls and the model its decision; with ``format:
+  hier_checks`` the model writes a turn's checks, :mod:`training.rl.checks_rollout`; env ids masked: ``env_mask``).
+  ``DapoTrainer`` (:mod:`training.rl.dapo_trainer`) adds the rollout state to checkpoints and two savings that leave
+  the loss unchanged (both tested against TRL): rows with zero advantage (uniform groups that filled a batch) are not
+  forwarded beyond what keeps every rank's forwards and collectives alike, and off CUDA in one process only the
+  completion positions are scored (TRL's fused head scores every prompt position there: ~100x the work for a 3.7k-token
+  prompt). Where the DAPO loss is computed: :mod:`training.rl.dapo`.
 - Dynamic sampling (:mod:`training.rl.sampling`): the ``prompt`` rows TRL feeds are placeholders (one per group);
   :class:`ManagerRollouts` draws the start points itself from the replay pool, drops uniform groups and refills
   within ``max_rounds`` rounds, then trains on what it gathered.
@@ -71,6 +71,7 @@ from harness.manager.lifecycle import CONTROL_ACTIONS
 from harness.manager.prompt_view import check_prompt_view
 from harness.tokenizer import load_tokenizer
 from harness.tracking import check_report_to
+from training.rl.checks_rollout import check_checks_args, checks_start_points, save_settings, served_settings
 from training.rl.dapo import overlong_penalty
 from training.rl.dapo_trainer import dapo_trainer_class, reward_functions
 from training.rl.metrics import rollout_metrics, rollout_share_callback
@@ -154,7 +155,8 @@ class RLArguments:
         metadata={
             "help": "flat: the model is the llm manager (every activation can be a start point). hier: the model is "
             "tier 1 of the hier manager (start points: the gold's check activations with a tier-1 part; tier 0 and "
-            "the gold play the rest)."
+            "the gold play the rest). hier_checks: the model writes each start turn's checks (training/rl/"
+            "checks_rollout.py; reward_config is then a rewards.CheckRewardConfig YAML)."
         },
     )
     prompt_view: str = field(
@@ -242,12 +244,13 @@ class RLArguments:
             raise ValueError(f"oversample={self.oversample} must be >= 1")
         check_prompt_view(self.prompt_view)
         check_takeover(self.takeover)
+        check_checks_args(self)
         if self.gold_controls is not None:
             check_gold_controls(self.gold_controls)
-        if check_format(self.format) == "hier" and self.max_actions <= TIER1_MIN_ACTIONS:
+        if check_format(self.format) != "flat" and self.max_actions <= TIER1_MIN_ACTIONS:
             raise ValueError(
-                f"format='hier' with max_actions={self.max_actions}: tier 0 needs one check and tier 1 at least "
-                f"{TIER1_MIN_ACTIONS} actions of a check activation; use max_actions > {TIER1_MIN_ACTIONS}."
+                f"format={self.format!r} with max_actions={self.max_actions}: tier 0 needs one check and tier 1 at "
+                f"least {TIER1_MIN_ACTIONS} actions of a check activation; use max_actions > {TIER1_MIN_ACTIONS}."
             )
         if self.max_start_points is not None and self.max_start_points < 1:
             raise ValueError(f"max_start_points={self.max_start_points} must be >= 1; leave it unset to use all")
@@ -335,7 +338,9 @@ class ManagerRollouts:
         controls = tuple(rl_args.gold_controls) if rl_args.gold_controls is not None else None
         if controls is None and rl_args.takeover == "decision":
             controls = CONTROL_ACTIONS  # the model takes over at the gold's decision: there must be one
-        points = start_points(self.pool, types, rl_args.format, controls)[: rl_args.max_start_points]
+        checks = rl_args.format == "hier_checks"
+        points = checks_start_points(self.pool) if checks else start_points(self.pool, types, rl_args.format, controls)
+        points = points[: rl_args.max_start_points]
         self.sampler = DynamicSampler(
             StartPointSampler(points, seed, rl_args.stratify_controls), self.play_group, config.num_generations,
             rl_args.max_rounds, rl_args.oversample, rl_args.reward_atol, play_many=self.play_groups,
@@ -437,9 +442,11 @@ class ManagerRollouts:
         if not self.args.constrained_decoding:
             return None
         from harness.grammar import TokenGrammar
+        from harness.manager.hier_checks import checks_grammar
         from harness.manager.wire import call_grammar
 
-        return TokenGrammar.for_model(self.tokens.tokenizer, model, call_grammar, [self.tokens.eos_id])
+        grammar = checks_grammar if self.args.format == "hier_checks" else call_grammar
+        return TokenGrammar.for_model(self.tokens.tokenizer, model, grammar, [self.tokens.eos_id])
 
     def _engine(self, trainer: GRPOTrainer) -> Any:
         from training.rl.vllm_engine import VLLMEngine
@@ -532,16 +539,18 @@ def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPO
     from accelerate import PartialState
     from datasets import Dataset
 
-    from rewards import RewardConfig
+    from rewards import CheckRewardConfig, RewardConfig
 
     model_args.refuse_lora("DAPO")  # RL trains every weight of a full model
-    check_config(rl_args, config)
     check_executor(rl_args.executor_options())  # executor ray: Ray installed and `address` answering, before any work
     if rl_args.torch_threads:
         torch.set_num_threads(rl_args.torch_threads)
     model_path = resolve_model(model_args)
     tokenizer = load_tokenizer(model_path)  # the project's chat template, also on a hub base model
-    reward_config = RewardConfig.from_yaml(rl_args.reward_config) if rl_args.reward_config else RewardConfig()
+    reward_cls = CheckRewardConfig if rl_args.format == "hier_checks" else RewardConfig
+    reward_config = reward_cls.from_yaml(rl_args.reward_config) if rl_args.reward_config else reward_cls()
+    settings = served_settings(rl_args, model_path)  # hier_checks: sample as the init's manager.json serves
+    check_config(rl_args, config)  # after the settings: their grammar, token cap and view are checked too
     funcs, config.reward_weights = reward_functions(reward_config.weights())
     config.model_init_kwargs = {"dtype": model_args.dtype, **(config.model_init_kwargs or {})}
     seed = config.seed + PartialState().process_index
@@ -563,6 +572,7 @@ def build_trainer(model_args: ModelArguments, rl_args: RLArguments, config: GRPO
         callbacks=[callback],
     )
     callback.trainer = trainer
+    trainer.manager_settings = settings  # hier_checks: the init checkpoint's manager.json (run_rl saves it)
     return trainer
 
 
@@ -581,6 +591,7 @@ def run_rl(model_args: ModelArguments, rl_args: RLArguments, config: GRPOConfig)
     metrics["rl/temperature"] = config.temperature
     trainer.save_model(config.output_dir)
     if trainer.accelerator.is_main_process:
+        save_settings(trainer.manager_settings, rl_args, config.output_dir)  # hier_checks: manager.json
         trainer.save_metrics("all", metrics, combined=False)
         trainer.state.save_to_json(str(Path(config.output_dir) / "trainer_state.json"))
         groups = summarize_groups(read_records(Path(config.output_dir) / GROUPS_FILE))

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.executors import ExecutorOptions, check_executor, open_executor
+from training.rl.checks_rollout import ChecksPlayer
 from training.rl.rollout import (
     EpisodePlayer,
     EpisodeTokens,
@@ -94,10 +95,14 @@ class EnvSpec:
         pool = pool if pool is not None else ReplayPool(self.pool)
         if tokens is None:
             tokens = EpisodeTokens(self.tokenizer, prompt_view=self.prompt_view, format=self.format)
+        checks = self.format == "hier_checks"  # reward_config is then a rewards.CheckRewardConfig
         env = ManagerEnv(
-            pool=pool, worker="replay", isolation=self.isolation, reward_config=self.reward_config,
+            pool=pool, worker="replay", isolation=self.isolation, reward_config=None if checks else self.reward_config,
+            checks_reward=self.reward_config if checks else None,
             runtime_config=RuntimeConfig(max_actions=self.max_actions), format=self.format,
         )  # fmt: skip
+        if checks:
+            return ChecksPlayer(env, tokens, self.limits, self.takeover)
         return EpisodePlayer(env, tokens, self.limits, self.takeover)
 
 
