@@ -47,12 +47,14 @@ from training.study.data import synthesize_split
 from training.study.layout import Study
 from training.study.testset import draw_testset
 
-__all__ = ["TIMING_FILE", "Study", "StudyConfig", "evaluate_arm", "evaluate_command", "run_study"]
+__all__ = ["TIMING_FILE", "Study", "StudyConfig", "check_resume", "evaluate_arm", "evaluate_command", "run_study"]
 
 logger = logging.getLogger(__name__)
 
 TIMING_FILE = "timing.json"  # seconds per stage, summed over the invocations that ran it (a resume adds its own)
 DONE = "done.json"  # an arm's finished evaluation: its command and exit code
+CONFIG_FILE = "config.json"  # the config the study in OUT runs with; a resume must give the same
+RESUMABLE_CHANGES = ("out", "report_to")  # fields a resume may change: neither changes a number
 
 
 class StudyStageError(RuntimeError):
@@ -188,6 +190,24 @@ QUESTION = (
 )
 
 
+def check_resume(study: Study) -> None:
+    """Record the config in ``OUT/config.json`` at the first run; a later run (a resume) with another config stops
+    before any stage, naming the fields that changed (only :data:`RESUMABLE_CHANGES` may)."""
+    path = study.out / CONFIG_FILE
+    current = json.loads(json.dumps(asdict(study.config)))
+    if not path.is_file():
+        path.write_text(json.dumps(current, indent=2) + "\n")
+        return
+    stored = json.loads(path.read_text())
+    changed = sorted(k for k in {*stored, *current} if k not in RESUMABLE_CHANGES and stored.get(k) != current.get(k))
+    if changed:
+        detail = "; ".join(f"{k}: {stored.get(k)!r} -> {current.get(k)!r}" for k in changed)
+        raise StudyStageError(
+            f"{path}: the study in {study.out} ran with another config ({detail}); its finished stages would mix "
+            f"two designs: restore the config, or use another --out (or delete {study.out} to start over)"
+        )
+
+
 def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) the whole study; writes the record into ``OUT`` and returns the results."""
     from training.smollm2 import build_smollm2
@@ -195,6 +215,7 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
 
     study = Study(config, Path(out) if out is not None else config.path(config.out))
     study.out.mkdir(parents=True, exist_ok=True)
+    check_resume(study)
     timing_path = study.out / TIMING_FILE
     timing: dict[str, float] = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
 

@@ -133,3 +133,78 @@ def test_every_arm_is_played_by_the_evaluate_command_a_user_types(tmp_path: Path
     assert sft[sft.index("--suite") + 1] == str(tmp_path / "data" / "test-suite")
     assert [evaluate_command(study, a)[evaluate_command(study, a).index("--managers") + 1] for a in ("none", "rule",
             "read")] == ["none", "rule", "read"]  # fmt: skip
+
+
+def test_a_resume_with_another_config_stops_naming_the_change(tmp_path: Path) -> None:
+    from training.study.driver import StudyStageError, check_resume
+
+    config = StudyConfig(testset={"domains": ["logistics"], "question_writer": "b"}, model_tasks=3)
+    check_resume(Study(config, tmp_path))
+    check_resume(Study(config, tmp_path))  # the same config: a resume
+    check_resume(Study(StudyConfig(**{**config.__dict__, "report_to": "none"}), tmp_path))  # no number changes
+    changed = StudyConfig(**{**config.__dict__, "model_tasks": 4})
+    with pytest.raises(StudyStageError, match=r"model_tasks: 3 -> 4.*use another --out"):
+        check_resume(Study(changed, tmp_path))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # ~4 min on the idle machine (the study, then its resume)
+def test_miniature_study(tmp_path: Path) -> None:
+    """training/study/configs/smollm2-mini.yaml end to end: every arm played by ``stateguard evaluate`` on the
+    frozen test set, the model arms served from their checkpoint's manager.json; a re-run resumes everything."""
+    pytest.importorskip("gguf", reason="the SmolLM2 conversion needs the train extra (gguf)")
+    from training.smollm2 import build_smollm2, cached_smollm2_dir
+
+    model = build_smollm2(cached_smollm2_dir())
+    config = yaml.safe_load((REPO / "training" / "study" / "configs" / "smollm2-mini.yaml").read_text())
+    config.update(smollm2_dir=str(model), isolation="bwrap" if shutil.which("bwrap") else "none",
+                  testset_record=str(tmp_path / "testset.json"), report_to="none")  # fmt: skip
+    config_path = tmp_path / "mini.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "study"
+    command = [sys.executable, "-m", "training.study", "--config", str(config_path), "--out", str(out)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert list(results["arms"]) == config["arms"] and results["simulated"] is True
+    frozen = json.loads((tmp_path / "testset.json").read_text())
+    assert frozen["seen_by_editions"] == [1] and frozen["episodes"] == {"faulted": 1, "clean": 1}
+    for arm, entry in results["arms"].items():
+        metrics, settings = entry["metrics"], entry["settings"]
+        assert metrics["episodes"] == 2 and (metrics["faulted_episodes"], metrics["clean_episodes"]) == (1, 1), arm
+        assert settings["command"].startswith("stateguard evaluate --suite ") and settings["exit_code"] == 0
+        assert (entry["kind"] == "oracle") == (arm == "gold-specs") and ("--oracle_checks" in settings["command"]) == (
+            arm == "gold-specs"
+        )
+        if ARMS[arm].model:  # served as a user serves the checkpoint: hier:llm-hf:DIR and its manager.json
+            assert f"--managers hier:llm-hf:{out / 'arms' / arm / 'model'}" in settings["command"]
+            served = settings["manager.json"]
+            assert (served["policy"], served["writes"], served["prompt_view"]) == ("hier", "checks", "bare")
+            assert served["max_new_tokens"] == config["manager_max_tokens"] and served["constrained_decoding"]
+    none = results["arms"]["none"]["metrics"]["counts"]
+    assert none["true_positive"] == none["false_positive"] == 0  # no manager, no repair
+    assert results["arms"]["gold-specs"]["metrics"]["counts"]["true_positive"] == 1  # the oracle catches it
+    records = [json.loads(x) for x in (out / "eval" / "sft" / "episodes" / "sft.jsonl").read_text().splitlines()]
+    assert all(r["config"]["manager_settings"]["prompt_view"] == "bare" for r in records)
+    notes = [a["raw"] for r in records for act in r["activations"] for a in act["actions"] if "tier-1" in a["raw"]]
+    assert notes and all("tier-1 checks: " in n or "tier-1 reply rejected" in n for n in notes)
+    decisions = results["decisions"]
+    assert set(decisions) == {"rule", "digest-rule"} and decisions["digest-rule"]["points"] == 2
+    assert decisions["digest-rule"]["repair_f1"]["value"] == 1.0  # the digest of the gold's checks decides alone
+    report = (out / "report.md").read_text()
+    for arm in config["arms"]:
+        assert f"| {arm}" in report, arm
+    assert "ORACLE upper bound" in report and "SIMULATED" in report
+    for plot in ("repair_f1.png", "false_repairs.png", "dcr.png"):
+        assert (out / plot).stat().st_size > 1000
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(summary) >= {"total_s", "targets", "none", "sft"}
+    timing = json.loads((out / "timing.json").read_text())
+    assert timing["train/sft"] == json.loads((out / "arms" / "sft" / "train.json").read_text())["seconds"]
+    # a re-run resumes everything: nothing is trained or played again, the numbers are the same
+    kept = {p: p.read_text() for p in [out / "arms" / "sft" / "train.json", *(out / "eval").glob("*/episodes/*.jsonl")]}
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert {p: p.read_text() for p in kept} == kept
+    resumed = json.loads((out / "results.json").read_text())
+    assert resumed["arms"] == results["arms"] and resumed["testset"]["seen_by_editions"] == [1]
