@@ -85,7 +85,7 @@ def train_sft(study: Study, arm: str) -> dict[str, Any]:
         "--prompt_view", config.prompt_view, "--serve_max_new_tokens", str(config.manager_max_tokens),
         *config.sft_args,
     ]  # fmt: skip
-    study.launch(arm, "scripts/sft.py", config.sft_config, args)
+    study.launch(arm, "sft.py", config.sft_config, args)
     found = read_manager_settings(study.model_dir(arm))
     wanted = checks_settings(study, config.prompt_view)
     if found != wanted:
@@ -104,7 +104,7 @@ def train_dapo(study: Study, arm: str) -> dict[str, Any]:
     start = study.model_dir(ARMS[arm].needs[0])
     output = study.model_dir(arm)
     args = ["--model_name_or_path", str(start), "--pool", str(study.data_dir("train")), "--format", "hier_checks"]
-    study.launch(arm, "scripts/rl.py", config.rl_config, [*args, "--output_dir", str(output), *config.rl_args])
+    study.launch(arm, "rl.py", config.rl_config, [*args, "--output_dir", str(output), *config.rl_args])
     if read_manager_settings(output) is None:
         raise RuntimeError(f"{output}: DAPO left no manager.json; the checkpoint cannot be served as trained")
     return {"checkpoint": str(output), "start": str(start)}
