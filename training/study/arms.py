@@ -22,7 +22,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from harness.manager.checkpoint_settings import ManagerSettings, read_manager_settings, write_manager_settings
@@ -115,7 +114,9 @@ ARMS: dict[str, Arm] = {
     "rule": Arm("deterministic verifier of executions, no model", "rule"),
     "read": Arm("question reader: check specs from the turn's words, no model", "read"),
     "gold-specs": Arm("ORACLE upper bound: the gold's check specs, run by tier 0", "hier-checks:gold", oracle=True),
-    "prompt": Arm("SmolLM2-135M-Instruct, prompt only, writing checks", "hier:llm-hf:{model}", True, train=prepare_prompt),
+    "prompt": Arm(
+        "SmolLM2-135M-Instruct, prompt only, writing checks", "hier:llm-hf:{model}", True, train=prepare_prompt
+    ),
     "sft": Arm("SmolLM2 after LoRA SFT on the check-writing samples", "hier:llm-hf:{model}", True, train=train_sft),
     "sft-dapo": Arm(
         "SmolLM2 after SFT, then DAPO over check activations",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
 from training.study.layout import Study

@@ -49,7 +49,6 @@ from harness.jsonl import append_jsonl, read_jsonl_resumable
 from harness.manager.hier import HARNESS, POLICY
 from harness.manager.lifecycle import CONTROL_ACTIONS
 from training.rl.rollout import HarnessConfirm, StartPoint, action_stats, check_takeover, gold_decision, start_points
-
 from training.study.decision_metrics import harness_confirmed, own_control
 
 if TYPE_CHECKING:
@@ -71,6 +70,8 @@ def model_usage(policy: Any) -> dict[str, int] | None:
     if source is None or not all(isinstance(getattr(source, name, None), int) for name in names):
         return None
     return {name: int(getattr(source, name)) for name in names}
+
+
 """The gold control actions that make a check activation a decision point: repair, or confirm (do not repair)."""
 
 

@@ -5,8 +5,8 @@
 model), description, settings (the manager spec and the ``manager.json`` it was served with, :func:`arm_settings`)
 and metrics (:mod:`training.study.episode_metrics`); the paired comparisons; the targets
 (:mod:`training.study.study_targets`); the test set's summary (id, hash, how many editions have seen it); the
-decision-point diagnostic (per arm, :func:`training.study.decision_metrics.decision_metrics` of its rows, the digest rule
-included); the timing. :func:`write_record` writes it (:mod:`training.study.record_render` renders the report and
+decision-point diagnostic (per arm, :func:`training.study.decision_metrics.decision_metrics` of its rows, the digest
+rule included); the timing. :func:`write_record` writes it (:mod:`training.study.record_render` renders the report and
 plots). All worker numbers are SIMULATED: the scripted worker replays reference or faulty programs.
 """
 

@@ -69,7 +69,12 @@ def testset_record(config: Any, split: Path, faults: list[dict[str, Any]]) -> di
         "seed": config.seed,
         "tasks": [{"task_id": t.name, "sha256": folder_hash(t)} for t in tasks if t.name in faulted],
         "faults": [
-            {"task_id": f["task_id"], "turn_id": str(f["turn_id"]), "fault_type": f["fault_type"], "sha256": fault_hash(f)}
+            {
+                "task_id": f["task_id"],
+                "turn_id": str(f["turn_id"]),
+                "fault_type": f["fault_type"],
+                "sha256": fault_hash(f),
+            }
             for f in faults
         ],
         "episodes": {"faulted": len(faults), "clean": len(faulted)},

@@ -48,8 +48,8 @@ def test_the_digest_rule_repairs_on_a_failure_quoting_it_and_confirms_otherwise(
 
 
 def test_the_digest_rule_scores_the_gold_decisions_at_the_decision_points(pool, env) -> None:
-    from training.study.decisions import decision_points, play_decision
     from training.study.decision_metrics import decision_metrics
+    from training.study.decisions import decision_points, play_decision
 
     points = decision_points(pool, 4, seed=0)
     rows = [play_decision(env, p, DECISION_BASELINES["digest-rule"](), 1, "decision") for p in points]

@@ -36,7 +36,9 @@ def test_study_configs_load() -> None:
         for name in (config.sft_config, config.rl_config, config.accelerate_config):
             assert config.path(name).is_file(), f"{path}: {name} does not exist"
         assert config.testset["domains"] == ["logistics"] and config.testset["question_writer"] == "b"
-        assert "logistics" not in config.train_synthesis["domains"] and config.train_synthesis["question_writer"] == "a"
+        assert (
+            "logistics" not in config.train_synthesis["domains"] and config.train_synthesis["question_writer"] == "a"
+        )
     full = StudyConfig.from_yaml(REPO / "training" / "study" / "configs" / "smollm2.yaml")
     assert full.arms == list(ARMS) and full.testset_record == "docs/study/testset.json"
     assert (full.min_faulted, full.min_clean, full.testset["n_turns"]) == (30, 15, [6, 6])
@@ -202,7 +204,9 @@ def test_miniature_study(tmp_path: Path) -> None:
     timing = json.loads((out / "timing.json").read_text())
     assert timing["train/sft"] == json.loads((out / "arms" / "sft" / "train.json").read_text())["seconds"]
     # a re-run resumes everything: nothing is trained or played again, the numbers are the same
-    kept = {p: p.read_text() for p in [out / "arms" / "sft" / "train.json", *(out / "eval").glob("*/episodes/*.jsonl")]}
+    kept = {
+        p: p.read_text() for p in [out / "arms" / "sft" / "train.json", *(out / "eval").glob("*/episodes/*.jsonl")]
+    }
     again = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert {p: p.read_text() for p in kept} == kept

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from training.study.decisions import DECISION_CONTROLS, decision_points, play_decision, point_key, score_decisions
 from training.study.decision_metrics import decision_metrics, harness_confirmed, own_control
+from training.study.decisions import DECISION_CONTROLS, decision_points, play_decision, point_key, score_decisions
 
 
 class Silent:
