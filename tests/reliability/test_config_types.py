@@ -85,13 +85,13 @@ def test_pipeline_lists_and_study_sections_are_checked(tmp_path):
     path = write(tmp_path, "sft_args: [--max_steps, 2]\neval_limit: 2.0\n")
     with pytest.raises(ValueError, match=r"'sft_args\[1\]' must be str, got int 2 \(quote it: '2'\).*'eval_limit'"):
         PipelineConfig.from_yaml(path)
-    from training.study.driver import StudyConfig
+    from training.study.config import StudyConfig
 
-    path = write(tmp_path, "train_synthesis: {seed: one}\nheldout_synthesis: {domains: commerce}\n")
+    path = write(tmp_path, "train_synthesis: {seed: one}\ntestset: {domains: logistics}\n")
     with pytest.raises(ValueError) as info:
         StudyConfig.from_yaml(path)
     assert "field 'train_synthesis.seed' must be int" in str(info.value)
-    assert "field 'heldout_synthesis.domains' must be list[str]" in str(info.value)
+    assert "field 'testset.domains' must be list[str]" in str(info.value)
 
 
 def test_unreadable_files_name_the_file(tmp_path):
