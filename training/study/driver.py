@@ -147,6 +147,7 @@ def collect(
             command=evaluation["command"],
             exit_code=evaluation["rc"],
             tasks_limit=config.model_tasks if ARMS[arm].model else None,
+            code=evaluated_code(study.eval_dir(arm)),
         )
         for arm, evaluation in evaluations.items()
     }
@@ -173,6 +174,12 @@ def collect(
         seed=config.seed,
         n_resamples=config.n_resamples,
     )
+
+
+def evaluated_code(folder: Path) -> str | None:
+    """The code version an arm's episodes were played with (its evaluation's fingerprint), None when unrecorded."""
+    path = folder / "fingerprint.json"
+    return json.loads(path.read_text()).get("code") if path.is_file() else None
 
 
 def testset_digest(record: dict[str, Any]) -> str:
