@@ -100,6 +100,11 @@ class StudyConfig:
         metadata={"help": "Test decision points of the diagnostic (the gold runs the checks, the digest rule and "
                   "rule decide; 0: none)."},
     )  # fmt: skip
+    record_only: bool = field(
+        default=False,
+        metadata={"help": "Write the record from the arms whose episodes are finished and stop (an interim record "
+                  "of a study still running: the other arms are listed as not played yet); trains and plays nothing."},
+    )  # fmt: skip
     isolation: str = field(default="bwrap", metadata={"help": "Sandbox isolation of synthesis and episodes."})
     seed: int = field(default=0, metadata={"help": "Seed of the fault draw and the bootstrap."})
     n_resamples: int = field(default=10_000, metadata={"help": "Bootstrap resamples of every interval."})

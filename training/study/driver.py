@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 TIMING_FILE = "timing.json"  # seconds per stage, summed over the invocations that ran it (a resume adds its own)
 DONE = "done.json"  # an arm's finished evaluation: its command and exit code
 CONFIG_FILE = "config.json"  # the config the study in OUT runs with; a resume must give the same
-RESUMABLE_CHANGES = ("out", "report_to")  # fields a resume may change: neither changes a number
+RESUMABLE_CHANGES = ("out", "report_to", "record_only")  # fields a resume may change: none changes a number
 
 
 class StudyStageError(RuntimeError):
@@ -132,6 +132,7 @@ def collect(
     testset: dict[str, Any],
     decisions: dict[str, list[dict[str, Any]]],
     timing: dict[str, float],
+    unavailable: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The study's results (:func:`training.study.record.build_results`) from each arm's evaluation folder."""
     from harness.evaluation.suite import resolve_suite
@@ -170,6 +171,7 @@ def collect(
         timing=timing,
         descriptions={arm: ARMS[arm].description for arm in evaluations},
         decisions=decisions,
+        unavailable=unavailable,
         config=asdict(config),
         seed=config.seed,
         n_resamples=config.n_resamples,
@@ -215,6 +217,28 @@ def check_resume(study: Study) -> None:
         )
 
 
+def interim_record(study: Study, timing: dict[str, float]) -> dict[str, Any]:
+    """The record of the arms whose episodes are finished (``OUT/eval/<arm>/done.json``), the others listed as not
+    played yet, ``interim`` set: for a study still running (``record_only``). Nothing is trained or played."""
+    from training.study.record import write_record
+
+    config = study.config
+    record_path = config.path(config.testset_record)
+    if not record_path.is_file():
+        raise StudyStageError(f"{record_path}: no test set drawn yet; run the study first")
+    evaluations = {
+        arm: json.loads((study.eval_dir(arm) / DONE).read_text())
+        for arm in config.arms
+        if (study.eval_dir(arm) / DONE).is_file()
+    }
+    waiting = {arm: "not played yet: the study is still running" for arm in config.arms if arm not in evaluations}
+    testset = json.loads(record_path.read_text())
+    results = collect(study, evaluations, testset, {}, timing, waiting)
+    results["interim"] = True
+    write_record(study.out, results)
+    return results
+
+
 def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) the whole study; writes the record into ``OUT`` and returns the results."""
     from training.smollm2 import build_smollm2
@@ -237,6 +261,8 @@ def run_study(config: StudyConfig, out: str | Path | None = None) -> dict[str, A
         timing_path.write_text(json.dumps(timing, indent=2) + "\n")
         return value
 
+    if config.record_only:
+        return interim_record(study, timing)
     if any(ARMS[a].model for a in config.arms):
         timed("model", lambda: build_smollm2(config.path(config.smollm2_dir)))
     data = {split: timed(f"data/{split}", lambda s=split: synthesize_split(study, s)) for split in ("train", "test")}

@@ -121,6 +121,14 @@ def render_report(results: Mapping[str, Any]) -> str:
     boot = results.get("bootstrap") or {}
     lines = [
         "# The study: whole held-out episodes on a frozen test set (SIMULATED worker)\n",
+        *(
+            [
+                f"**INTERIM RECORD**: written while the study runs; not played yet: {', '.join(results['unavailable'])}."
+                " The targets that need them are n/a here.\n"
+            ]
+            if results.get("interim")
+            else []
+        ),
         f"**Question.** {results.get('question', '')}\n",
         "**Design.** Each arm plays whole held-out episodes (every turn of each task; per task one clean episode and "
         "faulted ones, each fault detectable by checks) through `stateguard evaluate`, a model arm served from its "
