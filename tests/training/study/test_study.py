@@ -212,3 +212,11 @@ def test_miniature_study(tmp_path: Path) -> None:
     assert {p: p.read_text() for p in kept} == kept
     resumed = json.loads((out / "results.json").read_text())
     assert resumed["arms"] == results["arms"] and resumed["testset"]["seen_by_editions"] == [1]
+    # an interim record while arms are still running: the finished ones, the others listed as not played yet
+    (out / "eval" / "sft" / "done.json").unlink()
+    interim = subprocess.run([*command, "--record_only", "true"], cwd=REPO, capture_output=True, text=True)
+    assert interim.returncode == 0, interim.stdout[-3000:] + interim.stderr[-3000:]
+    partial = json.loads((out / "results.json").read_text())
+    assert partial["interim"] and "sft" not in partial["arms"] and "sft" in partial["unavailable"]
+    assert partial["arms"]["read"] == results["arms"]["read"]
+    assert "**INTERIM RECORD**" in (out / "report.md").read_text()
