@@ -219,7 +219,8 @@ def check_resume(study: Study) -> None:
 
 def interim_record(study: Study, timing: dict[str, float]) -> dict[str, Any]:
     """The record of the arms whose episodes are finished (``OUT/eval/<arm>/done.json``), the others listed as not
-    played yet, ``interim`` set: for a study still running (``record_only``). Nothing is trained or played."""
+    played yet, and the decision points played so far; ``interim`` set: for a study still running
+    (``record_only``). Nothing is trained or played."""
     from training.study.record import write_record
 
     config = study.config
@@ -232,8 +233,16 @@ def interim_record(study: Study, timing: dict[str, float]) -> dict[str, Any]:
         if (study.eval_dir(arm) / DONE).is_file()
     }
     waiting = {arm: "not played yet: the study is still running" for arm in config.arms if arm not in evaluations}
+    from harness.jsonl import read_jsonl_resumable
+    from training.study.decisions import DECISIONS_FILE
+
+    decisions = {
+        arm: rows
+        for arm in ("rule", "digest-rule")
+        if (rows := read_jsonl_resumable(study.arm_dir(arm) / DECISIONS_FILE))
+    }
     testset = json.loads(record_path.read_text())
-    results = collect(study, evaluations, testset, {}, timing, waiting)
+    results = collect(study, evaluations, testset, decisions, timing, waiting)
     results["interim"] = True
     write_record(study.out, results)
     return results
