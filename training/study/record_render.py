@@ -123,8 +123,8 @@ def render_report(results: Mapping[str, Any]) -> str:
         "# The study: whole held-out episodes on a frozen test set (SIMULATED worker)\n",
         *(
             [
-                f"**INTERIM RECORD**: written while the study runs; not played yet: {', '.join(results['unavailable'])}."
-                " The targets that need them are n/a here.\n"
+                "**INTERIM RECORD**: written while the study runs; not played yet: "
+                f"{', '.join(results['unavailable'])}. The targets that need them are n/a here.\n"
             ]
             if results.get("interim")
             else []
