@@ -133,7 +133,7 @@ def build_results(
         "decisions": played or None,
         "unavailable": dict(unavailable or {}),
         "config": dict(config or {}),
-        "timing": {**timing, "total": round(sum(timing.values()), 1)},
+        "timing": {**timing, "total": round(sum(v for k, v in timing.items() if k != "total"), 1)},
         "bootstrap": {"n_resamples": n_resamples, "seed": seed, "confidence": 0.95, "clusters": "tasks"},
     }
     results["targets"] = targets(results, notes)

@@ -103,7 +103,7 @@ def _results(tmp_path, arms=("none", "rule", "read", "gold-specs", "prompt", "sf
         question="Does SFT teach SmolLM2 to write the checks a turn needs?",
         testset={"id": "testset-1", "sha256": "ab" * 32, "editions_seen": 1},
         settings=settings,
-        timing={"evaluate": 12.5},
+        timing={"evaluate": 12.5, "total": 12.5},  # a resumed study reads back its last total: not summed again
         decisions={
             "digest-rule": [
                 {"key": "p", "task_id": "T1", "gold": "REPAIR", "repaired": True, "actions": [], "reward": 1.0}
@@ -121,6 +121,7 @@ def test_the_record_is_written_with_every_arm_the_oracle_label_and_the_targets(t
     results = _results(tmp_path)
     assert list(results["arms"]) == ["none", "rule", "read", "gold-specs", "prompt", "sft", "sft-dapo"]
     assert results["arms"]["sft"]["settings"]["manager.json"] == {"stateguard_manager": 1, "policy": "hier"}
+    assert results["timing"] == {"evaluate": 12.5, "total": 12.5}
     assert results["testset"]["episodes"] == 4 and results["testset"]["faulted_episodes"] == 2
     pairs = [(c["a"], c["b"]) for c in results["comparisons"]]
     assert pairs[:6] == [("none", a) for a in ("rule", "read", "gold-specs", "prompt", "sft", "sft-dapo")]
