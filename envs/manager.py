@@ -349,19 +349,28 @@ class ManagerEnv(gym.Env[str, str]):
         info = {**self._base_info(), "legal": legal and rejected is None, "action_result": result}
         if self.hier is not None:
             info["rejected"] = rejected
-        request, messages = self._agent_request(request)
-        if request is None:
-            self._done = True  # the kernel stays up: the next reset recycles it
+        following = self._next_observation(request, info)
+        if following is None:
             record = self._run.record
             reward, terms = self._score(record)
             info.update(record=record, grade=dict(record.grade or {}), reward_terms=terms)
             return "", reward, True, False, info
+        return following[0], 0.0, False, following[1], info
+
+    def _next_observation(self, request: PolicyInput | None, info: dict[str, Any]) -> tuple[str, bool] | None:
+        """The agent's next request after ``request``: its observation and whether the step budget truncates the
+        episode there (its request info added to ``info``); None when the episode is over (the kernel stays up:
+        the next reset recycles it)."""
+        request, messages = self._agent_request(request)
+        if request is None:
+            self._done = True
+            return None
         assert messages is not None
         info.update(self._request_info(request, messages))
         truncated = self.env_steps >= self.config.max_env_steps
         if truncated:
             self._stop()
-        return messages[-1]["content"], 0.0, False, truncated, info
+        return messages[-1]["content"], truncated
 
     def _step_checks(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """``hier_checks``: keep the agent's checks, let tier 0 run them and decide, grade the reply."""
@@ -389,18 +398,12 @@ class ManagerEnv(gym.Env[str, str]):
         reward, graded = check_reward_info(step, self.checks_reward)
         info = {**self._base_info(), "legal": reply is not None, "action_result": decision, **graded}
         info["rejected"] = None if reply is not None else self.hier.rejected[-1]["reason"]
-        request, messages = self._agent_request(request)
-        if request is None:
-            self._done = True
+        following = self._next_observation(request, info)
+        if following is None:
             record = self._run.record
             info.update(record=record, grade=dict(record.grade or {}), episode_reward_terms=self._score(record)[1])
             return "", reward, True, False, info
-        assert messages is not None
-        info.update(self._request_info(request, messages))
-        truncated = self.env_steps >= self.config.max_env_steps
-        if truncated:
-            self._stop()
-        return messages[-1]["content"], reward, False, truncated, info
+        return following[0], reward, False, following[1], info
 
     def _twins(self) -> CleanTwins:
         if self.twins is None:
